@@ -1,0 +1,1 @@
+"""The compiler: IR, op registry, tape, autodiff, passes and backends."""

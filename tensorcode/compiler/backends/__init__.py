@@ -1,0 +1,1 @@
+"""Backends: ``reference`` (NumPy, the oracle) and ``numba`` (compiled, lazy import)."""

@@ -1,0 +1,406 @@
+"""Recording: the ``Tape``, the ``Expr`` handles it returns, and the eager builder.
+
+Every operation on an ``Expr`` goes through its builder's ``apply(op, inputs, attrs)``.
+A ``Tape`` records the op as a node of the IR; an ``Eager`` builder evaluates it at
+once with the op's NumPy reference. The VJP rules in ``ops.py`` are written against
+``Expr`` methods only, so the same rules record gradients as IR (``differentiate``) and
+compute them eagerly at run time (``run.backward``), and the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable, Iterable, Sequence, TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError, TensorCodeError
+from . import ops
+from .ir import Node, Type, canonical_dtype, freeze_attrs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..runtime.network import Network
+
+
+def _as_array(value: Any, dtype: Any = None) -> np.ndarray:
+    """A Python value as an array of a supported dtype; floats default to float64 and
+    ints to int64 (NumPy's defaults), bools become 0/1 integers."""
+    if isinstance(value, Expr):
+        raise TypeError("expected a concrete value, got an Expr; pass the array instead")
+    array = np.asarray(value)
+    if dtype is not None:
+        array = array.astype(canonical_dtype(dtype))
+    elif array.dtype == np.bool_:
+        array = array.astype(np.int64)
+    elif array.dtype.kind == "f" and array.dtype.name not in ("float32", "float64"):
+        array = array.astype(np.float64)
+    elif array.dtype.kind in "iu" and array.dtype.name not in ("int32", "int64"):
+        array = array.astype(np.int64)
+    canonical_dtype(array.dtype)
+    return np.array(array, copy=True, order="C")
+
+
+class Builder:
+    """What an ``Expr`` needs from whoever built it."""
+
+    def apply(self, op: str, inputs: Sequence["Expr"], attrs: dict[str, Any] | None = None
+              ) -> "Expr":
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def constant(self, value: Any, dtype: Any = None) -> "Expr":
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def lift(self, value: Any, like: "Expr") -> "Expr":
+        """Turn an operand into an ``Expr``. Python scalars are weak: they take the
+        tensor's dtype. Arrays and NumPy scalars keep their own dtype."""
+        if isinstance(value, Expr):
+            if value.builder is not self:
+                raise TensorCodeError(
+                    "these expressions were recorded on different tapes; record every "
+                    "operand of an op on the same tape")
+            return value
+        if isinstance(value, bool) or isinstance(value, numbers.Integral) and not isinstance(
+                value, np.generic):
+            return self.constant(value, like.dtype)
+        if isinstance(value, float):
+            if like.dtype not in ("float32", "float64"):
+                raise DTypeError(f"cannot combine a {like.dtype} tensor with the Python float "
+                                 f"{value!r}; cast the tensor with .astype('float32') first")
+            return self.constant(value, like.dtype)
+        return self.constant(value)
+
+
+class Expr:
+    """A symbol: one value recorded on a tape (or computed by the eager builder).
+
+    Exprs hash by identity and key feeds and parameter tables; ``==`` records a
+    comparison rather than testing identity, as in NumPy.
+    """
+
+    __slots__ = ("builder", "index", "type", "value", "__weakref__")
+    __array_priority__ = 1000  # make ndarray <op> Expr defer to Expr's reflected ops
+
+    def __init__(self, builder: Builder, index: int, type: Type,
+                 value: np.ndarray | None = None) -> None:
+        self.builder = builder
+        self.index = index
+        self.type = type
+        self.value = value
+
+    # -- introspection ------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.type.rank
+
+    def __repr__(self) -> str:
+        return f"Expr(%{self.index} : {self.type})"
+
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise TypeError("an Expr has no truth value at record time; use tc.where(...) to "
+                        "choose between values")
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("a scalar Expr has no len()")
+        return self.shape[0]
+
+    def _apply(self, op: str, *inputs: Any, **attrs: Any) -> "Expr":
+        lifted = [self, *(self.builder.lift(x, self) for x in inputs)]
+        return self.builder.apply(op, lifted, attrs)
+
+    def _binary(self, op: str, other: Any, reverse: bool = False) -> "Expr":
+        other = self.builder.lift(other, self)
+        a, b = (other, self) if reverse else (self, other)
+        return self.builder.apply(op, [a, b])
+
+    # -- arithmetic ---------------------------------------------------------------------
+    def __add__(self, o): return self._binary("add", o)
+    def __radd__(self, o): return self._binary("add", o, True)
+    def __sub__(self, o): return self._binary("sub", o)
+    def __rsub__(self, o): return self._binary("sub", o, True)
+    def __mul__(self, o): return self._binary("mul", o)
+    def __rmul__(self, o): return self._binary("mul", o, True)
+    def __truediv__(self, o): return self._binary("div", o)
+    def __rtruediv__(self, o): return self._binary("div", o, True)
+    def __pow__(self, o): return self._binary("pow", o)
+    def __rpow__(self, o): return self._binary("pow", o, True)
+    def __matmul__(self, o): return self._binary("matmul", o)
+    def __rmatmul__(self, o): return self._binary("matmul", o, True)
+    def __neg__(self): return self._apply("neg")
+    def __pos__(self): return self
+
+    # -- comparisons: 0/1 in the operand's dtype, no gradient --------------------------------
+    def __lt__(self, o): return self._binary("lt", o)
+    def __le__(self, o): return self._binary("le", o)
+    def __gt__(self, o): return self._binary("gt", o)
+    def __ge__(self, o): return self._binary("ge", o)
+    def __eq__(self, o): return self._binary("eq", o)  # type: ignore[override]
+    def __ne__(self, o): return self._binary("ne", o)  # type: ignore[override]
+
+    # -- unary functions ---------------------------------------------------------------
+    def exp(self): return self._apply("exp")
+    def log(self): return self._apply("log")
+    def tanh(self): return self._apply("tanh")
+    def sigmoid(self): return self._apply("sigmoid")
+    def relu(self): return self._apply("relu")
+    def sqrt(self): return self._apply("sqrt")
+    def abs(self): return self._apply("abs")
+    def sin(self): return self._apply("sin")
+    def cos(self): return self._apply("cos")
+    def __abs__(self): return self._apply("abs")
+
+    # -- reductions ----------------------------------------------------------------------
+    def _reduce(self, op: str, axis: Any, keepdims: bool) -> "Expr":
+        axes = ops.normalize_axes(op, axis, self.ndim)
+        return self._apply(op, axis=axes, keepdims=bool(keepdims))
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> "Expr":
+        return self._reduce("sum", axis, keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> "Expr":
+        return self._reduce("mean", axis, keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> "Expr":
+        return self._reduce("max", axis, keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> "Expr":
+        return self._reduce("min", axis, keepdims)
+
+    # -- shape ---------------------------------------------------------------------------
+    def reshape(self, *shape: Any) -> "Expr":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        shape = tuple(int(d) for d in shape)
+        if shape.count(-1) > 1:
+            raise ShapeError(f"reshape: at most one -1 allowed, got {list(shape)}")
+        if -1 in shape:
+            known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+            if known == 0 or self.type.size % known:
+                raise ShapeError(f"reshape: cannot reshape {list(self.shape)} to {list(shape)}")
+            shape = tuple(self.type.size // known if d == -1 else d for d in shape)
+        if shape == self.shape:
+            return self
+        return self._apply("reshape", shape=shape)
+
+    def transpose(self, *axes: Any) -> "Expr":
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        if not axes:
+            axes = tuple(reversed(range(self.ndim)))
+        axes = tuple(ops.normalize_axis("transpose", a, self.ndim) for a in axes)
+        return self._apply("transpose", axes=axes)
+
+    @property
+    def T(self) -> "Expr":
+        return self.transpose()
+
+    def broadcast_to(self, shape: Sequence[int]) -> "Expr":
+        shape = tuple(int(d) for d in shape)
+        if shape == self.shape:
+            return self
+        return self._apply("broadcast_to", shape=shape)
+
+    def broadcast_like(self, other: "Expr") -> "Expr":
+        return self.broadcast_to(other.shape)
+
+    def slice(self, start: int | None, stop: int | None = None, axis: int = 0) -> "Expr":
+        """Elements ``start:stop`` along ``axis`` (negative bounds count from the end)."""
+        if self.ndim == 0:
+            raise ShapeError("slice: cannot slice a scalar; reshape it first")
+        axis = ops.normalize_axis("slice", axis, self.ndim)
+        size = self.shape[axis]
+        begin, end, step = slice(start, stop).indices(size)
+        if (start is not None and not -size <= start <= size) or (
+                stop is not None and not -size <= stop <= size):
+            raise ShapeError(f"slice: [{start}:{stop}] is out of range for axis {axis} of "
+                             f"shape {list(self.shape)}")
+        return self._apply("slice", start=begin, stop=max(begin, end), axis=axis)
+
+    def take(self, indices: Any, axis: int = 0) -> "Expr":
+        """Gather along ``axis`` (an embedding lookup when ``axis`` is 0)."""
+        if not isinstance(indices, Expr):
+            indices = self.builder.constant(_as_array(indices))
+        axis = ops.normalize_axis("take", axis, self.ndim)
+        return self.builder.apply("take", [self, self.builder.lift(indices, self)],
+                                  {"axis": axis})
+
+    def astype(self, dtype: Any) -> "Expr":
+        dtype = canonical_dtype(dtype)
+        if dtype == self.dtype:
+            return self
+        return self._apply("astype", dtype=dtype)
+
+    def detach(self) -> "Expr":
+        return self._apply("detach")
+
+    # -- composites ----------------------------------------------------------------------
+    def softmax(self, axis: int = -1) -> "Expr":
+        from .functions import softmax
+        return softmax(self, axis)
+
+    def log_softmax(self, axis: int = -1) -> "Expr":
+        from .functions import log_softmax
+        return log_softmax(self, axis)
+
+    def logsumexp(self, axis: Any = None, keepdims: bool = False) -> "Expr":
+        from .functions import logsumexp
+        return logsumexp(self, axis, keepdims)
+
+    def layer_norm(self, eps: float = 1e-5) -> "Expr":
+        from .functions import layer_norm
+        return layer_norm(self, eps)
+
+    def gelu(self) -> "Expr":
+        from .functions import gelu
+        return gelu(self)
+
+    def cross_entropy(self, labels: Any) -> "Expr":
+        from .functions import cross_entropy
+        return cross_entropy(self, labels)
+
+
+class Eager(Builder):
+    """Evaluates each op at once with its NumPy reference (the runtime backward)."""
+
+    def apply(self, op: str, inputs: Sequence[Expr], attrs: dict[str, Any] | None = None
+              ) -> Expr:
+        attrs = dict(freeze_attrs(attrs))
+        rule = ops.REGISTRY[op]
+        out_type = rule.infer([x.type for x in inputs], attrs)
+        value = rule.reference([x.value for x in inputs], attrs)
+        return Expr(self, -1, out_type, value)
+
+    def constant(self, value: Any, dtype: Any = None) -> Expr:
+        array = _as_array(value, dtype)
+        return Expr(self, -1, Type.of(array), array)
+
+    def wrap(self, array: np.ndarray) -> Expr:
+        return Expr(self, -1, Type.of(array), array)
+
+
+class Adjoints:
+    """The recorded gradients of one loss: ``roots()`` is the loss followed by one
+    gradient per ``wrt`` parameter, the list an entry lowers; ``of(p)`` is p's gradient."""
+
+    def __init__(self, loss: Expr, wrt: Sequence[Expr], gradients: Sequence[Expr]) -> None:
+        self.loss = loss
+        self.wrt = tuple(wrt)
+        self.gradients = tuple(gradients)
+
+    def roots(self) -> list[Expr]:
+        return [self.loss, *self.gradients]
+
+    def of(self, parameter: Expr) -> Expr:
+        for p, g in zip(self.wrt, self.gradients):
+            if p is parameter:
+                return g
+        raise TensorCodeError(f"{parameter!r} is not among the parameters this loss was "
+                              "differentiated with respect to")
+
+    def __iter__(self):
+        return iter(zip(self.wrt, self.gradients))
+
+    def __len__(self) -> int:
+        return len(self.wrt)
+
+
+class Tape(Builder):
+    """Records ops into an IR graph; ``into_network()`` seals it into a ``Network``."""
+
+    def __init__(self) -> None:
+        self._nodes: list[Node] = []
+        self._exprs: list[Expr] = []
+        self._network: "Network | None" = None
+
+    # -- recording -----------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._network is not None:
+            raise TensorCodeError(
+                "this tape was sealed by into_network(); it records nothing more. Record "
+                "every expression (twins and gradients too) before sealing, or start a new Tape")
+
+    def _add(self, node: Node) -> Expr:
+        self._check_open()
+        expr = Expr(self, len(self._nodes), node.type)
+        self._nodes.append(node)
+        self._exprs.append(expr)
+        return expr
+
+    def _source(self, op: str, value: Any, name: str | None, dtype: Any) -> Expr:
+        array = _as_array(value, dtype)
+        array.flags.writeable = False
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"name must be a string, got {name!r}")
+        return self._add(Node(op, (), (), Type.of(array), array, name))
+
+    def parameter(self, initial: Any, name: str | None = None, dtype: Any = None) -> Expr:
+        """A trainable slot; ``initial`` fixes its shape and dtype and is what
+        ``network.parameters()`` materializes."""
+        return self._source("parameter", initial, name, dtype)
+
+    def input(self, default: Any, name: str | None = None, dtype: Any = None) -> Expr:
+        """A feed; ``default`` fixes its shape and dtype and is used when not fed."""
+        return self._source("input", default, name, dtype)
+
+    def leaf(self, value: Any, dtype: Any = None) -> Expr:
+        """A constant."""
+        return self._source("leaf", value, None, dtype)
+
+    def constant(self, value: Any, dtype: Any = None) -> Expr:
+        return self.leaf(value, dtype)
+
+    def apply(self, op: str, inputs: Sequence[Expr], attrs: dict[str, Any] | None = None
+              ) -> Expr:
+        self._check_open()
+        if op not in ops.REGISTRY:
+            raise TensorCodeError(f"unknown op {op!r}")
+        for x in inputs:
+            if x.builder is not self:
+                raise TensorCodeError("an operand was recorded on a different tape")
+        frozen = freeze_attrs(attrs)
+        out_type = ops.REGISTRY[op].infer([x.type for x in inputs], dict(frozen))
+        return self._add(Node(op, tuple(x.index for x in inputs), frozen, out_type))
+
+    # -- gradients -----------------------------------------------------------------------
+    def differentiate(self, loss: Expr, wrt: Iterable[Expr]) -> Adjoints:
+        """Record reverse-mode gradients of the scalar ``loss`` as more nodes on this
+        tape; a parameter the loss does not reach gets an explicit zeros node."""
+        from .autodiff import gradients
+
+        self._check_open()
+        wrt = list(wrt)
+        for p in [loss, *wrt]:
+            if not isinstance(p, Expr) or p.builder is not self:
+                raise TensorCodeError(f"{p!r} was not recorded on this tape")
+        grads = gradients(self._nodes, loss.index, [p.index for p in wrt], self,
+                          lambda i: self._exprs[i])
+        return Adjoints(loss, wrt, grads)
+
+    # -- sealing -------------------------------------------------------------------------
+    def into_network(self) -> "Network":
+        """Seal the recording into an immutable ``Network``."""
+        from ..runtime.network import Network
+
+        self._check_open()
+        self._network = Network._from_tape(self, tuple(self._nodes))
+        return self._network
+
+    @staticmethod
+    def record(fn: Callable[["Tape"], Any]) -> tuple["Network", Any]:
+        """Run ``fn(tape)`` on a fresh tape and seal it: ``(network, fn's result)``."""
+        tape = Tape()
+        result = fn(tape)
+        return tape.into_network(), result
+
+    def __len__(self) -> int:
+        return len(self._nodes)

@@ -1,0 +1,88 @@
+"""The exception hierarchy.
+
+Every error TensorCode raises for bad input is a ``TensorCodeError`` so a caller can
+catch the library's complaints in one place, and a subclass that says which stage
+rejected the input. Messages say what was wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TensorCodeError(Exception):
+    """Base class of every error TensorCode raises on purpose."""
+
+
+class ShapeError(TensorCodeError):
+    """Shapes do not fit an op's rule (names the op and the shapes)."""
+
+
+class DTypeError(TensorCodeError):
+    """Two dtypes met that do not mix silently; cast with ``.astype``."""
+
+
+class FeedError(TensorCodeError):
+    """A feed names an unknown or non-input symbol, or has the wrong type."""
+
+
+class CompileError(TensorCodeError):
+    """A program or graph could not be compiled.
+
+    ``line`` and ``column`` are 1-based positions in the source when there is one;
+    ``excerpt`` is the offending source line with a caret under the column.
+    """
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None,
+                 excerpt: str | None = None) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        self.excerpt = excerpt
+        text = message
+        if line is not None:
+            where = f"line {line}" + (f", column {column}" if column is not None else "")
+            text = f"{where}: {message}"
+        if excerpt:
+            text = f"{text}\n{excerpt}"
+        super().__init__(text)
+
+
+class ArtifactError(TensorCodeError):
+    """A file (checkpoint, plan, algorithm, patch, experience) failed validation.
+
+    ``path`` names the file and ``field`` the part of it that was wrong.
+    """
+
+    def __init__(self, message: str, path: Any = None, field: str | None = None) -> None:
+        self.path = None if path is None else str(path)
+        self.field = field
+        parts = []
+        if self.path is not None:
+            parts.append(self.path)
+        if field is not None:
+            parts.append(f"field {field!r}")
+        prefix = ": ".join(parts)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class PatchError(TensorCodeError):
+    """An edit statement or weight patch is malformed or does not apply."""
+
+
+class DistillationError(TensorCodeError):
+    """No distillation attempt produced a usable program; carries every attempt."""
+
+    def __init__(self, message: str, attempts: list | None = None) -> None:
+        self.attempts = list(attempts or [])
+        super().__init__(message)
+
+
+class TrainingError(TensorCodeError):
+    """A training step cannot proceed: nondifferentiable, disconnected or nonfinite."""
+
+
+__all__ = [
+    "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
+    "ArtifactError", "PatchError", "DistillationError", "TrainingError",
+]

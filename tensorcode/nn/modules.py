@@ -1,0 +1,148 @@
+"""Modules: parameter-owning building blocks recorded on a tape.
+
+A module records its parameters on the tape when it is constructed and records its
+computation each time it is called on an ``Expr``, so one module can express a training
+batch and a grid-shaped twin over the same parameter symbols.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Sequence
+
+from ..compiler.functions import gelu, layer_norm
+from ..compiler.tape import Expr, Tape
+from ..errors import ShapeError
+from . import init as initializers
+
+
+class Module:
+    """Base class: parameters and children in visit order, with structured paths."""
+
+    def __init__(self, tape: Tape, name: str | None = None) -> None:
+        self.tape = tape
+        self.name = name
+        self._parameters: dict[str, Expr] = {}
+        self._children: dict[str, Module] = {}
+
+    def _path(self, local: str) -> str:
+        return f"{self.name}.{local}" if self.name else local
+
+    def _parameter(self, local: str, initial: Any) -> Expr:
+        symbol = self.tape.parameter(initial, name=self._path(local))
+        self._parameters[local] = symbol
+        return symbol
+
+    def _child(self, local: str, module: "Module") -> "Module":
+        self._children[local] = module
+        return module
+
+    def named_parameters(self) -> list[tuple[str, Expr]]:
+        """``(path, symbol)`` in visit order; paths are relative to this module."""
+        result = list(self._parameters.items())
+        for local, child in self._children.items():
+            result += [(f"{local}.{path}", symbol) for path, symbol in child.named_parameters()]
+        return result
+
+    def parameters(self) -> list[Expr]:
+        return [symbol for _, symbol in self.named_parameters()]
+
+    def __iter__(self) -> Iterator[Expr]:
+        return iter(self.parameters())
+
+    def __call__(self, x: Expr) -> Expr:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Linear(Module):
+    """``x @ weights + bias`` with ``weights`` of shape ``[n_in, n_out]``; the weights come
+    from ``init`` (default ``xavier(0)``) and the bias starts at zero."""
+
+    def __init__(self, tape: Tape, n_in: int, n_out: int,
+                 init: Callable[..., Any] | None = None, bias: bool = True,
+                 dtype: Any = "float32", name: str | None = None) -> None:
+        super().__init__(tape, name)
+        init = init or initializers.xavier(0)
+        self.n_in, self.n_out = int(n_in), int(n_out)
+        self.weights = self._parameter("weights", init((self.n_in, self.n_out), dtype))
+        self.bias = (self._parameter("bias", initializers.zeros()((self.n_out,), dtype))
+                     if bias else None)
+
+    def __call__(self, x: Expr) -> Expr:
+        if not x.shape or x.shape[-1] != self.n_in:
+            raise ShapeError(f"Linear({self.n_in}, {self.n_out}): input last axis must be "
+                             f"{self.n_in}, got shape {list(x.shape)}")
+        y = x @ self.weights
+        return y + self.bias if self.bias is not None else y
+
+
+ACTIVATIONS: dict[str, Callable[[Expr], Expr]] = {
+    "tanh": lambda x: x.tanh(),
+    "relu": lambda x: x.relu(),
+    "sigmoid": lambda x: x.sigmoid(),
+    "gelu": gelu,
+    "identity": lambda x: x,
+}
+
+
+class Mlp(Module):
+    """Linear layers of ``sizes`` with ``activation`` between them (not after the last).
+    Layer k's parameters are ``k.weights`` and ``k.bias``; all draw from one ``init``."""
+
+    def __init__(self, tape: Tape, sizes: Sequence[int], activation: str = "tanh",
+                 init: Callable[..., Any] | None = None, dtype: Any = "float32",
+                 name: str | None = None) -> None:
+        super().__init__(tape, name)
+        if len(sizes) < 2:
+            raise ShapeError(f"Mlp: sizes needs at least an input and an output size, got "
+                             f"{list(sizes)}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"Mlp: unknown activation {activation!r}; use one of "
+                             f"{sorted(ACTIVATIONS)}")
+        init = init or initializers.xavier(0)
+        self.sizes = [int(s) for s in sizes]
+        self.activation = activation
+        self.layers = [self._child(str(k), Linear(tape, a, b, init=init, dtype=dtype,
+                                                  name=self._path(str(k))))
+                       for k, (a, b) in enumerate(zip(self.sizes, self.sizes[1:]))]
+
+    def __call__(self, x: Expr) -> Expr:
+        act = ACTIVATIONS[self.activation]
+        for k, layer in enumerate(self.layers):
+            x = layer(x)
+            if k < len(self.layers) - 1:
+                x = act(x)
+        return x
+
+
+class Embedding(Module):
+    """A ``[n, dim]`` table looked up by integer indices (``weights`` rows)."""
+
+    def __init__(self, tape: Tape, n: int, dim: int, init: Callable[..., Any] | None = None,
+                 dtype: Any = "float32", name: str | None = None) -> None:
+        super().__init__(tape, name)
+        init = init or initializers.normal(0, 1.0)
+        self.n, self.dim = int(n), int(dim)
+        self.weights = self._parameter("weights", init((self.n, self.dim), dtype))
+
+    def __call__(self, indices: Expr) -> Expr:
+        return self.weights.take(indices, axis=0)
+
+
+class LayerNorm(Module):
+    """Layer normalization over the last axis with a learned ``gain`` and ``bias``."""
+
+    def __init__(self, tape: Tape, dim: int, eps: float = 1e-5, dtype: Any = "float32",
+                 name: str | None = None) -> None:
+        super().__init__(tape, name)
+        self.dim, self.eps = int(dim), float(eps)
+        self.gain = self._parameter("gain", initializers.ones()((self.dim,), dtype))
+        self.bias = self._parameter("bias", initializers.zeros()((self.dim,), dtype))
+
+    def __call__(self, x: Expr) -> Expr:
+        if not x.shape or x.shape[-1] != self.dim:
+            raise ShapeError(f"LayerNorm({self.dim}): input last axis must be {self.dim}, got "
+                             f"shape {list(x.shape)}")
+        return layer_norm(x, self.eps) * self.gain + self.bias
+
+
+__all__ = ["Module", "Linear", "Mlp", "Embedding", "LayerNorm", "ACTIVATIONS"]

@@ -1,0 +1,1 @@
+"""The runtime: networks, parameter tables, randomness, checkpoints."""

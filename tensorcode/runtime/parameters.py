@@ -1,0 +1,231 @@
+"""Parameter and gradient tables: caller-owned state, laid out for one-loop updates.
+
+A table stores its payloads as read-only views into one flat buffer per dtype, in the
+order the parameters were recorded. A training step never mutates a table: it builds a
+new one, so cloning a table is an honest what-if that costs what the weights cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import DTypeError, FeedError, ShapeError, TensorCodeError
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One parameter's place in a table: its node, name, type and buffer offset."""
+
+    node: int
+    name: str | None
+    shape: tuple[int, ...]
+    dtype: str
+    offset: int
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def label(self) -> str:
+        return f'"{self.name}"' if self.name is not None else f"%{self.node}"
+
+
+class Layout:
+    """The slots of a network's parameters and the size of each dtype's buffer.
+
+    ``owner`` is the tape whose ``Expr`` symbols key the table; a symbol from another
+    tape is refused rather than silently matched by position.
+    """
+
+    def __init__(self, owner: Any, slots: Sequence[tuple[int, str | None, tuple[int, ...], str]]
+                 ) -> None:
+        self.owner = owner
+        sizes: dict[str, int] = {}
+        built = []
+        for node, name, shape, dtype in slots:
+            offset = sizes.get(dtype, 0)
+            slot = Slot(node, name, tuple(shape), dtype, offset)
+            sizes[dtype] = offset + slot.size
+            built.append(slot)
+        self.slots: tuple[Slot, ...] = tuple(built)
+        self.sizes = sizes
+        self._by_node = {slot.node: k for k, slot in enumerate(self.slots)}
+
+    def index(self, symbol: Any) -> int:
+        from ..compiler.tape import Expr
+
+        if not isinstance(symbol, Expr):
+            raise TypeError(f"table lookups take the parameter's Expr symbol, got {symbol!r}")
+        if symbol.builder is not self.owner:
+            raise TensorCodeError(f"{symbol!r} belongs to another network's tape")
+        try:
+            return self._by_node[symbol.index]
+        except KeyError:
+            raise TensorCodeError(f"{symbol!r} is not a parameter of this network") from None
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+
+class Table:
+    """Shared behaviour of ``Parameters`` and ``Gradients``."""
+
+    __slots__ = ("_layout", "_buffers", "_views")
+
+    def __init__(self, layout: Layout, buffers: Mapping[str, np.ndarray]) -> None:
+        self._layout = layout
+        self._buffers = dict(buffers)
+        for dtype, size in layout.sizes.items():
+            buffer = self._buffers[dtype]
+            if buffer.dtype.name != dtype or buffer.shape != (size,):
+                raise ValueError(f"buffer for {dtype} must be flat [{size}] {dtype}")
+            buffer.flags.writeable = False
+        self._views = tuple(
+            self._buffers[s.dtype][s.offset:s.offset + s.size].reshape(s.shape)
+            for s in layout.slots)
+
+    # -- construction --------------------------------------------------------------------
+    @classmethod
+    def _from_payloads(cls, layout: Layout, payloads: Sequence[Any]) -> "Table":
+        """A table holding copies of ``payloads`` (one per slot, exact shapes)."""
+        if len(payloads) != len(layout.slots):
+            raise ShapeError(f"expected {len(layout.slots)} payloads, got {len(payloads)}")
+        buffers = {d: np.empty(n, dtype=d) for d, n in layout.sizes.items()}
+        for slot, payload in zip(layout.slots, payloads):
+            array = _check_payload(slot, payload)
+            buffers[slot.dtype][slot.offset:slot.offset + slot.size] = array.reshape(-1)
+        return cls(layout, buffers)
+
+    @classmethod
+    def _from_buffers(cls, layout: Layout, buffers: Mapping[str, np.ndarray]) -> "Table":
+        """A table that takes ownership of ``buffers`` (flat, one per dtype)."""
+        return cls(layout, buffers)
+
+    # -- reading -------------------------------------------------------------------------
+    @property
+    def layout(self) -> Layout:
+        return self._layout
+
+    def of(self, symbol: Any) -> np.ndarray:
+        """The payload of ``symbol`` (a read-only view)."""
+        return self._views[self._layout.index(symbol)]
+
+    def payloads(self) -> list[np.ndarray]:
+        """Every payload in recording order (read-only views)."""
+        return list(self._views)
+
+    def buffers(self) -> dict[str, np.ndarray]:
+        """The flat per-dtype buffers (read-only), for one-loop updates."""
+        return dict(self._buffers)
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return iter(self._views)
+
+    def clone(self):
+        """An independent copy: a what-if costs exactly the payloads."""
+        return type(self)(self._layout, {d: b.copy() for d, b in self._buffers.items()})
+
+    def equals(self, other: "Table") -> bool:
+        """Payload-for-payload equality (exact)."""
+        return (len(self) == len(other) and
+                all(a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
+                    for a, b in zip(self._views, other._views)))
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{s.label}: {s.dtype}{list(s.shape)}" for s in self._layout.slots)
+        return f"{type(self).__name__}({parts})"
+
+    def _check_pair(self, other: "Table") -> None:
+        if other._layout is not self._layout:
+            raise TensorCodeError(f"{type(other).__name__} table belongs to another network "
+                                  "or entry than these parameters")
+
+
+def _check_payload(slot: Slot, payload: Any) -> np.ndarray:
+    array = np.asarray(payload)
+    if array.shape != slot.shape:
+        raise ShapeError(f"parameter {slot.label}: expected shape {list(slot.shape)}, got "
+                         f"{list(array.shape)}")
+    if array.dtype.name != slot.dtype:
+        if not np.can_cast(array.dtype, slot.dtype, casting="same_kind"):
+            raise DTypeError(f"parameter {slot.label}: expected {slot.dtype}, got "
+                             f"{array.dtype.name}")
+        array = array.astype(slot.dtype)
+    return array
+
+
+class Gradients(Table):
+    """Gradients aligned slot for slot with a ``Parameters`` table."""
+
+    __slots__ = ()
+
+
+class Parameters(Table):
+    """A caller-owned table of parameter payloads, in recording order."""
+
+    __slots__ = ()
+
+    def step(self, gradients: Gradients, rule: Callable[[np.ndarray, np.ndarray], Any]
+             ) -> "Parameters":
+        """A new table with ``rule(parameter, gradient)`` applied to each slot, called
+        once per slot in recording order."""
+        return self.step_each(gradients, lambda _symbol, p, g: rule(p, g))
+
+    def step_each(self, gradients: Gradients,
+                  rule: Callable[[Any, np.ndarray, np.ndarray], Any]) -> "Parameters":
+        """Like ``step``, but ``rule(symbol, parameter, gradient)`` also gets the symbol,
+        for per-parameter policy."""
+        self._check_pair(gradients)
+        exprs = getattr(self._layout.owner, "_exprs", None)
+        buffers = {d: np.empty(n, dtype=d) for d, n in self._layout.sizes.items()}
+        for slot, p, g in zip(self._layout.slots, self._views, gradients._views):
+            symbol = exprs[slot.node] if exprs is not None else slot.node
+            result = _check_payload(slot, rule(symbol, p, g))
+            buffers[slot.dtype][slot.offset:slot.offset + slot.size] = result.reshape(-1)
+        return Parameters(self._layout, buffers)
+
+    def replace(self, updates: Mapping[Any, Any]) -> "Parameters":
+        """A new table with some payloads replaced (``{symbol: array}``)."""
+        payloads = list(self._views)
+        for symbol, value in updates.items():
+            payloads[self._layout.index(symbol)] = value
+        return Parameters._from_payloads(self._layout, payloads)
+
+
+def check_feed_type(name: str, expected_shape: tuple[int, ...], expected_dtype: str,
+                    value: Any) -> np.ndarray:
+    """Convert a fed value, raising ``FeedError`` naming the input on a mismatch.
+
+    Arrays and NumPy scalars must match the dtype exactly; Python numbers and lists are
+    weak and take the input's dtype when their kind fits (int into int or float, float
+    into float)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        array = np.asarray(value)
+        if array.dtype.name != expected_dtype:
+            raise FeedError(f"input {name}: expected {expected_dtype}{list(expected_shape)}, "
+                            f"got {array.dtype.name}{list(array.shape)}; cast the feed with "
+                            f".astype({expected_dtype!r})")
+    else:
+        try:
+            array = np.asarray(value)
+        except Exception as error:  # ragged lists and other non-numbers
+            raise FeedError(f"input {name}: cannot read {value!r} as a tensor") from error
+        kind = array.dtype.kind
+        target = np.dtype(expected_dtype).kind
+        if not (kind == target or (kind in "iub" and target == "f")):
+            raise FeedError(f"input {name}: expected {expected_dtype}{list(expected_shape)}, "
+                            f"got {array.dtype.name}{list(array.shape)}")
+        array = array.astype(expected_dtype)
+    if array.shape != tuple(expected_shape):
+        raise FeedError(f"input {name}: expected {expected_dtype}{list(expected_shape)}, got "
+                        f"{array.dtype.name}{list(array.shape)}")
+    array = np.array(array, copy=True, order="C")
+    array.flags.writeable = False
+    return array
