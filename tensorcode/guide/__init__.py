@@ -1,0 +1,55 @@
+"""The training guide's examples, as code: each module's ``run(quick=False)`` trains on
+embedded data and returns a ``GuideResult`` with the lines it prints and the data its
+plate draws. ``examples/guide/*.py`` run them one by one; ``tensorcode demo`` runs all.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class GuideResult:
+    """What one guide example produced: ``lines`` to print, ``data`` for its plate
+    (curves, samples, surfaces), and ``claims`` the tests check (named numbers)."""
+
+    name: str
+    title: str
+    lines: list[str]
+    data: dict[str, Any] = field(default_factory=dict)
+    claims: dict[str, Any] = field(default_factory=dict)
+
+
+#: guide example modules in the order the guide tells them
+GUIDE: list[str] = [
+    "spec_and_state",
+    "learning_rates",
+    "two_optimizers",
+    "xor",
+    "noisy_sine",
+    "two_moons",
+    "named_checkpoint",
+]
+
+
+def load(name: str):
+    """The guide module ``name`` (one of ``GUIDE``)."""
+    if name not in GUIDE:
+        raise KeyError(f"unknown guide example {name!r}; choose from {GUIDE}")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def available() -> list[str]:
+    """Guide examples present in this installation, in guide order."""
+    names = []
+    for name in GUIDE:
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as error:
+            if error.name == f"{__name__}.{name}":
+                continue
+            raise
+        names.append(name)
+    return names
