@@ -53,3 +53,22 @@ def available() -> list[str]:
             raise
         names.append(name)
     return names
+
+
+def run_example(name: str, argv: list[str] | None = None) -> GuideResult:
+    """Command-line entry of ``examples/guide/<name>.py``: run one example, print its
+    lines, and with ``--plot PATH`` write its plate (needs the ``plot`` extra)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=f"examples/guide/{name}.py",
+                                     description=(load(name).__doc__ or "").strip().splitlines()[0])
+    parser.add_argument("--plot", metavar="PATH", help="write the plate as PNG or SVG")
+    args = parser.parse_args(argv)
+    result = load(name).run()
+    print("\n".join(result.lines))
+    if args.plot:
+        from .plates import draw
+
+        draw(result).save(args.plot)
+        print(f"plate written to {args.plot}")
+    return result

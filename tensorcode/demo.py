@@ -1,0 +1,55 @@
+"""``tensorcode demo``: the main job, on embedded data.
+
+Runs the training guide's examples and prints their lines, then the distilled ticket
+router (when the distillation package is installed) as the centerpiece, saving the
+program where ``tensorcode route DIR`` can serve it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pathlib
+import time
+
+from . import guide
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plots", metavar="DIR", help="also write every plate into DIR")
+    parser.add_argument("--out", metavar="DIR", default="tensorcode-demo",
+                        help="where to save the distilled router (default: ./tensorcode-demo)")
+    parser.add_argument("--only", action="append", choices=guide.GUIDE,
+                        help="run only this guide example (repeatable)")
+
+
+def _distill_example():
+    try:
+        return importlib.import_module("tensorcode.distill.tickets")
+    except ModuleNotFoundError as error:
+        if error.name and "tensorcode.distill" in error.name:
+            return None
+        raise
+
+
+def main(args: argparse.Namespace) -> int:
+    names = args.only or guide.available()
+    for name in names:
+        start = time.perf_counter()
+        result = guide.load(name).run()
+        elapsed = time.perf_counter() - start
+        print(f"== {result.title} ({name}, {elapsed:.2f} s)")
+        print("\n".join(result.lines))
+        if args.plots:
+            from .guide.plates import save_plates
+
+            for path in save_plates(result, pathlib.Path(args.plots)):
+                print(f"plate written to {path}")
+        print()
+    if not args.only:
+        tickets = _distill_example()
+        if tickets is not None:
+            save_dir = pathlib.Path(args.out) / "ticket-router"
+            print("== distilled ticket router")
+            print("\n".join(tickets.run_example(save_dir)))
+    return 0

@@ -1,0 +1,32 @@
+"""How the guide's compiled-training examples read a step's loss and gradients.
+
+With the compiler present, a step is one forward-only plan over ``adjoints.roots()``; the
+reference backend runs the same recorded gradient nodes through the NumPy interpreter.
+The choice is explicit and printed, never a silent substitution.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorcode as tc
+
+
+def gradient_reader(network: tc.Network, adjoints: tc.Adjoints, backend: str | None
+                    ) -> tuple[Callable[[tc.Parameters], tuple[float, tc.Gradients]], str]:
+    """``(read, description)``: ``read(parameters) -> (loss, gradients)``.
+
+    ``backend`` is ``"numba"`` or ``"reference"`` for a lowered plan, ``"network"`` for
+    ``network.forward`` with the recorded gradients, or ``None`` for the default plan."""
+    if backend == "network":
+        def read_network(parameters: tc.Parameters) -> tuple[float, Any]:
+            run = network.forward(parameters)
+            return float(run.of(adjoints.loss)), run.recorded_gradients(adjoints)
+        return read_network, "network.forward + recorded gradients (reference interpreter)"
+    entry = network.entry(adjoints.roots())
+    plan = entry.lower() if backend is None else entry.lower(backend=backend)
+
+    def read_plan(parameters: tc.Parameters) -> tuple[float, Any]:
+        run = plan.forward(parameters)
+        return float(run.of(adjoints.loss)), run.recorded_gradients(adjoints)
+    return read_plan, f"forward-only plan over adjoints.roots() ({backend or 'default'} backend)"
