@@ -1,0 +1,102 @@
+"""``Plot``: an immutable description of one figure, layers plus decorations.
+
+Building a plot never imports matplotlib, so a program can describe its figures without
+the ``plot`` extra installed; only ``figure()``, ``save()`` and ``show()`` draw, and
+they say what to install when matplotlib is missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any
+
+from .errors import PlotError
+from .layers import Cells, Layer, Line, Points, _describe, _text
+
+#: the default image size in pixels (width, height) and its resolution
+DEFAULT_SIZE = (800, 500)
+DEFAULT_DPI = 100
+_MAX_PIXELS = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Plot:
+    """One figure: layers drawn in the order added, over shared axes.
+
+    Every method returns a new ``Plot``; the one it was called on is unchanged, so a
+    base plot can be refined several ways::
+
+        plot = Plot().title("loss").x_label("step").log_y()
+        plot = plot.layer(Line.y(losses).label("sgd"))
+        plot.save("loss.png")
+    """
+
+    layers: tuple[Layer, ...] = ()
+    title_text: str | None = None
+    x_label_text: str | None = None
+    y_label_text: str | None = None
+    logarithmic_y: bool = False
+    with_colorbar: bool = False
+    pixels: tuple[int, int] = DEFAULT_SIZE
+    dpi: int = DEFAULT_DPI
+
+    def title(self, text: str) -> "Plot":
+        return dataclasses.replace(self, title_text=_text(text, "Plot.title"))
+
+    def x_label(self, text: str) -> "Plot":
+        return dataclasses.replace(self, x_label_text=_text(text, "Plot.x_label"))
+
+    def y_label(self, text: str) -> "Plot":
+        return dataclasses.replace(self, y_label_text=_text(text, "Plot.y_label"))
+
+    def log_y(self) -> "Plot":
+        """A logarithmic y axis: a constant convergence rate becomes a straight line.
+        Values at or below zero cannot be placed on it and are left out."""
+        return dataclasses.replace(self, logarithmic_y=True)
+
+    def colorbar(self) -> "Plot":
+        """A colour scale beside the axes for the (last) ``Cells`` layer; a plot without
+        one is refused when drawn."""
+        return dataclasses.replace(self, with_colorbar=True)
+
+    def size(self, width: int, height: int, dpi: int = DEFAULT_DPI) -> "Plot":
+        """The image size in pixels (PNG) at ``dpi``; SVG keeps the same proportions."""
+        for name, value, low in (("width", width, 16), ("height", height, 16), ("dpi", dpi, 10)):
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= _MAX_PIXELS:
+                raise PlotError(f"Plot.size: {name} must be an integer from {low} to "
+                                f"{_MAX_PIXELS}, got {_describe(value)}")
+        return dataclasses.replace(self, pixels=(width, height), dpi=dpi)
+
+    def layer(self, layer: Layer) -> "Plot":
+        """This plot with ``layer`` drawn over the ones before it."""
+        if not isinstance(layer, (Line, Points, Cells)):
+            raise PlotError(f"Plot.layer: expected a Line, Points or Cells layer, got "
+                            f"{_describe(layer)}; build one with Line.y(...), Points.xy(...) "
+                            "or Cells.matrix(...)")
+        return dataclasses.replace(self, layers=self.layers + (layer,))
+
+    # drawing: each imports matplotlib through .render, never at module import
+
+    def figure(self) -> Any:
+        """A new matplotlib ``Figure`` with this plot drawn on it, attached to the Agg
+        canvas (no display and no pyplot state involved): for callers who want to adjust
+        it with matplotlib directly or read back what was drawn."""
+        from .render import draw_figure
+        return draw_figure(self)
+
+    def save(self, path: str | pathlib.Path) -> pathlib.Path:
+        """Write the plot as PNG or SVG, chosen by the suffix of ``path``; the file is
+        replaced atomically, so a reader never sees half an image. Missing parent
+        directories are created. Returns the path written."""
+        from .render import save_plot
+        return save_plot(self, path)
+
+    def show(self) -> None:
+        """Open the plot in a window (or inline in a notebook) when a display exists;
+        raises ``PlotError`` naming ``save`` when there is none."""
+        from .render import show_plot
+        show_plot(self)
+
+
+__all__ = ["Plot", "DEFAULT_SIZE", "DEFAULT_DPI"]

@@ -1,0 +1,177 @@
+"""Drawing a ``Plot`` with matplotlib: the only module of the package that imports it.
+
+Figures are made with ``matplotlib.figure.Figure`` on the Agg canvas, not through
+pyplot, so saving works without a display, leaves no global figure state behind, and
+does not depend on which backend the environment selected. Only ``show`` goes through
+pyplot, because showing is what pyplot's backends are for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pathlib
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from .errors import MissingExtraError, PlotError
+from .figure import Plot
+from .layers import Cells, Line, Points
+
+#: file suffix -> matplotlib format name
+FORMATS = {".png": "png", ".svg": "svg"}
+
+#: matplotlib backends that draw to files only; ``show`` refuses them
+_FILE_ONLY_BACKENDS = {"agg", "cairo", "pdf", "pgf", "ps", "svg", "template"}
+
+
+def require_matplotlib() -> Any:
+    """The ``matplotlib`` module, or ``MissingExtraError`` saying what to install.
+
+    Any import failure counts, not only an absent package: a matplotlib whose own
+    dependencies are broken cannot draw either, and the cause is kept in the message.
+    """
+    try:
+        module = importlib.import_module("matplotlib")
+        importlib.import_module("matplotlib.figure")
+        importlib.import_module("matplotlib.backends.backend_agg")
+    except ImportError as error:
+        raise MissingExtraError(error) from error
+    return module
+
+
+def draw_figure(plot: Plot) -> Any:
+    """A new Agg-backed ``Figure`` with ``plot`` drawn on it."""
+    matplotlib = require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    width, height = plot.pixels
+    figure = Figure(figsize=(width / plot.dpi, height / plot.dpi), dpi=plot.dpi,
+                    layout="constrained")
+    FigureCanvasAgg(figure)
+    draw_on(figure, plot, matplotlib)
+    return figure
+
+
+def draw_on(figure: Any, plot: Plot, matplotlib: Any | None = None) -> Any:
+    """Draw ``plot`` on a fresh axes of ``figure`` (any matplotlib figure); the axes."""
+    matplotlib = matplotlib or require_matplotlib()
+    axes = figure.add_subplot()
+    last_image = None
+    last_cells: Cells | None = None
+    for layer in plot.layers:
+        if isinstance(layer, Cells):
+            last_image, last_cells = _draw_cells(axes, layer, matplotlib), layer
+        elif isinstance(layer, Points):
+            axes.scatter(layer.xs, layer.ys, s=18, label=layer.label_text,
+                         color=_color(layer.color_name, matplotlib),
+                         edgecolors="white", linewidths=0.5, zorder=3)
+        elif isinstance(layer, Line):
+            axes.plot(layer.xs, layer.ys, label=layer.label_text,
+                      color=_color(layer.color_name, matplotlib), linewidth=1.6, zorder=2)
+    if plot.logarithmic_y:
+        axes.set_yscale("log", nonpositive="mask")
+    if plot.with_colorbar:
+        if last_image is None:
+            raise PlotError("Plot.colorbar: a colorbar shows the scale of a Cells layer, "
+                            "and this plot has none; add one with "
+                            ".layer(Cells.matrix(...)) or drop .colorbar()")
+        figure.colorbar(last_image, ax=axes, label=last_cells.label_text or "")
+    if last_image is None:
+        axes.grid(True, alpha=0.3, which="major")
+    if plot.title_text is not None:
+        axes.set_title(plot.title_text)
+    if plot.x_label_text is not None:
+        axes.set_xlabel(plot.x_label_text)
+    if plot.y_label_text is not None:
+        axes.set_ylabel(plot.y_label_text)
+    if any(isinstance(layer, (Line, Points)) and layer.label_text for layer in plot.layers):
+        axes.legend(loc="best", framealpha=0.85)
+    return axes
+
+
+def _color(name: str | None, matplotlib: Any) -> str | None:
+    if name is not None and not matplotlib.colors.is_color_like(name):
+        raise PlotError(f"color {name!r} is not a matplotlib color; use a name like "
+                        "'tab:blue' or a hex code like '#336699'")
+    return name
+
+
+def _draw_cells(axes: Any, cells: Cells, matplotlib: Any) -> Any:
+    try:
+        colormap = matplotlib.colormaps[cells.colormap_name]
+    except KeyError:
+        raise PlotError(f"Cells.colormap: {cells.colormap_name!r} is not a matplotlib "
+                        "colormap; try 'viridis', 'magma' or 'RdBu'") from None
+    values = np.ma.masked_invalid(np.asarray(cells.values, dtype=np.float64))
+    low, high = cells.limits or (None, None)
+    return axes.imshow(values, origin="lower", extent=cells.extent, aspect="auto",
+                       interpolation="nearest", cmap=colormap, vmin=low, vmax=high,
+                       zorder=1)
+
+
+def save_plot(plot: Plot, path: str | os.PathLike) -> pathlib.Path:
+    """Write ``plot`` to ``path`` (format by suffix) through a temporary file in the same
+    directory and ``os.replace``, so the path holds either the old file or the new one."""
+    path = pathlib.Path(path)
+    file_format = FORMATS.get(path.suffix.lower())
+    if file_format is None:
+        raise PlotError(f"cannot save a plot as {path.name!r}: the suffix chooses the "
+                        f"format and must be one of {sorted(FORMATS)}")
+    figure = draw_figure(plot)  # before touching the disk: a bad plot writes nothing
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise PlotError(f"cannot create the directory for {path}: {error}") from error
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            figure.savefig(stream, format=file_format, dpi=plot.dpi)
+        os.chmod(temporary, _default_file_mode())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def _default_file_mode() -> int:
+    """The mode an ordinary new file would get (``mkstemp`` makes private ones)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def show_plot(plot: Plot) -> None:
+    """Show ``plot`` through pyplot's backend, if that backend can display anything."""
+    require_matplotlib()
+    try:
+        import matplotlib.pyplot as pyplot
+    except ImportError as error:
+        raise MissingExtraError(error) from error
+    backend = str(pyplot.get_backend()).lower()
+    if backend in _FILE_ONLY_BACKENDS:
+        raise PlotError(f"there is no display to show the plot on (matplotlib's backend "
+                        f"is {backend!r}, which only writes files); write it with "
+                        "plot.save('plot.png') instead, or set MPLBACKEND to an "
+                        "interactive backend")
+    width, height = plot.pixels
+    figure = pyplot.figure(figsize=(width / plot.dpi, height / plot.dpi), dpi=plot.dpi,
+                           layout="constrained")
+    try:
+        draw_on(figure, plot)
+    except BaseException:
+        pyplot.close(figure)
+        raise
+    pyplot.show()
+
+
+__all__ = ["require_matplotlib", "draw_figure", "draw_on", "save_plot", "show_plot",
+           "FORMATS"]
