@@ -17,6 +17,7 @@ from .errors import (ArtifactError, CompileError, DistillationError, DTypeError,
 from .nn import init
 from . import nn
 from .runtime import checkpoint, random
+from .runtime import optim
 from .runtime.network import Backward, Network, Run
 from .runtime.parameters import Gradients, Parameters
 
@@ -26,7 +27,7 @@ __all__ = [
     "Tape", "Expr", "Adjoints", "Network", "Run", "Backward", "Parameters", "Gradients",
     "where", "maximum", "minimum", "concat", "one_hot", "stop_gradient", "logsumexp",
     "log_softmax", "softmax", "cross_entropy", "layer_norm", "gelu", "mse",
-    "nn", "init", "checkpoint", "random",
+    "nn", "init", "checkpoint", "random", "optim",
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "ArtifactError", "PatchError", "DistillationError", "TrainingError", "__version__",
 ]

@@ -1,0 +1,640 @@
+"""Optimizers: caller-owned instruments that turn a table of gradients into new parameters.
+
+An ``Optimizer`` is an open base class: ``step(parameters, gradients, lr)`` returns a new
+``Parameters`` table, and whatever state the rule needs lives in more parameter-aligned
+tables. The built-ins (``Sgd``, ``Adam``, ``AdamW``) follow PyTorch's single-tensor
+update equations in PyTorch's order of operations, so a trajectory recorded with
+``torch.optim`` in float64 is reproduced to rounding, and their ``state_dict()`` uses
+PyTorch's exact layout, keys and group defaults, so state moves both ways
+(``tensorcode.interop.torch``).
+
+The hyperparameters are explicit at the call site and the learning rate is an argument
+of every step: the loop owns it, not the optimizer. The built-ins update each dtype's
+flat buffer in one compiled loop (``backend="numba"``, the default) and keep a NumPy
+path (``backend="reference"``) that computes the same operations; tests hold the two
+equal bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, ClassVar, Mapping
+
+import numpy as np
+
+from ..errors import DTypeError, TensorCodeError
+from .parameters import Gradients, Layout, Parameters, Table
+
+#: dtypes the built-in update loops support
+FLOAT_DTYPES = ("float32", "float64")
+_BACKENDS = ("numba", "reference")
+
+
+class StateTable(Table):
+    """A parameter-aligned table of optimizer state (moments, momentum buffers)."""
+
+    __slots__ = ()
+
+
+class Optimizer:
+    """The open base of every optimizer.
+
+    A subclass implements ``update(parameters, gradients, lr) -> Parameters`` and, when it
+    carries state, keeps it with ``set_state(key, table)`` / ``state_table(key)`` and the
+    per-slot step counts ``self.steps``. ``step`` validates the call, binds the optimizer
+    to the parameters' layout on first use and then calls ``update``. The base class
+    gives every subclass PyTorch-layout ``state_dict`` / ``load_state_dict`` (all-or-
+    nothing) and so a place in checkpoints, from three declarations:
+
+    - ``kind``: the name written to checkpoints (default: the class name);
+    - ``state_keys``: PyTorch's per-parameter state keys, in order; ``"step"`` is the
+      per-slot step count, every other key a parameter-shaped table;
+    - ``group()``: the hyperparameters as PyTorch's param-group fields (without
+      ``lr`` and ``params``), and ``_load_group(group)`` to validate and adopt them.
+    """
+
+    kind: ClassVar[str] = ""
+    state_keys: ClassVar[tuple[str, ...]] = ()
+    #: PyTorch's default learning rate, reported as ``lr`` before the first step
+    default_lr: ClassVar[float] = 1e-3
+
+    def __init__(self) -> None:
+        self._layout: Layout | None = None
+        self._tables: dict[str, StateTable] = {}
+        self._writable: dict[str, dict[str, np.ndarray]] = {}
+        #: per-slot step counts (float64, exact integers)
+        self.steps: np.ndarray = np.zeros(0)
+        #: per-slot flag: has this slot got state yet (PyTorch creates it lazily)
+        self.present: np.ndarray = np.zeros(0, dtype=np.uint8)
+        #: the learning rate of the most recent step (``lr`` in the state dict)
+        self.lr: float = self.default_lr
+
+    # -- the contract ------------------------------------------------------------------
+    @classmethod
+    def type_name(cls) -> str:
+        return cls.kind or cls.__qualname__
+
+    def group(self) -> dict[str, Any]:
+        """PyTorch's param-group fields other than ``lr`` and ``params``."""
+        return {}
+
+    def _load_group(self, group: Mapping[str, Any]) -> Callable[[], None]:
+        """Validate ``group`` (already checked to have exactly ``group()``'s keys plus
+        ``lr`` and ``params``) and return a function that adopts it."""
+        for key, value in self.group().items():
+            if group[key] != value:
+                raise TensorCodeError(f"param_groups[0].{key}: expected {value!r}, got "
+                                      f"{group[key]!r}")
+        return lambda: None
+
+    def active_state_keys(self) -> tuple[str, ...]:
+        """The state keys this configuration keeps (Adam's ``max_exp_avg_sq`` only with
+        ``amsgrad``); computed from ``group``-like data by ``_keys_for``."""
+        return self._keys_for(self.group())
+
+    def _keys_for(self, group: Mapping[str, Any]) -> tuple[str, ...]:
+        return self.state_keys
+
+    def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
+        raise NotImplementedError(f"{type(self).__name__} must implement update(parameters, "
+                                  "gradients, lr)")
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """JSON-safe hyperparameters (the param-group fields), for checkpoints."""
+        return _json_safe(self.group())
+
+    # -- stepping ----------------------------------------------------------------------
+    def step(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
+        """The next parameters after one update with learning rate ``lr``."""
+        if not isinstance(parameters, Parameters):
+            raise TypeError(f"step takes a Parameters table, got {type(parameters).__name__}")
+        if not isinstance(gradients, Gradients):
+            raise TypeError(f"step takes a Gradients table, got {type(gradients).__name__}")
+        parameters._check_pair(gradients)
+        lr = _check_lr(lr)
+        self.bind(parameters.layout)
+        result = self.update(parameters, gradients, lr)
+        if not isinstance(result, Parameters) or result.layout is not parameters.layout:
+            raise TensorCodeError(f"{type(self).__name__}.update must return a Parameters "
+                                  "table of the same layout")
+        self.lr = lr
+        return result
+
+    def bind(self, layout: Layout) -> None:
+        """Attach to ``layout`` (first use) or check that ``layout`` matches the one the
+        state was built for (same shapes and dtypes, slot for slot)."""
+        if self._layout is layout:
+            return
+        if self._layout is None:
+            self._layout = layout
+            self.steps = np.zeros(len(layout), dtype=np.float64)
+            self.present = np.zeros(len(layout), dtype=np.uint8)
+            self._tables, self._writable = {}, {}
+            for key in self.active_state_keys():
+                if key != "step":
+                    self._init_table(key)
+            return
+        if _signature(self._layout) != _signature(layout):
+            raise TensorCodeError(
+                f"this {type(self).__name__} holds state for parameters "
+                f"{_describe(self._layout)} but was stepped with {_describe(layout)}; use one "
+                "optimizer per parameter table")
+        self._rebind(layout)
+
+    def _rebind(self, layout: Layout) -> None:
+        self._layout = layout
+        for key, table in self._tables.items():
+            self._tables[key] = StateTable._from_buffers(
+                layout, {d: b.view() for d, b in self._writable[key].items()})
+
+    @property
+    def layout(self) -> Layout | None:
+        return self._layout
+
+    # -- state tables ------------------------------------------------------------------
+    def _init_table(self, key: str, buffers: Mapping[str, np.ndarray] | None = None) -> None:
+        layout = self._layout
+        assert layout is not None
+        writable = {d: (np.zeros(n, dtype=d) if buffers is None else buffers[d])
+                    for d, n in layout.sizes.items()}
+        self._writable[key] = writable
+        self._tables[key] = StateTable._from_buffers(layout, {d: b.view() for d, b in
+                                                              writable.items()})
+
+    def set_state(self, key: str, table: Table) -> None:
+        """Replace state ``key`` with a copy of ``table`` (same layout)."""
+        if self._layout is None or table.layout is not self._layout:
+            raise TensorCodeError("set_state needs a table of the layout this optimizer is "
+                                  "bound to (step once, or bind(parameters.layout))")
+        self._init_table(key, {d: b.copy() for d, b in table.buffers().items()})
+
+    def state_table(self, key: str) -> StateTable:
+        """A snapshot (independent copy) of state ``key``."""
+        if key not in self._tables:
+            raise KeyError(f"{type(self).__name__} has no state table {key!r}; it keeps "
+                           f"{sorted(self._tables)}")
+        return self._tables[key].clone()
+
+    def _buffer(self, key: str, dtype: str) -> np.ndarray:
+        """The writable flat buffer of state ``key`` for ``dtype`` (update in place)."""
+        return self._writable[key][dtype]
+
+    # -- PyTorch state dicts -----------------------------------------------------------
+    def state_dict(self) -> dict:
+        """``{"state": {index: {key: array}}, "param_groups": [{..., "params": [...]}]}``
+        exactly as ``torch.optim`` lays it out; arrays are NumPy copies, ``step`` a 0-d
+        float32 array like PyTorch's default step tensor."""
+        n = 0 if self._layout is None else len(self._layout)
+        keys = self.active_state_keys()
+        state: dict[int, dict[str, np.ndarray]] = {}
+        for k in range(n):
+            if not self.present[k]:
+                continue
+            entry = {}
+            for key in keys:
+                if key == "step":
+                    entry[key] = np.array(self.steps[k], dtype=np.float32)
+                else:
+                    entry[key] = np.array(self._tables[key].payloads()[k], copy=True)
+            state[k] = entry
+        group = {"lr": self.lr, **self.group(), "params": list(range(n))}
+        return {"state": state, "param_groups": [group]}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any],
+                        parameters: Parameters | Layout | None = None) -> None:
+        """Adopt a PyTorch-layout state dict (validated in full first: group fields,
+        indices, keys, shapes, dtypes; on any mismatch it raises ``TensorCodeError`` and
+        the optimizer is unchanged). An optimizer that has not stepped yet needs the
+        ``parameters`` (or their layout) the state belongs to."""
+        self._prepare_load(state_dict, parameters)()
+
+    def _prepare_load(self, state_dict: Mapping[str, Any],
+                      parameters: Parameters | Layout | None = None) -> Callable[[], None]:
+        """Validate ``state_dict`` and return the function that commits it."""
+        layout = parameters.layout if isinstance(parameters, Table) else parameters
+        if layout is None:
+            layout = self._layout
+        if layout is None:
+            raise TensorCodeError("this optimizer has no parameters yet: pass the parameters "
+                                  "the state belongs to, load_state_dict(state, parameters)")
+        if self._layout is not None and layout is not self._layout and \
+                _signature(self._layout) != _signature(layout):
+            raise TensorCodeError(f"this optimizer holds state for {_describe(self._layout)}, "
+                                  f"not {_describe(layout)}")
+        if not isinstance(state_dict, Mapping) or set(state_dict) != {"state", "param_groups"}:
+            got = sorted(state_dict) if isinstance(state_dict, Mapping) else type(state_dict)
+            raise TensorCodeError(f"a state dict has exactly the keys ['param_groups', "
+                                  f"'state'], got {got}")
+        groups = state_dict["param_groups"]
+        if not isinstance(groups, (list, tuple)) or len(groups) != 1:
+            raise TensorCodeError("param_groups: TensorCode optimizers hold one param group "
+                                  f"over every parameter, got {groups!r:.80}")
+        group = groups[0]
+        expected = {"lr", "params", *self.group()}
+        if not isinstance(group, Mapping) or set(group) != expected:
+            got = sorted(group) if isinstance(group, Mapping) else type(group).__name__
+            missing = sorted(expected - set(group)) if isinstance(group, Mapping) else []
+            extra = sorted(set(group) - expected) if isinstance(group, Mapping) else []
+            raise TensorCodeError(f"param_groups[0]: expected the fields {sorted(expected)} of "
+                                  f"{type(self).__name__}, got {got} (missing {missing}, "
+                                  f"unexpected {extra})")
+        n = len(layout)
+        params = group["params"]
+        if not isinstance(params, (list, tuple)) or [_int(i) for i in params] != list(range(n)):
+            raise TensorCodeError(f"param_groups[0].params: expected the indices "
+                                  f"{list(range(n))} (one per parameter, in recording order), "
+                                  f"got {params!r:.120}")
+        lr = _check_lr(group["lr"], field="param_groups[0].lr")
+        adopt = self._load_group(group)
+        keys = self._keys_for(group)
+        state = state_dict["state"]
+        if not isinstance(state, Mapping):
+            raise TensorCodeError("state: expected a mapping from parameter index to state")
+        steps = np.zeros(n, dtype=np.float64)
+        present = np.zeros(n, dtype=np.uint8)
+        buffers = {key: {d: np.zeros(size, dtype=d) for d, size in layout.sizes.items()}
+                   for key in keys if key != "step"}
+        for index, entry in state.items():
+            k = _int(index)
+            if k is None or not 0 <= k < n:
+                raise TensorCodeError(f"state: index {index!r} is not a parameter index "
+                                      f"0..{n - 1}")
+            if not isinstance(entry, Mapping) or set(entry) != set(keys):
+                got = sorted(entry) if isinstance(entry, Mapping) else type(entry).__name__
+                raise TensorCodeError(f"state[{k}]: expected the keys {sorted(keys)}, got {got}")
+            slot = layout.slots[k]
+            for key in keys:
+                value = np.asarray(entry[key])
+                if key == "step":
+                    if value.shape != () or value.dtype.kind not in "iuf":
+                        raise TensorCodeError(f"state[{k}].step: expected a number, got "
+                                              f"{value.dtype}{list(value.shape)}")
+                    count = float(value)
+                    if not (count >= 0 and count == math.floor(count) and math.isfinite(count)):
+                        raise TensorCodeError(f"state[{k}].step: expected a non-negative "
+                                              f"whole number, got {count}")
+                    steps[k] = count
+                    continue
+                if value.shape != slot.shape:
+                    raise TensorCodeError(f"state[{k}].{key}: parameter {slot.label} has shape "
+                                          f"{list(slot.shape)}, got {list(value.shape)}")
+                if value.dtype.name != slot.dtype:
+                    raise TensorCodeError(f"state[{k}].{key}: parameter {slot.label} is "
+                                          f"{slot.dtype}, got {value.dtype.name}")
+                buffers[key][slot.dtype][slot.offset:slot.offset + slot.size] = value.reshape(-1)
+            present[k] = 1
+
+        def commit() -> None:
+            adopt()
+            self._layout = layout
+            self.steps, self.present = steps, present
+            self._tables, self._writable = {}, {}
+            for key, buffer in buffers.items():
+                self._init_table(key, buffer)
+            self.lr = lr
+        return commit
+
+
+# -- the built-ins ----------------------------------------------------------------------
+class Sgd(Optimizer):
+    """Stochastic gradient descent, PyTorch's ``torch.optim.SGD`` equations:
+    weight decay, then momentum (first buffer = the gradient), nesterov, then
+    ``p - lr * d``."""
+
+    kind = "Sgd"
+    state_keys = ("momentum_buffer",)
+    default_lr = 1e-3
+
+    def __init__(self, momentum: float = 0, dampening: float = 0, nesterov: bool = False,
+                 weight_decay: float = 0, maximize: bool = False, *,
+                 backend: str = "numba") -> None:
+        super().__init__()
+        self.momentum = _nonnegative("momentum", momentum)
+        self.dampening = _real("dampening", dampening)
+        self.weight_decay = _nonnegative("weight_decay", weight_decay)
+        self.nesterov = _flag("nesterov", nesterov)
+        self.maximize = _flag("maximize", maximize)
+        if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        self.backend = _backend(backend)
+        self._torch_flags = {"foreach": None, "differentiable": False, "fused": None}
+
+    def group(self) -> dict[str, Any]:
+        return {"momentum": self.momentum, "dampening": self.dampening,
+                "weight_decay": self.weight_decay, "nesterov": self.nesterov,
+                "maximize": self.maximize, **self._torch_flags}
+
+    def _keys_for(self, group: Mapping[str, Any]) -> tuple[str, ...]:
+        return ("momentum_buffer",) if group["momentum"] != 0 else ()
+
+    def _load_group(self, group: Mapping[str, Any]) -> Callable[[], None]:
+        field = "param_groups[0]."
+        momentum = _nonnegative(field + "momentum", group["momentum"], TensorCodeError)
+        dampening = _real(field + "dampening", group["dampening"], TensorCodeError)
+        weight_decay = _nonnegative(field + "weight_decay", group["weight_decay"],
+                                    TensorCodeError)
+        nesterov = _flag(field + "nesterov", group["nesterov"], TensorCodeError)
+        maximize = _flag(field + "maximize", group["maximize"], TensorCodeError)
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise TensorCodeError(f"{field}nesterov needs a momentum and zero dampening")
+        flags = _torch_flags(group, self._torch_flags)
+
+        def adopt() -> None:
+            self.momentum, self.dampening, self.weight_decay = momentum, dampening, weight_decay
+            self.nesterov, self.maximize, self._torch_flags = nesterov, maximize, flags
+        return adopt
+
+    def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
+        layout = parameters.layout
+        params, grads = parameters.buffers(), gradients.buffers()
+        out = {}
+        use_momentum = self.momentum != 0
+        for dtype in layout.sizes:
+            _check_float(dtype)
+        for dtype in layout.sizes:
+            cast = np.dtype(dtype).type
+            buffer = self._buffer("momentum_buffer", dtype) if use_momentum else \
+                np.zeros(0, dtype=dtype)
+            offsets, present = _segments(layout, dtype, self.present)
+            result = np.empty_like(params[dtype])
+            args = (params[dtype], grads[dtype], buffer, result, offsets, present,
+                    cast(-lr), cast(self.weight_decay), cast(self.momentum),
+                    cast(1 - self.dampening), bool(self.nesterov), bool(self.maximize))
+            if self.backend == "numba":
+                _kernels().sgd_update(*args)
+            else:
+                _sgd_reference(*args)
+            out[dtype] = result
+        if use_momentum:
+            self.present[:] = 1
+        self.steps += 1
+        return Parameters._from_buffers(layout, out)
+
+
+class Adam(Optimizer):
+    """Adam, PyTorch's ``torch.optim.Adam`` equations (``lerp`` first moment, bias
+    corrections from the per-parameter step count, optional amsgrad and L2 weight
+    decay added to the gradient)."""
+
+    kind = "Adam"
+    state_keys = ("step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+    default_lr = 1e-3
+    _decoupled = False
+
+    def __init__(self, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0, amsgrad: bool = False, maximize: bool = False,
+                 *, backend: str = "numba") -> None:
+        super().__init__()
+        self.betas = _betas(betas)
+        self.eps = _nonnegative("eps", eps)
+        self.weight_decay = _nonnegative("weight_decay", weight_decay)
+        self.amsgrad = _flag("amsgrad", amsgrad)
+        self.maximize = _flag("maximize", maximize)
+        self.backend = _backend(backend)
+        self._torch_flags = {"foreach": None, "capturable": False, "differentiable": False,
+                             "fused": None}
+
+    def group(self) -> dict[str, Any]:
+        flags = self._torch_flags
+        return {"betas": tuple(self.betas), "eps": self.eps, "weight_decay": self.weight_decay,
+                "amsgrad": self.amsgrad, "maximize": self.maximize,
+                "foreach": flags["foreach"], "capturable": flags["capturable"],
+                "differentiable": flags["differentiable"], "fused": flags["fused"],
+                "decoupled_weight_decay": self._decoupled}
+
+    def _keys_for(self, group: Mapping[str, Any]) -> tuple[str, ...]:
+        keys = ("step", "exp_avg", "exp_avg_sq")
+        return keys + ("max_exp_avg_sq",) if group["amsgrad"] else keys
+
+    def _load_group(self, group: Mapping[str, Any]) -> Callable[[], None]:
+        field = "param_groups[0]."
+        betas = _betas(group["betas"], TensorCodeError, field + "betas")
+        eps = _nonnegative(field + "eps", group["eps"], TensorCodeError)
+        weight_decay = _nonnegative(field + "weight_decay", group["weight_decay"],
+                                    TensorCodeError)
+        amsgrad = _flag(field + "amsgrad", group["amsgrad"], TensorCodeError)
+        maximize = _flag(field + "maximize", group["maximize"], TensorCodeError)
+        if not isinstance(group["decoupled_weight_decay"], bool):
+            raise TensorCodeError(f"{field}decoupled_weight_decay must be True or False")
+        if group["decoupled_weight_decay"] is not self._decoupled:
+            other = "AdamW" if group["decoupled_weight_decay"] else "Adam"
+            raise TensorCodeError(f"{field}decoupled_weight_decay is "
+                                  f"{group['decoupled_weight_decay']!r}: this state belongs to "
+                                  f"{other}; load it into tc.optim.{other}")
+        flags = _torch_flags(group, self._torch_flags)
+
+        def adopt() -> None:
+            self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
+            self.amsgrad, self.maximize, self._torch_flags = amsgrad, maximize, flags
+        return adopt
+
+    def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
+        layout = parameters.layout
+        params, grads = parameters.buffers(), gradients.buffers()
+        beta1, beta2 = self.betas
+        steps = self.steps + 1
+        # PyTorch computes these in Python floats from the step count, per parameter.
+        bias_correction1 = 1 - beta1 ** steps
+        bias_correction2 = 1 - beta2 ** steps
+        step_size = lr / bias_correction1
+        bias_correction2_sqrt = bias_correction2 ** 0.5
+        weight1 = 1 - beta1
+        out = {}
+        for dtype in layout.sizes:
+            _check_float(dtype)
+        for dtype in layout.sizes:
+            cast = np.dtype(dtype).type
+            select = np.array([s.dtype == dtype for s in layout.slots])
+            offsets, _ = _segments(layout, dtype, self.present)
+            result = np.empty_like(params[dtype])
+            max_sq = self._buffer("max_exp_avg_sq", dtype) if self.amsgrad else \
+                np.zeros(0, dtype=dtype)
+            args = (params[dtype], grads[dtype], self._buffer("exp_avg", dtype),
+                    self._buffer("exp_avg_sq", dtype), max_sq, result, offsets,
+                    (-step_size[select]).astype(dtype),
+                    bias_correction2_sqrt[select].astype(dtype),
+                    cast(1 - lr * self.weight_decay), cast(self.weight_decay), cast(weight1),
+                    cast(1) - cast(weight1), cast(beta2), cast(1 - beta2), cast(self.eps),
+                    bool(self._decoupled), bool(self.amsgrad), bool(self.maximize))
+            if self.backend == "numba":
+                _kernels().adam_update(*args)
+            else:
+                _adam_reference(*args)
+            out[dtype] = result
+        self.steps = steps
+        self.present[:] = 1
+        return Parameters._from_buffers(layout, out)
+
+
+class AdamW(Adam):
+    """AdamW: Adam with decoupled weight decay (``p *= 1 - lr * weight_decay`` before the
+    moment update), PyTorch's ``torch.optim.AdamW``."""
+
+    kind = "AdamW"
+    _decoupled = True
+
+    def __init__(self, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.01, amsgrad: bool = False, maximize: bool = False,
+                 *, backend: str = "numba") -> None:
+        super().__init__(betas, eps, weight_decay, amsgrad, maximize, backend=backend)
+
+
+# -- the reference (NumPy) paths: the same operations, whole buffers at a time ---------------
+def _sgd_reference(parameter, gradient, buffer, out, offsets, present, neg_lr, weight_decay,
+                   momentum, one_minus_dampening, nesterov, maximize) -> None:
+    d = -gradient if maximize else gradient.copy()
+    if weight_decay != 0:
+        d = d + weight_decay * parameter
+    if momentum != 0:
+        first = np.repeat(present == 0, np.diff(offsets))
+        b = np.where(first, d, buffer * momentum + one_minus_dampening * d)
+        buffer[:] = b
+        d = d + momentum * b if nesterov else b
+    out[:] = parameter + neg_lr * d
+
+
+def _adam_reference(parameter, gradient, exp_avg, exp_avg_sq, max_exp_avg_sq, out, offsets,
+                    neg_step_size, bias_correction2_sqrt, decay_factor, weight_decay, weight1,
+                    one_minus_weight1, beta2, one_minus_beta2, eps, decoupled, amsgrad,
+                    maximize) -> None:
+    sizes = np.diff(offsets)
+    d = -gradient if maximize else gradient
+    p = parameter
+    if weight_decay != 0:
+        if decoupled:
+            p = p * decay_factor
+        else:
+            d = d + weight_decay * p
+    if abs(weight1) < 0.5:
+        m = exp_avg + weight1 * (d - exp_avg)
+    else:
+        m = d - (d - exp_avg) * one_minus_weight1
+    exp_avg[:] = m
+    v = exp_avg_sq * beta2 + one_minus_beta2 * d * d
+    exp_avg_sq[:] = v
+    if amsgrad:
+        np.maximum(max_exp_avg_sq, v, out=max_exp_avg_sq)
+        v = max_exp_avg_sq
+    denom = np.sqrt(v) / np.repeat(bias_correction2_sqrt, sizes) + eps
+    out[:] = p + np.repeat(neg_step_size, sizes) * m / denom
+
+
+# -- helpers ----------------------------------------------------------------------------
+_KERNELS = None
+
+
+def _kernels():
+    """The compiled loops, imported on first use (numba stays out of ``import tensorcode``)."""
+    global _KERNELS
+    if _KERNELS is None:
+        from . import optim_kernels
+        _KERNELS = optim_kernels
+    return _KERNELS
+
+
+def _segments(layout: Layout, dtype: str, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slot bounds within ``dtype``'s flat buffer and the matching ``present`` flags."""
+    slots = [(k, s) for k, s in enumerate(layout.slots) if s.dtype == dtype]
+    offsets = np.array([s.offset for _, s in slots] + [layout.sizes[dtype]], dtype=np.int64)
+    flags = np.array([present[k] for k, _ in slots], dtype=np.uint8)
+    return offsets, flags
+
+
+def _signature(layout: Layout) -> tuple:
+    return tuple((s.shape, s.dtype) for s in layout.slots)
+
+
+def _describe(layout: Layout) -> str:
+    parts = [f"{s.dtype}{list(s.shape)}" for s in layout.slots[:6]]
+    more = f", ... ({len(layout)} in all)" if len(layout) > 6 else ""
+    return "[" + ", ".join(parts) + more + "]"
+
+
+def _check_float(dtype: str) -> None:
+    if dtype not in FLOAT_DTYPES:
+        raise DTypeError(f"the built-in optimizers update float32 and float64 parameters, not "
+                         f"{dtype}; keep integer state out of the trained table")
+
+
+def _check_lr(lr: Any, field: str = "lr") -> float:
+    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{field} must be a real number, got {lr!r}")
+    lr = float(lr)
+    if not (math.isfinite(lr) and lr >= 0):
+        raise ValueError(f"{field} must be finite and non-negative, got {lr}")
+    return lr
+
+
+def _real(name: str, value: Any, error: type = ValueError) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)):
+        raise error(f"{name} must be a finite real number, got {value!r}")
+    return value if isinstance(value, (int, float)) else float(value)
+
+
+def _nonnegative(name: str, value: Any, error: type = ValueError) -> float:
+    value = _real(name, value, error)
+    if value < 0:
+        raise error(f"{name} must be non-negative, got {value}")
+    return value
+
+
+def _flag(name: str, value: Any, error: type = ValueError) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise error(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _betas(betas: Any, error: type = ValueError, name: str = "betas") -> tuple[float, float]:
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise error(f"{name} must be a pair (beta1, beta2), got {betas!r}")
+    pair = tuple(float(_real(f"{name}[{i}]", b, error)) for i, b in enumerate(betas))
+    for i, b in enumerate(pair):
+        if not 0.0 <= b < 1.0:
+            raise error(f"{name}[{i}] must be in [0, 1), got {b}")
+    return pair  # type: ignore[return-value]
+
+
+def _torch_flags(group: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """PyTorch's implementation switches (foreach, fused, capturable, differentiable) mean
+    nothing to TensorCode's one CPU loop; they are validated and echoed back unchanged."""
+    flags = {}
+    for key in current:
+        value = group[key]
+        if key in ("foreach", "fused"):
+            if value is not None and not isinstance(value, bool):
+                raise TensorCodeError(f"param_groups[0].{key} must be None, True or False, got "
+                                      f"{value!r}")
+        elif not isinstance(value, bool):
+            raise TensorCodeError(f"param_groups[0].{key} must be True or False, got {value!r}")
+        flags[key] = value
+    return flags
+
+
+def _backend(backend: str) -> str:
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {list(_BACKENDS)}, got {backend!r}")
+    return backend
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+__all__ = ["Optimizer", "StateTable", "Sgd", "Adam", "AdamW", "FLOAT_DTYPES"]
