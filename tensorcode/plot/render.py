@@ -62,16 +62,23 @@ def draw_on(figure: Any, plot: Plot, matplotlib: Any | None = None) -> Any:
     axes = figure.add_subplot()
     last_image = None
     last_cells: Cells | None = None
+    # one colour cycle over lines and points alike (matplotlib keeps one for each,
+    # which would give the first points and the first line the same colour)
+    uncolored = 0
     for layer in plot.layers:
+        color = None
+        if isinstance(layer, (Line, Points)):
+            color = _color(layer.color_name, matplotlib)
+            if color is None:
+                color, uncolored = f"C{uncolored % 10}", uncolored + 1
         if isinstance(layer, Cells):
             last_image, last_cells = _draw_cells(axes, layer, matplotlib), layer
         elif isinstance(layer, Points):
-            axes.scatter(layer.xs, layer.ys, s=18, label=layer.label_text,
-                         color=_color(layer.color_name, matplotlib),
+            axes.scatter(layer.xs, layer.ys, s=18, label=layer.label_text, color=color,
                          edgecolors="white", linewidths=0.5, zorder=3)
         elif isinstance(layer, Line):
-            axes.plot(layer.xs, layer.ys, label=layer.label_text,
-                      color=_color(layer.color_name, matplotlib), linewidth=1.6, zorder=2)
+            axes.plot(layer.xs, layer.ys, label=layer.label_text, color=color,
+                      linewidth=1.6, zorder=2)
     if plot.logarithmic_y:
         axes.set_yscale("log", nonpositive="mask")
     if plot.with_colorbar:

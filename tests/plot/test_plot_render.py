@@ -144,3 +144,16 @@ def test_show_with_a_display_draws_through_pyplot(monkeypatch):
     finally:
         pyplot.close("all")
     assert shown == [[2]]
+
+
+def test_points_and_lines_share_one_colour_cycle_and_explicit_colours_are_kept():
+    from matplotlib.colors import to_hex
+    plot = (Plot().layer(Points.xy([0, 1], [0, 1])).layer(Line.y([1.0, 2.0]))
+            .layer(Line.y([2.0, 3.0]).color("#123456")))
+    (axes,) = plot.figure().axes
+    (points,) = axes.collections
+    first, second = axes.lines
+    colors = [to_hex(points.get_facecolor()[0]), to_hex(first.get_color()),
+              to_hex(second.get_color())]
+    assert colors[0] != colors[1]
+    assert colors[2] == "#123456"
