@@ -1,0 +1,89 @@
+"""Lowering a recorded operation (or a training step) to a plan and running it.
+
+The one place operations and the Trainer turn a network into something callable. The
+backend is explicit: ``"numba"`` compiles a plan, ``"reference"`` runs the NumPy
+interpreter through the same ``Plan`` interface. A backend that is not available is an
+error, never a silent substitution.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..compiler.tape import Expr
+from ..errors import CompileError, TensorCodeError
+from ..runtime.parameters import Parameters
+
+#: The backend operations and trainers lower to when none is named.
+DEFAULT_BACKEND = "numba"
+BACKENDS = ("numba", "reference")
+
+
+def resolve_backend(backend: str | None) -> str:
+    backend = DEFAULT_BACKEND if backend is None else backend
+    if backend not in BACKENDS:
+        raise CompileError(f"unknown backend {backend!r}; use one of {list(BACKENDS)}")
+    return backend
+
+
+def lower(network: Any, roots: Sequence[Expr], backend: str | None) -> Any:
+    """A plan computing ``roots``: ``plan.forward(parameters, feeds) -> run``."""
+    backend = resolve_backend(backend)
+    try:
+        from ..compiler import plan as _plan  # noqa: F401  (the lowering pipeline)
+    except ImportError:
+        if backend == "reference":
+            return _InterpretedPlan(network)
+        raise CompileError(f"the {backend!r} backend needs tensorcode.compiler.plan, which "
+                           "this installation lacks; pass backend='reference'") from None
+    return network.entry(list(roots)).lower(backend=backend)
+
+
+class _InterpretedPlan:
+    """The reference interpreter behind the ``Plan.forward`` interface, for builds
+    without the lowering pipeline (it *is* the reference backend, not a stand-in)."""
+
+    def __init__(self, network: Any) -> None:
+        self.network = network
+
+    def forward(self, parameters: Parameters, feeds: Any = None) -> Any:
+        return self.network.forward(parameters, feeds)
+
+
+def rewrap(table: Parameters, layout: Any, cls: type = Parameters) -> Any:
+    """The same flat buffers viewed through another layout with identical slots (no
+    copy). The trainer and each operation record their parameters in one fixed order,
+    so every tape they build has the same slots and offsets."""
+    if table.layout is layout:
+        return table
+    if len(table.layout.slots) != len(layout.slots) or any(
+            a.shape != b.shape or a.dtype != b.dtype or a.offset != b.offset
+            for a, b in zip(table.layout.slots, layout.slots)):
+        raise TensorCodeError("internal: a parameter table does not match the recorded "
+                              "layout slot for slot")
+    return cls._from_buffers(layout, table.buffers())
+
+
+class Executor:
+    """A lowered network with fixed input symbols and output roots."""
+
+    def __init__(self, network: Any, inputs: Sequence[Expr], outputs: Sequence[Expr],
+                 backend: str | None) -> None:
+        self.network = network
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.backend = resolve_backend(backend)
+        self.plan = lower(network, self.outputs, self.backend)
+
+    def forward(self, parameters: Parameters, arrays: Sequence[np.ndarray]) -> Any:
+        table = rewrap(parameters, self.network.layout)
+        feeds = {symbol: array for symbol, array in zip(self.inputs, arrays)}
+        return self.plan.forward(table, feeds)
+
+    def run(self, parameters: Parameters, arrays: Sequence[np.ndarray]) -> np.ndarray:
+        return self.forward(parameters, arrays).of(self.outputs[0])
+
+
+__all__ = ["DEFAULT_BACKEND", "BACKENDS", "resolve_backend", "lower", "rewrap", "Executor"]

@@ -1,0 +1,136 @@
+"""Dense building blocks as operations: ``Linear``, ``Mlp`` and ``Embedding``.
+
+Each wraps the tape-level module of ``tc.nn`` (so the layer is defined once) and adds
+what an operation needs: an owned table, a configuration, and call-path conversion of
+arrays. Batched inputs are padded to power-of-two row counts on the call path, so a last
+partial batch reuses a plan instead of compiling a new one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import nn
+from ..compiler.tape import Expr, Tape
+from ..errors import ShapeError
+from ..nn import init as initializers
+from .base import Operation, as_float_array, check_last_axis
+
+
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _seed(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"seed must be a non-negative int, got {value!r}")
+    return int(value)
+
+
+class Linear(Operation):
+    """``x @ weights + bias`` for ``x`` of shape ``[..., n_in]``; Xavier-initialized
+    weights ``[n_in, n_out]`` from ``seed`` and a zero bias."""
+
+    qualified_name = "tensorcode.ops.Linear"
+    pads_rows = True
+
+    def __init__(self, n_in: int, n_out: int, seed: int = 0, backend: str | None = None
+                 ) -> None:
+        self.n_in, self.n_out = _positive("n_in", n_in), _positive("n_out", n_out)
+        self.seed = _seed(seed)
+        self._initialize(backend)
+
+    def configuration(self) -> dict:
+        return {"n_in": self.n_in, "n_out": self.n_out, "dtype": "float32"}
+
+    def build(self, tape: Tape, fresh: bool = False) -> nn.Linear:
+        init = initializers.xavier(self.seed) if fresh else initializers.zeros()
+        return nn.Linear(tape, self.n_in, self.n_out, init=init)
+
+    def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
+        (x,) = _one_argument(self, args)
+        array = as_float_array("Linear", x)
+        check_last_axis(f"Linear({self.n_in}, {self.n_out})", array, self.n_in)
+        return [array]
+
+    def express(self, built: nn.Linear, inputs: Sequence[Expr]) -> Expr:
+        return built(inputs[0])
+
+
+class Mlp(Operation):
+    """Linear layers of ``sizes`` with ``activation`` between them (``tc.nn.Mlp``)."""
+
+    qualified_name = "tensorcode.ops.Mlp"
+    pads_rows = True
+
+    def __init__(self, sizes: Sequence[int], activation: str = "tanh", seed: int = 0,
+                 backend: str | None = None) -> None:
+        sizes = [_positive("sizes[*]", s) for s in sizes]
+        if len(sizes) < 2:
+            raise ShapeError(f"Mlp: sizes needs an input and an output size, got {sizes}")
+        if activation not in nn.ACTIVATIONS:
+            raise ValueError(f"Mlp: unknown activation {activation!r}; use one of "
+                             f"{sorted(nn.ACTIVATIONS)}")
+        self.sizes, self.activation, self.seed = sizes, activation, _seed(seed)
+        self._initialize(backend)
+
+    def configuration(self) -> dict:
+        return {"sizes": list(self.sizes), "activation": self.activation, "dtype": "float32"}
+
+    def build(self, tape: Tape, fresh: bool = False) -> nn.Mlp:
+        init = initializers.xavier(self.seed) if fresh else initializers.zeros()
+        return nn.Mlp(tape, self.sizes, activation=self.activation, init=init)
+
+    def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
+        (x,) = _one_argument(self, args)
+        array = as_float_array("Mlp", x)
+        check_last_axis(f"Mlp({self.sizes})", array, self.sizes[0])
+        return [array]
+
+    def express(self, built: nn.Mlp, inputs: Sequence[Expr]) -> Expr:
+        return built(inputs[0])
+
+
+class Embedding(Operation):
+    """Rows of an ``[n, dim]`` table looked up by integer indices (normal(0, 1) init)."""
+
+    qualified_name = "tensorcode.ops.Embedding"
+    pads_rows = True
+    min_pad_rank = 1
+
+    def __init__(self, n: int, dim: int, seed: int = 0, backend: str | None = None) -> None:
+        self.n, self.dim, self.seed = _positive("n", n), _positive("dim", dim), _seed(seed)
+        self._initialize(backend)
+
+    def configuration(self) -> dict:
+        return {"n": self.n, "dim": self.dim, "dtype": "float32"}
+
+    def build(self, tape: Tape, fresh: bool = False) -> nn.Embedding:
+        init = initializers.normal(self.seed, 1.0) if fresh else initializers.zeros()
+        return nn.Embedding(tape, self.n, self.dim, init=init)
+
+    def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
+        (indices,) = _one_argument(self, args)
+        array = np.asarray(indices)
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"Embedding: indices must be integers, got {array.dtype}")
+        if array.size and (array.min() < 0 or array.max() >= self.n):
+            raise IndexError(f"Embedding({self.n}, {self.dim}): indices must lie in "
+                             f"[0, {self.n}), got range [{array.min()}, {array.max()}]")
+        return [np.ascontiguousarray(array, dtype=np.int64)]
+
+    def express(self, built: nn.Embedding, inputs: Sequence[Expr]) -> Expr:
+        return built(inputs[0])
+
+
+def _one_argument(op: Operation, args: Sequence[Any]) -> tuple[Any]:
+    if len(args) != 1:
+        raise TypeError(f"{type(op).__name__} takes one input, got {len(args)}")
+    return (args[0],)
+
+
+__all__ = ["Linear", "Mlp", "Embedding"]

@@ -1,0 +1,618 @@
+"""Tracing: which operation produced which value, supervised explicitly, saved portably.
+
+``trace()`` opens a session. ``session.run(fn)`` captures every operation call made
+inside ``fn`` (also across ``await``: the active session lives in a ``ContextVar``, so
+each task sees its own). A call's inputs are either *references* to an earlier call's
+output, recognized by identity (never by value: equal outputs of independent calls stay
+distinct), or *external roots*: values that reached the call through plain Python, which
+are snapshotted and are never gradient paths. Captured outputs are frozen (backed by
+immutable memory), so an in-place write to one fails at once.
+
+Supervision is explicit: ``session.supervise(output, target, loss=..., source=...)``
+stores a snapshot of the target with a required provenance string; nothing is inferred
+from predictions. ``session.save`` writes a versioned JSON experience atomically;
+``load_experience`` validates all of it (format, version, bindings, fingerprints, DAG
+references, codec tags) before it builds anything, and binds the calls to operations the
+caller already constructed: a file never names a class to construct or code to run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import inspect
+import json
+import os
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ArtifactError, TensorCodeError
+from . import experience_codecs as codecs_module
+
+FORMAT = "tensorcode.experience"
+VERSION = 1
+#: the largest experience file ``load_experience`` reads
+MAX_FILE_BYTES = 256 * 1024 * 1024
+BOUNDARIES = ("error", "recorded")
+
+_CURRENT: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar(
+    "tensorcode_trace", default=None)
+
+
+def current_trace() -> "Trace | None":
+    """The session capturing operation calls in this context, if any."""
+    return _CURRENT.get()
+
+
+def trace() -> "Trace":
+    """Open a tracing session; capture with ``session.run(fn)``."""
+    return Trace()
+
+
+# -- references -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OutputRef:
+    """The output of call ``call`` of the trace ``trace_id``."""
+
+    trace_id: str
+    call: int
+
+
+@dataclass(frozen=True, eq=False)
+class ExternalRoot:
+    """An input that reached call ``call`` (argument ``position``) through plain Python:
+    a snapshotted constant, never a gradient path."""
+
+    call: int
+    position: int
+    value: Any
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.call, self.position)
+
+
+@dataclass(frozen=True, eq=False)
+class Call:
+    """One captured operation call: its operation, its inputs (``OutputRef`` or
+    ``ExternalRoot`` per argument) and its frozen output."""
+
+    index: int
+    operation: Any
+    inputs: tuple
+    output: Any
+
+
+@dataclass(frozen=True)
+class Supervision:
+    """Explicit feedback on one output: a snapshotted target, a loss name, a source."""
+
+    ref: OutputRef
+    target: Any
+    loss: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Example:
+    """The dependency closure of one output: the calls it needs (ascending) and the
+    external roots those calls read."""
+
+    target: OutputRef
+    calls: tuple[int, ...]
+    roots: tuple[ExternalRoot, ...]
+
+
+# -- freezing and stamps --------------------------------------------------------------------
+
+def freeze(array: np.ndarray) -> np.ndarray:
+    """A copy backed by immutable bytes: its WRITEABLE flag can never be set again."""
+    array = np.ascontiguousarray(array)
+    if array.size == 0:
+        frozen = np.empty(array.shape, array.dtype)
+        frozen.flags.writeable = False
+        return frozen
+    return np.frombuffer(array.tobytes(), dtype=array.dtype).reshape(array.shape)
+
+
+def snapshot(value: Any) -> Any:
+    """A copy of ``value`` the caller can no longer change (arrays frozen, containers
+    copied); other objects are kept as they are (records are expected to be frozen)."""
+    if isinstance(value, np.ndarray):
+        return freeze(value)
+    if isinstance(value, list):
+        return [snapshot(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(snapshot(v) for v in value)
+    if isinstance(value, dict):
+        return {k: snapshot(v) for k, v in value.items()}
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value
+
+
+def stamp(value: Any) -> str:
+    """A structural digest: changes when an array's bytes or a container's structure do."""
+    digest = hashlib.blake2b(digest_size=16)
+
+    def visit(v: Any) -> None:
+        if isinstance(v, np.ndarray):
+            digest.update(f"a{v.dtype.str}{v.shape}".encode())
+            digest.update(np.ascontiguousarray(v).tobytes())
+        elif isinstance(v, (list, tuple)):
+            digest.update(f"{type(v).__name__}{len(v)}[".encode())
+            for item in v:
+                visit(item)
+            digest.update(b"]")
+        elif isinstance(v, dict):
+            digest.update(f"d{len(v)}{{".encode())
+            for k, item in v.items():
+                digest.update(repr(k).encode())
+                visit(item)
+            digest.update(b"}")
+        elif isinstance(v, (str, bytes, int, float, bool, type(None), np.generic)):
+            digest.update(f"{type(v).__name__}:{v!r}".encode())
+        else:
+            digest.update(f"o{type(v).__qualname__}:{id(v)}".encode())
+    visit(value)
+    return digest.hexdigest()
+
+
+# -- the session ----------------------------------------------------------------------------
+
+class Trace:
+    """A tracing session (also what ``load_experience`` returns, bound to operations)."""
+
+    def __init__(self) -> None:
+        self.id = uuid.uuid4().hex
+        self._calls: list[Call] = []
+        self._stamps: list[str] = []
+        self._by_id: dict[int, int] = {}
+        self._supervisions: list[Supervision] = []
+        self._lock = threading.RLock()
+        self._released = False
+
+    # -- capture ------------------------------------------------------------------------
+    def run(self, fn: Callable[[], Any]) -> Any:
+        """Call ``fn()`` capturing every operation call it makes. When ``fn`` is async,
+        return an awaitable that keeps capturing across its awaits."""
+        self._check_live("run")
+        token = _CURRENT.set(self)
+        try:
+            result = fn()
+        finally:
+            _CURRENT.reset(token)
+        if inspect.isawaitable(result):
+            return self._run_async(result)
+        return result
+
+    async def _run_async(self, awaitable: Any) -> Any:
+        token = _CURRENT.set(self)
+        try:
+            return await awaitable
+        finally:
+            _CURRENT.reset(token)
+
+    def _capture(self, operation: Any, args: Sequence[Any]) -> Any:
+        with self._lock:
+            self._check_live("capture a call")
+            index = len(self._calls)
+            inputs: list[Any] = []
+            values: list[Any] = []
+            for position, arg in enumerate(args):
+                found = self._by_id.get(id(arg))
+                if found is not None and self._calls[found].output is arg:
+                    self._check_intact(found, "reused")
+                    inputs.append(OutputRef(self.id, found))
+                    values.append(arg)
+                else:
+                    frozen = snapshot(arg)
+                    inputs.append(ExternalRoot(index, position, frozen))
+                    values.append(frozen)
+        token = _CURRENT.set(None)  # what the operation does inside is not a new call
+        try:
+            output = operation.apply(values)
+        finally:
+            _CURRENT.reset(token)
+        output = snapshot(output)
+        with self._lock:
+            index = len(self._calls)
+            inputs = [ExternalRoot(index, r.position, r.value) if isinstance(r, ExternalRoot)
+                      else r for r in inputs]
+            self._calls.append(Call(index, operation, tuple(inputs), output))
+            self._stamps.append(stamp(output))
+            self._by_id[id(output)] = index
+        return output
+
+    # -- reading ------------------------------------------------------------------------
+    @property
+    def calls(self) -> tuple[Call, ...]:
+        """Every captured call in order (``calls[i].output`` is call i's output)."""
+        return tuple(self._calls)
+
+    @property
+    def supervisions(self) -> tuple[Supervision, ...]:
+        return tuple(self._supervisions)
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def ref(self, output: Any) -> OutputRef:
+        """The reference of a captured output, found by identity (never by value)."""
+        self._check_live("make a reference")
+        if isinstance(output, OutputRef):
+            return self._check_ref(output)
+        found = self._by_id.get(id(output))
+        if found is None or self._calls[found].output is not output:
+            raise TensorCodeError(
+                "this value is not an output captured by this trace (outputs are matched by "
+                "identity, so a copy or an equal value is not one); pass the object an "
+                "operation returned inside session.run, or session.calls[i].output")
+        self._check_intact(found, "referenced")
+        return OutputRef(self.id, found)
+
+    def _check_ref(self, ref: OutputRef) -> OutputRef:
+        if ref.trace_id != self.id:
+            raise TensorCodeError("this OutputRef belongs to another trace")
+        if not 0 <= ref.call < len(self._calls):
+            raise TensorCodeError(f"OutputRef names call {ref.call}, but this trace has "
+                                  f"{len(self._calls)} calls")
+        return ref
+
+    def _resolve(self, target: Any) -> OutputRef:
+        if isinstance(target, OutputRef):
+            return self._check_ref(target)
+        if self._released:
+            raise TensorCodeError("this trace was released; name outputs with OutputRef "
+                                  "(session.ref(...) before release) instead of the value")
+        return self.ref(target)
+
+    def example(self, target: Any) -> Example:
+        """The calls ``target`` depends on and the external roots they read."""
+        ref = self._resolve(target)
+        needed: set[int] = set()
+        stack = [ref.call]
+        while stack:
+            k = stack.pop()
+            if k in needed:
+                continue
+            needed.add(k)
+            stack.extend(i.call for i in self._calls[k].inputs if isinstance(i, OutputRef))
+        calls = tuple(sorted(needed))
+        roots = tuple(i for k in calls for i in self._calls[k].inputs
+                      if isinstance(i, ExternalRoot))
+        return Example(ref, calls, roots)
+
+    # -- supervision --------------------------------------------------------------------
+    def supervise(self, output: Any, target: Any, loss: str = "cross_entropy", *,
+                  source: str) -> Supervision:
+        """Record explicit feedback on ``output`` (a captured output or an ``OutputRef``):
+        ``target`` is snapshotted; ``source`` is a required nonempty provenance string."""
+        if not isinstance(source, str) or not source.strip():
+            raise TensorCodeError("supervise needs source=..., a nonempty string saying where "
+                                  "the target came from (for example 'human:review-42')")
+        if not isinstance(loss, str) or not loss:
+            raise TensorCodeError(f"loss must be a loss name such as 'cross_entropy' or "
+                                  f"'mse', got {loss!r}")
+        with self._lock:
+            ref = self._resolve(output)
+            found = self._by_id.get(id(target))
+            if found is not None and self._calls[found].output is target:
+                raise TensorCodeError("a target must be feedback, not a captured prediction; "
+                                      "pass the label or value the source supplied")
+            record = Supervision(ref, snapshot(target), loss, source)
+            self._supervisions.append(record)
+        return record
+
+    # -- integrity ----------------------------------------------------------------------
+    def _check_live(self, action: str) -> None:
+        if self._released:
+            raise TensorCodeError(f"cannot {action}: this trace was released; start a new "
+                                  "one with trace()")
+
+    def _check_intact(self, index: int, action: str) -> None:
+        if stamp(self._calls[index].output) != self._stamps[index]:
+            raise TensorCodeError(f"the output of call {index} was mutated after it was "
+                                  f"captured and cannot be {action}; captured values must not "
+                                  "change (copy it first, then change the copy)")
+
+    def validate(self) -> None:
+        """Check every captured output is unchanged since capture."""
+        for index in range(len(self._calls)):
+            self._check_intact(index, "saved or released")
+
+    def release(self) -> None:
+        """Validate the whole session, then drop the identity map of live results. Calls,
+        supervision, ``save`` and ``replay`` by ``OutputRef`` keep working."""
+        with self._lock:
+            self.validate()
+            self._by_id.clear()
+            self._released = True
+
+    # -- replay -------------------------------------------------------------------------
+    def replay(self, target: Any, inputs: Any = None, boundary: str = "error") -> Any:
+        """Recompute ``target`` from its external roots with the operations' current
+        parameters. ``inputs`` replaces roots (``{(call, position): value}``, keyed by
+        ``ExternalRoot.key``, or a list aligned with ``example(target).roots``). Calls of
+        external operations are rejected unless ``boundary="recorded"``, which reuses
+        their captured results as constants."""
+        if boundary not in BOUNDARIES:
+            raise TensorCodeError(f"boundary must be one of {list(BOUNDARIES)}, got "
+                                  f"{boundary!r}")
+        example = self.example(target)
+        overrides = _root_overrides(example, inputs)
+        values: dict[int, Any] = {}
+        for k in example.calls:
+            call = self._calls[k]
+            if getattr(call.operation, "replay", "pure") != "pure":
+                if boundary == "error":
+                    raise TensorCodeError(
+                        f"call {k} ({type(call.operation).__name__}) has an external effect "
+                        "and is not recomputed; pass boundary='recorded' to reuse its "
+                        "captured result")
+                values[k] = call.output
+                continue
+            args = [values[i.call] if isinstance(i, OutputRef) else overrides.get(i.key, i.value)
+                    for i in call.inputs]
+            values[k] = call.operation.apply(args)
+        return values[example.target.call]
+
+    # -- saving -------------------------------------------------------------------------
+    def save(self, path: Any, operations: Mapping[str, Any], codecs: Mapping[str, Any] | None
+             = None, release: bool = False) -> None:
+        """Write the session as a versioned JSON experience, atomically. ``operations``
+        binds a stable name to each operation instance the calls used."""
+        allow = codecs_module.check_codecs(codecs)
+        with self._lock:
+            self.validate()
+            document = self._document(operations, allow)
+            text = json.dumps(document, ensure_ascii=False, allow_nan=False,
+                              separators=(",", ":"))
+            atomic_write(path, text.encode("utf-8"))
+            if release:
+                self.release()
+
+    def _document(self, operations: Mapping[str, Any], allow: dict) -> dict:
+        names: dict[int, str] = {}
+        for name, op in operations.items():
+            if not isinstance(name, str) or not name:
+                raise TensorCodeError(f"operation names must be nonempty strings, got {name!r}")
+            if id(op) in names:
+                raise TensorCodeError(f"one operation is bound twice ({names[id(op)]!r} and "
+                                      f"{name!r}); bind each instance to one name")
+            names[id(op)] = name
+        used: dict[str, Any] = {}
+        calls = []
+        for call in self._calls:
+            name = names.get(id(call.operation))
+            if name is None:
+                raise TensorCodeError(
+                    f"call {call.index} used a {type(call.operation).__name__} that "
+                    "operations= does not bind; pass every operation the trace called, by "
+                    "name")
+            used[name] = call.operation
+            encoded_inputs = []
+            for i in call.inputs:
+                if isinstance(i, OutputRef):
+                    encoded_inputs.append({"ref": i.call})
+                else:
+                    encoded_inputs.append({"value": _encode(i.value, allow,
+                                                            f"call {call.index} input")})
+            calls.append({"operation": name, "inputs": encoded_inputs,
+                          "output": _encode(call.output, allow, f"call {call.index} output")})
+        supervision = [{"call": s.ref.call, "loss": s.loss, "source": s.source,
+                        "target": _encode(s.target, allow, "supervision target")}
+                       for s in self._supervisions]
+        bindings = {name: {"qualified_name": op.qualified_name, "replay": op.replay,
+                           "fingerprint": op.fingerprint()} for name, op in used.items()}
+        return {"format": FORMAT, "version": VERSION, "operations": bindings, "calls": calls,
+                "supervision": supervision}
+
+
+def _encode(value: Any, allow: dict, what: str) -> dict:
+    try:
+        return codecs_module.encode(value, allow)
+    except TensorCodeError as error:
+        raise TensorCodeError(f"{what}: {error}") from None
+
+
+def _root_overrides(example: Example, inputs: Any) -> dict[tuple[int, int], Any]:
+    if inputs is None:
+        return {}
+    keys = {root.key for root in example.roots}
+    if isinstance(inputs, Mapping):
+        overrides = {}
+        for key, value in inputs.items():
+            key = key.key if isinstance(key, ExternalRoot) else tuple(key)
+            if key not in keys:
+                raise TensorCodeError(f"replay inputs name {key}, which is not an external "
+                                      f"root of this example (roots: {sorted(keys)})")
+            overrides[key] = value
+        return overrides
+    inputs = list(inputs)
+    if len(inputs) != len(example.roots):
+        raise TensorCodeError(f"replay inputs: expected {len(example.roots)} values (one per "
+                              f"external root), got {len(inputs)}")
+    return {root.key: value for root, value in zip(example.roots, inputs)}
+
+
+# -- files ----------------------------------------------------------------------------------
+
+def atomic_write(path: Any, data: bytes) -> None:
+    """Temp file in the same directory, fsync, ``os.replace``, fsync the directory."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    result: dict = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def load_experience(path: Any, operations: Mapping[str, Any],
+                    codecs: Mapping[str, Any] | None = None) -> Trace:
+    """Read an experience file and bind it to ``operations`` (already built).
+
+    Everything is validated before anything is built: the format and version, that
+    every operation the file names is bound here with the same qualified name, replay
+    capability and fingerprint, that every reference points to an earlier call, and
+    every codec tag (records only through the ``codecs`` allowlist). Any failure raises
+    ``ArtifactError`` naming the file and field.
+    """
+    allow = codecs_module.check_codecs(codecs)
+    try:
+        size = os.path.getsize(path)
+    except OSError as error:
+        raise ArtifactError(f"cannot read the experience file: {error}", path=path) from None
+    if size > MAX_FILE_BYTES:
+        raise ArtifactError(f"file is {size} bytes; experiences are limited to "
+                            f"{MAX_FILE_BYTES}", path=path)
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        document = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant,
+                              object_pairs_hook=_unique_keys)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ArtifactError(f"not valid JSON: {error}", path=path) from None
+    _validate_document(document, operations, allow, path)
+    return _build(document, operations, allow, path)
+
+
+def _validate_document(document: Any, operations: Mapping[str, Any], allow: dict,
+                       path: Any) -> None:
+    def fail(field: str, message: str) -> None:
+        raise ArtifactError(message, path=path, field=field)
+
+    keys = {"format", "version", "operations", "calls", "supervision"}
+    if not isinstance(document, dict) or set(document) != keys:
+        fail("(top level)", f"expected an object with exactly the keys {sorted(keys)}")
+    if document["format"] != FORMAT:
+        fail("format", f"expected {FORMAT!r}, found {document['format']!r}")
+    version = document["version"]
+    if version != VERSION or isinstance(version, bool):
+        fail("version", f"this TensorCode reads experience version {VERSION}, found "
+                        f"{version!r}; save it again with a matching TensorCode")
+    bindings = document["operations"]
+    if not isinstance(bindings, dict):
+        fail("operations", "expected an object of name -> binding")
+    for name, binding in bindings.items():
+        field = f"operations.{name}"
+        if not isinstance(binding, dict) or set(binding) != {"qualified_name", "replay",
+                                                             "fingerprint"}:
+            fail(field, "expected {qualified_name, replay, fingerprint}")
+        if name not in operations:
+            fail(field, f"the file binds an operation named {name!r}, but operations= has "
+                        f"only {sorted(operations)}; pass the operation under that name")
+        op = operations[name]
+        found = {"qualified_name": getattr(op, "qualified_name", None),
+                 "replay": getattr(op, "replay", None)}
+        for key in ("qualified_name", "replay"):
+            if binding[key] != found[key]:
+                fail(f"{field}.{key}", f"expected {found[key]!r} (the bound operation), "
+                                       f"found {binding[key]!r}")
+        expected = op.fingerprint()
+        if binding["fingerprint"] != expected:
+            fail(f"{field}.fingerprint",
+                 f"expected {expected} (the bound {type(op).__name__}'s configuration and "
+                 f"parameter shapes), found {binding['fingerprint']!r}; the operation "
+                 "changed meaning since this experience was recorded")
+    calls = document["calls"]
+    if not isinstance(calls, list):
+        fail("calls", "expected a list of calls")
+    for k, call in enumerate(calls):
+        field = f"calls[{k}]"
+        if not isinstance(call, dict) or set(call) != {"operation", "inputs", "output"}:
+            fail(field, "expected {operation, inputs, output}")
+        if call["operation"] not in bindings:
+            fail(f"{field}.operation", f"names {call['operation']!r}, which the file's "
+                                       "operations do not bind")
+        if not isinstance(call["inputs"], list):
+            fail(f"{field}.inputs", "expected a list")
+        for p, item in enumerate(call["inputs"]):
+            item_field = f"{field}.inputs[{p}]"
+            if isinstance(item, dict) and set(item) == {"ref"}:
+                ref = item["ref"]
+                if isinstance(ref, bool) or not isinstance(ref, int) or not 0 <= ref < k:
+                    fail(item_field, f"reference {ref!r} does not name an earlier call "
+                                     f"(0..{k - 1})")
+            elif isinstance(item, dict) and set(item) == {"value"}:
+                codecs_module.validate(item["value"], allow, path, f"{item_field}.value")
+            else:
+                fail(item_field, "expected {\"ref\": call} or {\"value\": tagged value}")
+        codecs_module.validate(call["output"], allow, path, f"{field}.output")
+    supervision = document["supervision"]
+    if not isinstance(supervision, list):
+        fail("supervision", "expected a list")
+    for s, record in enumerate(supervision):
+        field = f"supervision[{s}]"
+        if not isinstance(record, dict) or set(record) != {"call", "target", "loss", "source"}:
+            fail(field, "expected {call, target, loss, source}")
+        call = record["call"]
+        if isinstance(call, bool) or not isinstance(call, int) or not 0 <= call < len(calls):
+            fail(f"{field}.call", f"{call!r} does not name a call (0..{len(calls) - 1})")
+        for key in ("loss", "source"):
+            if not isinstance(record[key], str) or not record[key].strip():
+                fail(f"{field}.{key}", "expected a nonempty string")
+        codecs_module.validate(record["target"], allow, path, f"{field}.target")
+
+
+def _build(document: dict, operations: Mapping[str, Any], allow: dict, path: Any) -> Trace:
+    session = Trace()
+    for k, call in enumerate(document["calls"]):
+        inputs = []
+        for p, item in enumerate(call["inputs"]):
+            if "ref" in item:
+                inputs.append(OutputRef(session.id, item["ref"]))
+            else:
+                value = codecs_module.decode(item["value"], allow, path,
+                                             f"calls[{k}].inputs[{p}]")
+                inputs.append(ExternalRoot(k, p, snapshot(value)))
+        output = snapshot(codecs_module.decode(call["output"], allow, path,
+                                               f"calls[{k}].output"))
+        session._calls.append(Call(k, operations[call["operation"]], tuple(inputs), output))
+        session._stamps.append(stamp(output))
+        session._by_id[id(output)] = k
+    for s, record in enumerate(document["supervision"]):
+        target = codecs_module.decode(record["target"], allow, path, f"supervision[{s}].target")
+        session._supervisions.append(Supervision(OutputRef(session.id, record["call"]),
+                                                 snapshot(target), record["loss"],
+                                                 record["source"]))
+    return session
+
+
+__all__ = ["trace", "Trace", "OutputRef", "ExternalRoot", "Call", "Supervision", "Example",
+           "load_experience", "current_trace", "FORMAT", "VERSION", "atomic_write"]
