@@ -20,6 +20,7 @@ from .runtime import checkpoint, random
 from .runtime import optim
 from .runtime.network import Backward, Network, Run
 from .runtime.parameters import Gradients, Parameters
+from .runtime.experience import OutputRef, trace
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,7 @@ __all__ = [
     "where", "maximum", "minimum", "concat", "one_hot", "stop_gradient", "logsumexp",
     "log_softmax", "softmax", "cross_entropy", "layer_norm", "gelu", "mse",
     "nn", "init", "checkpoint", "random", "optim",
+    "trace", "OutputRef",
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "ArtifactError", "PatchError", "DistillationError", "TrainingError", "__version__",
 ]
