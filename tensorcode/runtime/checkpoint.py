@@ -1,19 +1,36 @@
-"""Checkpoints are pure state: named snapshots of a module's parameters.
+"""Checkpoints are pure state: named snapshots, directory checkpoints, single files.
 
 ``named_snapshot`` copies a module's payloads under structured paths (``0.weights``),
 the form that survives code changes and maps onto foreign layouts; ``named_restore``
 builds a new table from one and touches no graph. A restore validates everything
 before building anything, so a bad snapshot changes nothing.
+
+``save(dir, parameters, optimizer=..., generator=...)`` writes a training checkpoint:
+``tensors-<id>.safetensors`` (parameters and optimizer state under structured names)
+and ``training.json`` (format, version, steps, progress, optimizer type and
+hyperparameters, module modes, generator state, the tensor file's name and SHA-256).
+Each file is written atomically and the JSON goes last as the commit record, so the
+previous checkpoint stays loadable if the writer dies at any moment. ``load`` verifies
+everything before it touches anything and restores all or nothing; ``save_file``
+writes the same content as one safetensors file with the JSON in its metadata, and
+``load`` reads either form.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import uuid
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import ArtifactError, DTypeError, ShapeError
-from .parameters import Parameters
+from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
+from .parameters import Layout, Parameters, Table
+from .tensorfile import (atomic_write, contiguous, fsync_directory, read_tensors,
+                         write_tensors)
 
 
 def named_snapshot(parameters: Parameters, module: Any) -> dict[str, np.ndarray]:
@@ -52,4 +69,415 @@ def named_restore(parameters: Parameters, module: Any,
     return parameters.replace(updates)
 
 
-__all__ = ["named_snapshot", "named_restore"]
+# -- training checkpoints -------------------------------------------------------------------
+FORMAT = "tensorcode.checkpoint"
+VERSION = 1
+MANIFEST = "training.json"
+#: the metadata key under which a single-file checkpoint keeps its manifest
+METADATA_KEY = "tensorcode.checkpoint"
+_FIELDS = {"format", "version", "steps", "progress", "modes", "generator", "parameters",
+           "optimizer", "tensors"}
+_PARAMETER_FIELDS = {"key", "name", "shape", "dtype"}
+_OPTIMIZER_FIELDS = {"type", "param_groups", "state"}
+
+
+@dataclass
+class Restored:
+    """What ``load`` restored.
+
+    ``parameters`` is a new table (tables are immutable; the caller's is untouched);
+    the optimizer and generator passed to ``load`` were updated in place. ``steps``,
+    ``progress`` (the caller's data cursors) and ``modes`` come back as saved;
+    ``optimizer_type`` names the optimizer the checkpoint holds state for (``None``
+    when it holds none) and ``path`` the file the tensors came from.
+    """
+
+    parameters: Parameters
+    steps: int
+    progress: dict[str, Any]
+    modes: dict[str, Any] | None
+    optimizer_type: str | None
+    generator_restored: bool
+    path: pathlib.Path
+    manifest: dict[str, Any] = field(repr=False, default_factory=dict)
+
+
+def save(directory: str | os.PathLike, parameters: Parameters, optimizer: Any = None,
+         steps: int = 0, progress: Mapping[str, Any] | None = None, generator: Any = None,
+         modes: Mapping[str, Any] | None = None) -> pathlib.Path:
+    """Write a directory checkpoint and return the path of its ``training.json``.
+
+    The tensor file gets a fresh ``<id>``; ``training.json`` is replaced last, and only
+    then are older tensor files removed. One writer per directory."""
+    directory = pathlib.Path(directory)
+    manifest, tensors = _collect(parameters, optimizer, steps, progress, generator, modes)
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"tensors-{uuid.uuid4().hex[:16]}.safetensors"
+    digest, _ = atomic_write(directory / name, lambda f: write_tensors(f, tensors))
+    manifest["tensors"] = {"file": name, "sha256": digest}
+    text = json.dumps(manifest, indent=1, allow_nan=False).encode()
+    atomic_write(directory / MANIFEST, lambda f: f.write(text))
+    _remove_stale(directory, keep=name)
+    return directory / MANIFEST
+
+
+def save_file(path: str | os.PathLike, parameters: Parameters, optimizer: Any = None,
+              steps: int = 0, progress: Mapping[str, Any] | None = None,
+              generator: Any = None, modes: Mapping[str, Any] | None = None) -> pathlib.Path:
+    """Write a standalone checkpoint: one safetensors file whose metadata holds the
+    manifest (with the SHA-256 of the tensor bytes). ``load`` reads it like a
+    directory checkpoint."""
+    path = pathlib.Path(path)
+    manifest, tensors = _collect(parameters, optimizer, steps, progress, generator, modes)
+    # The digest of the data section does not depend on the header, so compute it first.
+    data_digest = _data_digest(tensors)
+    manifest["tensors"] = {"file": None, "sha256": data_digest}
+    metadata = {METADATA_KEY: json.dumps(manifest, allow_nan=False)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: write_tensors(f, tensors, metadata))
+    return path
+
+
+def load(path: str | os.PathLike, parameters: Parameters | Layout, optimizer: Any = None,
+         generator: Any = None) -> Restored:
+    """Restore a checkpoint (a directory or a single file) for ``parameters``' layout.
+
+    Verifies the format, version, checksum, names, shapes, dtypes, the optimizer type
+    and its state before changing anything; on any failure raises ``ArtifactError``
+    naming the file and field and restores nothing. On success the ``optimizer`` and
+    ``generator`` (when given) hold the saved state and a ``Restored`` is returned."""
+    path = pathlib.Path(path)
+    layout = parameters.layout if isinstance(parameters, Table) else parameters
+    if not isinstance(layout, Layout):
+        raise TypeError(f"load needs the Parameters (or Layout) to restore into, got "
+                        f"{type(parameters).__name__}")
+    if path.is_dir():
+        manifest_path = path / MANIFEST
+        manifest = _read_manifest(manifest_path)
+        tensor_path = path / _tensor_file_name(manifest, manifest_path)
+        tensors, _, whole, _ = read_tensors(tensor_path)
+        if whole != manifest["tensors"]["sha256"]:
+            raise ArtifactError(f"checksum mismatch: the file hashes to {whole}, "
+                                f"{MANIFEST} records {manifest['tensors']['sha256']} "
+                                "(corrupted or replaced)", path=tensor_path, field="sha256")
+    elif path.is_file():
+        tensor_path = manifest_path = path
+        tensors, metadata, _, data_digest = read_tensors(path)
+        if METADATA_KEY not in metadata:
+            raise ArtifactError(f"no {METADATA_KEY!r} entry in the metadata: not a TensorCode "
+                                "checkpoint", path=path, field="__metadata__")
+        manifest = _parse_manifest(metadata[METADATA_KEY], path)
+        if manifest["tensors"]["file"] is not None:
+            raise ArtifactError("a single-file checkpoint names no other tensor file",
+                                path=path, field="tensors.file")
+        if data_digest != manifest["tensors"]["sha256"]:
+            raise ArtifactError(f"checksum mismatch: the tensor bytes hash to {data_digest}, "
+                                f"the manifest records {manifest['tensors']['sha256']}",
+                                path=path, field="tensors.sha256")
+    else:
+        raise ArtifactError("no checkpoint here (neither a directory nor a file)", path=path)
+    return _restore(manifest, manifest_path, tensor_path, tensors, layout, optimizer, generator)
+
+
+# -- writing --------------------------------------------------------------------------------
+def parameter_keys(layout: Layout) -> list[str]:
+    """Each slot's tensor name: ``parameters/<recorded name>``, or ``parameters/%<slot>``
+    for an unnamed parameter (its stable position in recording order)."""
+    keys = []
+    for k, slot in enumerate(layout.slots):
+        keys.append(f"parameters/{slot.name}" if slot.name is not None else f"parameters/%{k}")
+    duplicates = sorted({key for key in keys if keys.count(key) > 1})
+    if duplicates:
+        raise TensorCodeError(f"parameter names must be unique to be checkpointed; "
+                              f"{duplicates} appear more than once: name them apart")
+    return keys
+
+
+def _collect(parameters: Parameters, optimizer: Any, steps: int, progress: Any,
+             generator: Any, modes: Any) -> tuple[dict, dict[str, np.ndarray]]:
+    if not isinstance(parameters, Parameters):
+        raise TypeError(f"save needs a Parameters table, got {type(parameters).__name__}")
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    progress = {} if progress is None else progress
+    _check_json("progress", progress)
+    if modes is not None:
+        _check_json("modes", modes)
+    layout = parameters.layout
+    keys = parameter_keys(layout)
+    tensors: dict[str, np.ndarray] = dict(zip(keys, parameters.payloads()))
+    entries = [{"key": key, "name": slot.name, "shape": list(slot.shape), "dtype": slot.dtype}
+               for key, slot in zip(keys, layout.slots)]
+    optimizer_entry = None
+    if optimizer is not None:
+        if optimizer.layout is not None and optimizer.layout is not layout and \
+                [(s.shape, s.dtype) for s in optimizer.layout.slots] != \
+                [(s.shape, s.dtype) for s in layout.slots]:
+            raise TensorCodeError("the optimizer holds state for other parameters than the "
+                                  "ones being saved")
+        state_dict = optimizer.state_dict()
+        groups = []
+        for group in state_dict["param_groups"]:
+            group = {k: v for k, v in group.items() if k != "params"}
+            groups.append(_plain(group))
+        if optimizer.layout is None:
+            groups[0]["params"] = list(range(len(layout)))
+        else:
+            groups[0]["params"] = list(state_dict["param_groups"][0]["params"])
+        state = {}
+        for index, entry in state_dict["state"].items():
+            state[str(index)] = list(entry)
+            for key, value in entry.items():
+                tensors[f"optimizer/{index}/{key}"] = np.asarray(value)
+        optimizer_entry = {"type": optimizer.type_name(), "param_groups": groups,
+                           "state": state}
+        _check_json("optimizer hyperparameters", groups)
+    manifest = {"format": FORMAT, "version": VERSION, "steps": int(steps),
+                "progress": _plain(progress), "modes": None if modes is None else _plain(modes),
+                "generator": None if generator is None else generator.get_state(),
+                "parameters": entries, "optimizer": optimizer_entry}
+    return manifest, tensors
+
+
+def _data_digest(tensors: Mapping[str, np.ndarray]) -> str:
+    import hashlib
+    digest = hashlib.sha256()
+    for array in tensors.values():
+        array = contiguous(array)
+        digest.update(memoryview(array.reshape(-1)).cast("B"))
+    return digest.hexdigest()
+
+
+def _remove_stale(directory: pathlib.Path, keep: str) -> None:
+    """After the commit: drop tensor files no manifest names and temp files of writers
+    that died; best effort, a leftover is harmless."""
+    removed = False
+    for entry in directory.iterdir():
+        name = entry.name
+        stale_tensors = name.startswith("tensors-") and name.endswith(".safetensors") \
+            and name != keep
+        stale_temp = name.startswith(".") and ".tmp-" in name and (
+            name.startswith(".tensors-") or name.startswith(f".{MANIFEST}"))
+        if stale_tensors or stale_temp:
+            try:
+                entry.unlink()
+                removed = True
+            except OSError:
+                pass
+    if removed:
+        fsync_directory(directory)
+
+
+def _check_json(what: str, value: Any) -> None:
+    try:
+        json.dumps(_plain(value), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise TensorCodeError(f"{what} must be JSON data (dicts, lists, strings, finite "
+                              f"numbers, booleans, None): {error}") from error
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+# -- reading --------------------------------------------------------------------------------
+def _read_manifest(path: pathlib.Path) -> dict:
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        raise ArtifactError(f"no {MANIFEST}: not a checkpoint directory, or no checkpoint "
+                            "was committed yet", path=path) from None
+    except OSError as error:
+        raise ArtifactError(f"cannot read: {error}", path=path) from error
+    try:
+        return _parse_manifest(text.decode("utf-8"), path)
+    except UnicodeDecodeError as error:
+        raise ArtifactError("not UTF-8 text", path=path) from error
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_manifest(text: str, path: pathlib.Path) -> dict:
+    try:
+        manifest = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as error:
+        raise ArtifactError(f"not valid JSON: {error}", path=path) from error
+    if not isinstance(manifest, dict):
+        raise ArtifactError("the manifest must be a JSON object", path=path)
+    missing, extra = sorted(_FIELDS - set(manifest)), sorted(set(manifest) - _FIELDS)
+    if missing:
+        raise ArtifactError(f"missing field(s) {missing}", path=path, field=missing[0])
+    if extra:
+        raise ArtifactError(f"unexpected field(s) {extra}; this reader knows {sorted(_FIELDS)}",
+                            path=path, field=extra[0])
+    if manifest["format"] != FORMAT:
+        raise ArtifactError(f"format is {manifest['format']!r}, expected {FORMAT!r}",
+                            path=path, field="format")
+    if manifest["version"] != VERSION or isinstance(manifest["version"], bool):
+        raise ArtifactError(f"version {manifest['version']!r} is not supported (this reader "
+                            f"reads version {VERSION})", path=path, field="version")
+    steps = manifest["steps"]
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ArtifactError(f"steps must be a non-negative integer, got {steps!r}",
+                            path=path, field="steps")
+    if not isinstance(manifest["progress"], dict):
+        raise ArtifactError("progress must be an object", path=path, field="progress")
+    if manifest["modes"] is not None and not isinstance(manifest["modes"], dict):
+        raise ArtifactError("modes must be an object or null", path=path, field="modes")
+    if manifest["generator"] is not None and not isinstance(manifest["generator"], dict):
+        raise ArtifactError("generator must be an object or null", path=path,
+                            field="generator")
+    tensors = manifest["tensors"]
+    if not isinstance(tensors, dict) or set(tensors) != {"file", "sha256"}:
+        raise ArtifactError("tensors must be {file, sha256}", path=path, field="tensors")
+    if not isinstance(tensors["sha256"], str) or len(tensors["sha256"]) != 64:
+        raise ArtifactError("tensors.sha256 must be a hex SHA-256", path=path,
+                            field="tensors.sha256")
+    entries = manifest["parameters"]
+    if not isinstance(entries, list):
+        raise ArtifactError("parameters must be a list", path=path, field="parameters")
+    for k, entry in enumerate(entries):
+        if not isinstance(entry, dict) or set(entry) != _PARAMETER_FIELDS:
+            raise ArtifactError(f"each parameter entry has exactly {sorted(_PARAMETER_FIELDS)}",
+                                path=path, field=f"parameters[{k}]")
+    optimizer = manifest["optimizer"]
+    if optimizer is not None and (not isinstance(optimizer, dict) or
+                                  set(optimizer) != _OPTIMIZER_FIELDS):
+        raise ArtifactError(f"optimizer must be null or have exactly "
+                            f"{sorted(_OPTIMIZER_FIELDS)}", path=path, field="optimizer")
+    return manifest
+
+
+def _tensor_file_name(manifest: dict, path: pathlib.Path) -> str:
+    name = manifest["tensors"]["file"]
+    if not (isinstance(name, str) and name.startswith("tensors-") and
+            name.endswith(".safetensors") and "/" not in name and "\\" not in name and
+            name not in (".", "..")):
+        raise ArtifactError(f"tensors.file must name a tensors-<id>.safetensors file in the "
+                            f"same directory, got {name!r}", path=path, field="tensors.file")
+    return name
+
+
+def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_path: pathlib.Path,
+             tensors: dict[str, np.ndarray], layout: Layout, optimizer: Any,
+             generator: Any) -> Restored:
+    """Validate everything against the caller's objects, then commit all at once."""
+    def fail(message: str, field: str, path: pathlib.Path = manifest_path) -> ArtifactError:
+        return ArtifactError(message, path=path, field=field)
+
+    entries = manifest["parameters"]
+    keys = parameter_keys(layout)
+    if len(entries) != len(layout):
+        raise fail(f"the checkpoint holds {len(entries)} parameters, these parameters have "
+                   f"{len(layout)}", "parameters")
+    expected_names = set(keys)
+    payloads = []
+    for k, (entry, key, slot) in enumerate(zip(entries, keys, layout.slots)):
+        where = f"parameters[{k}]"
+        if entry["key"] != key or entry["name"] != slot.name:
+            raise fail(f"expected the parameter {key!r} here, the checkpoint has "
+                       f"{entry['key']!r} (name {entry['name']!r})", where + ".name")
+        if entry["shape"] != list(slot.shape):
+            raise fail(f"{key}: shape {entry['shape']} in the checkpoint, {list(slot.shape)} "
+                       "here", where + ".shape")
+        if entry["dtype"] != slot.dtype:
+            raise fail(f"{key}: dtype {entry['dtype']} in the checkpoint, {slot.dtype} here",
+                       where + ".dtype")
+        if key not in tensors:
+            raise fail(f"the tensor file has no tensor {key!r}", key, tensor_path)
+        payloads.append(_tensor(tensors[key], slot.shape, slot.dtype, key, tensor_path))
+
+    # the optimizer's state, as the PyTorch-layout dict it round-trips through
+    opt_entry = manifest["optimizer"]
+    commit_optimizer = None
+    if optimizer is not None:
+        if opt_entry is None:
+            raise fail("the checkpoint holds no optimizer state; load without an optimizer "
+                       "or save one with it", "optimizer")
+        if opt_entry["type"] != optimizer.type_name():
+            raise fail(f"the state belongs to a {opt_entry['type']!r} optimizer, not "
+                       f"{optimizer.type_name()!r}: rebuild the same optimizer type",
+                       "optimizer.type")
+    if opt_entry is not None:
+        state = opt_entry["state"]
+        if not isinstance(state, dict):
+            raise fail("optimizer.state must map indices to key lists", "optimizer.state")
+        state_dict_state = {}
+        for index, names in state.items():
+            if not (isinstance(index, str) and index.isdigit()) or not isinstance(names, list):
+                raise fail(f"bad entry {index!r}", f"optimizer.state.{index}")
+            entry = {}
+            for name in names:
+                tensor_key = f"optimizer/{index}/{name}"
+                if not isinstance(name, str) or tensor_key not in tensors:
+                    raise fail(f"the tensor file has no tensor {tensor_key!r}", tensor_key,
+                               tensor_path)
+                expected_names.add(tensor_key)
+                entry[name] = np.array(tensors[tensor_key], copy=True)
+            state_dict_state[int(index)] = entry
+        extra = sorted(set(tensors) - expected_names)
+        if extra:
+            raise fail(f"unexpected tensors {extra[:5]} (renamed or from another program)",
+                       extra[0], tensor_path)
+        if optimizer is not None:
+            groups = opt_entry["param_groups"]
+            if isinstance(groups, list):
+                groups = [dict(g, betas=tuple(g["betas"])) if isinstance(g, dict) and
+                          isinstance(g.get("betas"), list) else g for g in groups]
+            try:
+                commit_optimizer = optimizer._prepare_load(
+                    {"state": state_dict_state, "param_groups": groups}, layout)
+            except (TensorCodeError, TypeError, ValueError) as error:
+                raise fail(str(error), "optimizer") from error
+    else:
+        extra = sorted(set(tensors) - expected_names)
+        if extra:
+            raise fail(f"unexpected tensors {extra[:5]} (renamed or from another program)",
+                       extra[0], tensor_path)
+
+    commit_generator = None
+    if generator is not None:
+        if manifest["generator"] is None:
+            raise fail("the checkpoint holds no generator state", "generator")
+        probe = generator.clone()
+        try:
+            probe.set_state(manifest["generator"])
+        except ArtifactError as error:
+            raise fail(str(error), error.field or "generator") from error
+        commit_generator = probe
+
+    from .parameters import Parameters as _Parameters
+    restored = _Parameters._from_payloads(layout, payloads)
+    # everything is valid: commit (none of these can fail now)
+    if commit_optimizer is not None:
+        commit_optimizer()
+    if commit_generator is not None:
+        generator.set_state(manifest["generator"])  # proven valid on the probe above
+    return Restored(parameters=restored, steps=manifest["steps"],
+                    progress=manifest["progress"], modes=manifest["modes"],
+                    optimizer_type=None if opt_entry is None else opt_entry["type"],
+                    generator_restored=commit_generator is not None, path=tensor_path,
+                    manifest=manifest)
+
+
+def _tensor(array: np.ndarray, shape: tuple[int, ...], dtype: str, key: str,
+            path: pathlib.Path) -> np.ndarray:
+    if tuple(array.shape) != tuple(shape):
+        raise ArtifactError(f"shape {list(array.shape)}, expected {list(shape)}", path=path,
+                            field=key)
+    if array.dtype.name != dtype:
+        raise ArtifactError(f"dtype {array.dtype.name}, expected {dtype}", path=path,
+                            field=key)
+    return array
+
+
+__all__ = ["named_snapshot", "named_restore", "save", "save_file", "load", "Restored",
+           "parameter_keys", "FORMAT", "VERSION", "MANIFEST"]
