@@ -1,0 +1,336 @@
+"""The patch file: versioned JSON, written atomically, validated field by field on load.
+
+Layout (``format`` "tensorcode.patch", ``version`` 1)::
+
+    {"format": "tensorcode.patch", "version": 1, "hash": "tensorcode.tensor.v1",
+     "rationale": "...", "evidence": [{...}], "author": null | "..." | {...},
+     "edits": null | "the edit statements",
+     "tensors": {"w": {"shape": [3, 4], "dtype": "float32",
+                       "base_sha256": "<64 hex>", "edited_sha256": "<64 hex>",
+                       "changed": 2, "form": "sparse", "indices": [1, 7],
+                       "values": [0.5, -1.25]}, ...}}
+
+Form fields: sparse ``indices`` (ascending flat C-order) and ``values``; dense
+``values`` (flat, C order); lowrank ``a`` and ``b`` (nested lists of float64); projection
+``direction``, ``strength``, ``axis`` and ``span`` (null or [start, stop]). Floating
+values are JSON numbers that round-trip exactly; the non-finite ones are the strings
+"nan", "inf" and "-inf". Loading never evaluates, imports or unpickles anything: the
+file is JSON (``NaN`` literals and duplicate keys refused) and every field is checked,
+with ``ArtifactError`` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArtifactError, PatchError
+from ._files import write_atomic
+from .forms import Dense, LowRank, Projection, Sparse
+from .hashing import HASH_VERSION
+from .patch import Patch, TensorChange
+from .tensors import SUPPORTED_DTYPES
+
+MAX_ARTIFACT_BYTES = 1 << 30
+_HEX = re.compile(r"^[0-9a-f]{64}$")
+_TOP_FIELDS = {"format", "version", "hash", "rationale", "evidence", "author", "edits",
+               "tensors"}
+_COMMON = {"shape", "dtype", "base_sha256", "edited_sha256", "changed", "form"}
+_FORM_FIELDS = {"sparse": {"indices", "values"}, "dense": {"values"}, "lowrank": {"a", "b"},
+                "projection": {"direction", "strength", "axis", "span"}}
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+# -- writing ------------------------------------------------------------------------------
+
+def _encode_values(array: np.ndarray) -> list:
+    flat = np.asarray(array).reshape(-1)
+    if flat.dtype == np.bool_:
+        return [bool(v) for v in flat.tolist()]
+    if flat.dtype.kind in "iu":
+        return [int(v) for v in flat.tolist()]
+    if flat.dtype.itemsize < 8:
+        # The shortest decimal that reads back to the same float32/float16 (0.13, not
+        # 0.12999999523162842): exact through float64, and readable in a review.
+        values = [float(str(v)) for v in flat]
+    else:
+        values = flat.tolist()
+    if np.all(np.isfinite(flat)):
+        return values
+    return [v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+            for v in values]
+
+
+def _encode_change(change: TensorChange) -> dict[str, Any]:
+    form = change.form
+    entry: dict[str, Any] = {"shape": list(change.shape), "dtype": change.dtype,
+                             "base_sha256": change.base_sha256,
+                             "edited_sha256": change.edited_sha256,
+                             "changed": change.changed, "form": form.kind}
+    if isinstance(form, Sparse):
+        entry["indices"] = [int(i) for i in form.indices.tolist()]
+        entry["values"] = _encode_values(form.values.astype(change.dtype))
+    elif isinstance(form, Dense):
+        entry["values"] = _encode_values(form.values.astype(change.dtype))
+    elif isinstance(form, LowRank):
+        entry["a"] = form.a.tolist()
+        entry["b"] = form.b.tolist()
+    else:
+        entry["direction"] = form.direction.tolist()
+        entry["strength"] = form.strength
+        entry["axis"] = form.axis
+        entry["span"] = list(form.span) if form.span is not None else None
+    return entry
+
+
+def patch_to_json(patch: Patch) -> str:
+    """The artifact text: metadata indented, one line per tensor."""
+    head = {"format": Patch.FORMAT, "version": Patch.VERSION, "hash": HASH_VERSION,
+            "rationale": patch.rationale, "evidence": patch.evidence, "author": patch.author,
+            "edits": patch.edits}
+    lines = ["{"]
+    for key, value in head.items():
+        lines.append(f" {json.dumps(key)}: {json.dumps(value, allow_nan=False)},")
+    tensor_lines = [f"  {json.dumps(name)}: "
+                    f"{json.dumps(_encode_change(change), allow_nan=False, separators=(',', ':'))}"
+                    for name, change in patch.changes.items()]
+    if tensor_lines:
+        lines.append(' "tensors": {')
+        lines.append(",\n".join(tensor_lines))
+        lines.append(" }")
+    else:
+        lines.append(' "tensors": {}')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def save_patch(patch: Patch, path: str | os.PathLike) -> None:
+    write_atomic(path, patch_to_json(patch).encode("utf-8"))
+
+
+# -- reading ------------------------------------------------------------------------------
+
+class _Reader:
+    """Validation helpers that name the file and the field in every complaint."""
+
+    def __init__(self, path: Any) -> None:
+        self.path = path
+
+    def fail(self, field: str, message: str) -> ArtifactError:
+        return ArtifactError(message, path=self.path, field=field)
+
+    def object(self, value: Any, field: str) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(field, f"expected a JSON object, found {_kind(value)}")
+        return value
+
+    def fields(self, value: dict, field: str, required: set[str]) -> None:
+        missing = sorted(required - set(value))
+        extra = sorted(set(value) - required)
+        if missing:
+            raise self.fail(field, f"missing fields {missing}")
+        if extra:
+            raise self.fail(field, f"unexpected fields {extra}; this reader knows "
+                            f"{sorted(required)}")
+
+    def integer(self, value: Any, field: str, low: int = 0, high: int | None = None) -> int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.fail(field, f"expected an integer, found {_kind(value)}")
+        if value < low or (high is not None and value > high):
+            raise self.fail(field, f"expected an integer in {low}..{high if high is not None else 'inf'}, "
+                            f"found {value}")
+        return value
+
+    def number(self, value: Any, field: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(field, f"expected a number, found {_kind(value)}")
+        return float(value)
+
+    def values(self, raw: Any, field: str, dtype: np.dtype, count: int | None) -> np.ndarray:
+        if not isinstance(raw, list):
+            raise self.fail(field, f"expected a list of values, found {_kind(raw)}")
+        if count is not None and len(raw) != count:
+            raise self.fail(field, f"expected {count} values, found {len(raw)}")
+        if dtype == np.bool_:
+            if not all(isinstance(v, bool) for v in raw):
+                raise self.fail(field, "expected true/false values for a bool tensor")
+            return np.array(raw, dtype=np.bool_)
+        if dtype.kind in "iu":
+            info = np.iinfo(dtype)
+            for position, v in enumerate(raw):
+                if not isinstance(v, int) or isinstance(v, bool) or not info.min <= v <= info.max:
+                    raise self.fail(f"{field}[{position}]", f"expected an integer in the range "
+                                    f"of {dtype.name}, found {_kind(v)}")
+            return np.array(raw, dtype=dtype)
+        numbers = []
+        for position, v in enumerate(raw):
+            if isinstance(v, str) and v in _NON_FINITE:
+                numbers.append(_NON_FINITE[v])
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                numbers.append(float(v))
+            else:
+                raise self.fail(f"{field}[{position}]", f"expected a number (or \"nan\", "
+                                f"\"inf\", \"-inf\"), found {_kind(v)}")
+        with np.errstate(over="ignore"):
+            return np.array(numbers, dtype=np.float64).astype(dtype)
+
+    def matrix(self, raw: Any, field: str) -> np.ndarray:
+        if not isinstance(raw, list) or not raw or not all(isinstance(row, list) for row in raw):
+            raise self.fail(field, "expected a non-empty list of rows of numbers")
+        width = len(raw[0])
+        rows = []
+        for k, row in enumerate(raw):
+            if len(row) != width:
+                raise self.fail(f"{field}[{k}]", f"expected {width} numbers like row 0, "
+                                f"found {len(row)}")
+            rows.append([self.number(v, f"{field}[{k}][{j}]") for j, v in enumerate(row)])
+        return np.array(rows, dtype=np.float64).reshape(len(raw), width)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the text {value[:40]!r}"
+    return {"list": "a list", "dict": "an object"}.get(type(value).__name__,
+                                                       type(value).__name__)
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"the constant {name} is not JSON")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    result = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _read_json(path: Any) -> Any:
+    try:
+        size = os.path.getsize(path)
+    except OSError as error:
+        raise ArtifactError(f"cannot read the patch file: {error.strerror or error}",
+                            path=path) from None
+    if size > MAX_ARTIFACT_BYTES:
+        raise ArtifactError(f"the file has {size} bytes, more than the {MAX_ARTIFACT_BYTES} "
+                            "a patch may have", path=path)
+    try:
+        with open(path, "rb") as stream:
+            text = stream.read().decode("utf-8")
+        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+    except UnicodeDecodeError:
+        raise ArtifactError("the file is not UTF-8 text; a patch is JSON", path=path) from None
+    except RecursionError:
+        raise ArtifactError("the JSON nests too deeply", path=path) from None
+    except ValueError as error:
+        raise ArtifactError(f"the file is not valid JSON: {error}", path=path) from None
+    except OSError as error:
+        raise ArtifactError(f"cannot read the patch file: {error}", path=path) from None
+
+
+def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
+    where = f"tensors.{name}"
+    entry = reader.object(raw, where)
+    form = entry.get("form")
+    if form not in _FORM_FIELDS:
+        raise reader.fail(f"{where}.form", f"expected one of {sorted(_FORM_FIELDS)}, found "
+                          f"{_kind(form)}")
+    reader.fields(entry, where, _COMMON | _FORM_FIELDS[form])
+    shape_raw = entry["shape"]
+    if not isinstance(shape_raw, list) or len(shape_raw) > 32:
+        raise reader.fail(f"{where}.shape", f"expected a list of sizes, found {_kind(shape_raw)}")
+    shape = tuple(reader.integer(n, f"{where}.shape[{k}]") for k, n in enumerate(shape_raw))
+    size = int(np.prod(shape, dtype=np.int64))
+    if size > MAX_ARTIFACT_BYTES:
+        raise reader.fail(f"{where}.shape", f"a tensor of {size} elements is beyond what a "
+                          "patch describes")
+    if entry["dtype"] not in SUPPORTED_DTYPES:
+        raise reader.fail(f"{where}.dtype", f"expected one of {list(SUPPORTED_DTYPES)}, found "
+                          f"{_kind(entry['dtype'])}")
+    dtype = np.dtype(entry["dtype"])
+    hashes = []
+    for key in ("base_sha256", "edited_sha256"):
+        value = entry[key]
+        if not isinstance(value, str) or not _HEX.match(value):
+            raise reader.fail(f"{where}.{key}", f"expected 64 lowercase hex digits, found "
+                              f"{_kind(value)}")
+        hashes.append(value)
+    changed = reader.integer(entry["changed"], f"{where}.changed", 0, size)
+    try:
+        if form == "sparse":
+            indices_raw = entry["indices"]
+            if not isinstance(indices_raw, list):
+                raise reader.fail(f"{where}.indices", f"expected a list of flat indices, found "
+                                  f"{_kind(indices_raw)}")
+            indices = np.array([reader.integer(i, f"{where}.indices[{k}]", 0, max(size - 1, 0))
+                                for k, i in enumerate(indices_raw)], dtype=np.int64)
+            values = reader.values(entry["values"], f"{where}.values", dtype, len(indices_raw))
+            built = Sparse(indices, values)
+        elif form == "dense":
+            values = reader.values(entry["values"], f"{where}.values", dtype, size)
+            built = Dense(values.reshape(shape))
+        elif form == "lowrank":
+            built = LowRank(reader.matrix(entry["a"], f"{where}.a"),
+                            reader.matrix(entry["b"], f"{where}.b"))
+        else:
+            direction = entry["direction"]
+            if not isinstance(direction, list):
+                raise reader.fail(f"{where}.direction", "expected a list of numbers")
+            direction = [reader.number(v, f"{where}.direction[{k}]")
+                         for k, v in enumerate(direction)]
+            strength = reader.number(entry["strength"], f"{where}.strength")
+            axis = reader.integer(entry["axis"], f"{where}.axis", 0, 1)
+            span = entry["span"]
+            if span is not None:
+                if not isinstance(span, list) or len(span) != 2:
+                    raise reader.fail(f"{where}.span", "expected null or [start, stop]")
+                span = tuple(reader.integer(v, f"{where}.span[{k}]") for k, v in enumerate(span))
+            built = Projection(np.array(direction, dtype=np.float64), strength, axis, span)
+        built.check(name, shape, dtype)
+    except PatchError as error:
+        raise reader.fail(where, str(error)) from None
+    return TensorChange(shape, dtype.name, hashes[0], hashes[1], changed, built)
+
+
+def load_patch(path: str | os.PathLike) -> Patch:
+    """Read a patch artifact; every field is validated before a ``Patch`` is made."""
+    reader = _Reader(path)
+    document = reader.object(_read_json(path), "(top level)")
+    if document.get("format") != Patch.FORMAT:
+        raise reader.fail("format", f"expected {Patch.FORMAT!r}, found "
+                          f"{_kind(document.get('format'))}; this is not a TensorCode patch")
+    if document.get("version") != Patch.VERSION or isinstance(document.get("version"), bool):
+        raise reader.fail("version", f"expected {Patch.VERSION}, found "
+                          f"{_kind(document.get('version'))}; this reader knows version "
+                          f"{Patch.VERSION} only")
+    reader.fields(document, "(top level)", _TOP_FIELDS)
+    if document["hash"] != HASH_VERSION:
+        raise reader.fail("hash", f"expected {HASH_VERSION!r}, found {_kind(document['hash'])}")
+    tensors = reader.object(document["tensors"], "tensors")
+    changes = {name: _change(reader, name, raw) for name, raw in tensors.items()}
+    edits = document["edits"]
+    if edits is not None and not isinstance(edits, str):
+        raise reader.fail("edits", f"expected null or text, found {_kind(edits)}")
+    for field in ("rationale", "evidence", "author"):
+        try:
+            Patch({}, **{field: document[field]})
+        except PatchError as error:
+            raise reader.fail(field, str(error)) from None
+    return Patch(changes, rationale=document["rationale"], evidence=document["evidence"],
+                 author=document["author"], edits=edits)
+
+
+__all__ = ["patch_to_json", "save_patch", "load_patch", "MAX_ARTIFACT_BYTES"]
