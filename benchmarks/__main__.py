@@ -1,4 +1,4 @@
-"""Run the benchmark suites: ``python -m benchmarks [--quick] [--only NAME] [--json PATH]``.
+"""Run the benchmark suites: ``python -m benchmarks [--quick] [--only NAME] [--json PATH] [--chart PATH]``.
 
 Each ``suite_*.py`` runs in its own process; its rows are printed together as one table
 of medians and ratios measured in this run.
@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller sizes")
     parser.add_argument("--only", action="append", choices=suites(), help="run only this suite")
     parser.add_argument("--json", help="also write the rows as JSON to this path")
+    parser.add_argument("--chart", metavar="PATH",
+                        help="also draw the ratios as a bar chart (.png or .svg; needs the plot extra)")
     args = parser.parse_args(argv)
     rows: list[Row] = []
     for name in args.only or suites():
@@ -46,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows))
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps([r.to_json() for r in rows], indent=1))
+    if args.chart:
+        from .chart import write_chart_for_cli
+        return write_chart_for_cli(rows, args.chart)
     return 0
 
 

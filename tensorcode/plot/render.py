@@ -120,15 +120,28 @@ def _draw_cells(axes: Any, cells: Cells, matplotlib: Any) -> Any:
                        zorder=1)
 
 
-def save_plot(plot: Plot, path: str | os.PathLike) -> pathlib.Path:
-    """Write ``plot`` to ``path`` (format by suffix) through a temporary file in the same
-    directory and ``os.replace``, so the path holds either the old file or the new one."""
-    path = pathlib.Path(path)
+def _format_of(path: pathlib.Path) -> str:
     file_format = FORMATS.get(path.suffix.lower())
     if file_format is None:
         raise PlotError(f"cannot save a plot as {path.name!r}: the suffix chooses the "
                         f"format and must be one of {sorted(FORMATS)}")
+    return file_format
+
+
+def save_plot(plot: Plot, path: str | os.PathLike) -> pathlib.Path:
+    """Write ``plot`` to ``path`` (format by suffix); see ``write_figure``."""
+    path = pathlib.Path(path)
+    _format_of(path)
     figure = draw_figure(plot)  # before touching the disk: a bad plot writes nothing
+    return write_figure(figure, path, plot.dpi)
+
+
+def write_figure(figure: Any, path: str | os.PathLike, dpi: int = 100) -> pathlib.Path:
+    """Write a matplotlib ``figure`` as PNG or SVG (by suffix) through a temporary file in
+    the same directory and ``os.replace``, so ``path`` holds either the old file or the
+    new one, never half an image. Missing parent directories are created."""
+    path = pathlib.Path(path)
+    file_format = _format_of(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -137,7 +150,7 @@ def save_plot(plot: Plot, path: str | os.PathLike) -> pathlib.Path:
                                          suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as stream:
-            figure.savefig(stream, format=file_format, dpi=plot.dpi)
+            figure.savefig(stream, format=file_format, dpi=dpi)
         os.chmod(temporary, _default_file_mode())
         os.replace(temporary, path)
     except BaseException:
@@ -180,5 +193,5 @@ def show_plot(plot: Plot) -> None:
     pyplot.show()
 
 
-__all__ = ["require_matplotlib", "draw_figure", "draw_on", "save_plot", "show_plot",
-           "FORMATS"]
+__all__ = ["require_matplotlib", "draw_figure", "draw_on", "save_plot", "write_figure",
+           "show_plot", "FORMATS"]

@@ -1,9 +1,11 @@
-"""Shared helpers of the plot tests: reading an image's size back from its file."""
+"""Shared helpers of the plot tests: reading an image's size back from its file, and
+simulating an installation without the plot extra."""
 
 from __future__ import annotations
 
 import pathlib
 import struct
+import sys
 
 import pytest
 
@@ -19,3 +21,12 @@ def png_size(path: pathlib.Path) -> tuple[int, int]:
 @pytest.fixture
 def read_png_size():
     return png_size
+
+
+@pytest.fixture
+def no_matplotlib(monkeypatch):
+    """Make every ``import matplotlib...`` fail as it would with the package absent."""
+    for name in list(sys.modules):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)

@@ -1,5 +1,6 @@
 """Without the plot extra: building plots still works, drawing says what to install.
-These tests simulate a missing matplotlib, so they run whether or not it is installed."""
+These tests simulate a missing matplotlib (the ``no_matplotlib`` fixture), so they run
+whether or not it is installed."""
 
 from __future__ import annotations
 
@@ -10,15 +11,6 @@ import pytest
 
 from tensorcode.errors import TensorCodeError
 from tensorcode.plot import INSTALL_HINT, Line, MissingExtraError, Plot
-
-
-@pytest.fixture
-def no_matplotlib(monkeypatch):
-    """Make every ``import matplotlib...`` fail as it would with the package absent."""
-    for name in list(sys.modules):
-        if name == "matplotlib" or name.startswith("matplotlib."):
-            monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
 
 
 def test_saving_without_matplotlib_names_the_extra_and_writes_nothing(no_matplotlib, tmp_path):
