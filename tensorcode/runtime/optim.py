@@ -18,7 +18,7 @@ equal bit for bit.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -161,12 +161,21 @@ class Optimizer:
         self._tables[key] = StateTable._from_buffers(layout, {d: b.view() for d, b in
                                                               writable.items()})
 
-    def set_state(self, key: str, table: Table) -> None:
-        """Replace state ``key`` with a copy of ``table`` (same layout)."""
-        if self._layout is None or table.layout is not self._layout:
-            raise TensorCodeError("set_state needs a table of the layout this optimizer is "
-                                  "bound to (step once, or bind(parameters.layout))")
-        self._init_table(key, {d: b.copy() for d, b in table.buffers().items()})
+    def set_state(self, key: str, value: Table | Sequence[Any]) -> None:
+        """Replace state ``key`` with a copy of ``value``: a table of the bound layout, or
+        one payload per slot in recording order (exact shapes; same-kind dtype casts)."""
+        if self._layout is None:
+            raise TensorCodeError("set_state needs a bound optimizer (step once, or "
+                                  "bind(parameters.layout))")
+        if isinstance(value, Table):
+            if value.layout is not self._layout:
+                raise TensorCodeError(f"set_state({key!r}): the table belongs to another "
+                                      "layout than this optimizer's parameters")
+            buffers = {d: b.copy() for d, b in value.buffers().items()}
+        else:
+            buffers = StateTable._from_payloads(self._layout, list(value)).buffers()
+            buffers = {d: np.array(b, copy=True) for d, b in buffers.items()}
+        self._init_table(key, buffers)
 
     def state_table(self, key: str) -> StateTable:
         """A snapshot (independent copy) of state ``key``."""
