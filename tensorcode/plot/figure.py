@@ -20,7 +20,7 @@ DEFAULT_DPI = 100
 _MAX_PIXELS = 10_000
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class Plot:
     """One figure: layers drawn in the order added, over shared axes.
 
@@ -75,6 +75,16 @@ class Plot:
                             f"{_describe(layer)}; build one with Line.y(...), Points.xy(...) "
                             "or Cells.matrix(...)")
         return dataclasses.replace(self, layers=self.layers + (layer,))
+
+    def __repr__(self) -> str:  # layers summarised, not every float
+        settings = [f"{name}={value!r}" for name, value in (
+            ("title", self.title_text), ("x_label", self.x_label_text),
+            ("y_label", self.y_label_text)) if value is not None]
+        settings += [flag for flag, on in (("log_y", self.logarithmic_y),
+                                           ("colorbar", self.with_colorbar)) if on]
+        settings.append(f"size={self.pixels[0]}x{self.pixels[1]}")
+        layers = ", ".join(repr(layer) for layer in self.layers)
+        return f"Plot({', '.join(settings)}, layers=[{layers}])"
 
     # drawing: each imports matplotlib through .render, never at module import
 

@@ -73,13 +73,22 @@ def _text(value: Any, where: str) -> str:
     return value
 
 
+def _extras(layer: Any) -> str:
+    parts = []
+    if layer.label_text is not None:
+        parts.append(f"label={layer.label_text!r}")
+    if getattr(layer, "color_name", None) is not None:
+        parts.append(f"color={layer.color_name!r}")
+    return "".join(f", {part}" for part in parts)
+
+
 def _same_length(xs: tuple, ys: tuple, where: str) -> None:
     if len(xs) != len(ys):
         raise PlotError(f"{where}: xs has {len(xs)} values but ys has {len(ys)}; "
                         "give one y per x")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class Line:
     """A polyline through ``(xs[i], ys[i])``; build it with ``Line.y``, ``Line.xy`` or
     ``Line.function``."""
@@ -131,8 +140,11 @@ class Line:
         """Any matplotlib color (``"tab:red"``, ``"#336699"``); checked at render."""
         return dataclasses.replace(self, color_name=_text(color, "Line.color"))
 
+    def __repr__(self) -> str:  # the summary, not every float
+        return f"Line({len(self.xs)} points{_extras(self)})"
 
-@dataclasses.dataclass(frozen=True)
+
+@dataclasses.dataclass(frozen=True, repr=False)
 class Points:
     """Unconnected markers at ``(xs[i], ys[i])``: samples, classes of a data set."""
 
@@ -155,8 +167,11 @@ class Points:
         """Any matplotlib color; checked at render."""
         return dataclasses.replace(self, color_name=_text(color, "Points.color"))
 
+    def __repr__(self) -> str:
+        return f"Points({len(self.xs)} points{_extras(self)})"
 
-@dataclasses.dataclass(frozen=True)
+
+@dataclasses.dataclass(frozen=True, repr=False)
 class Cells:
     """A grid of values drawn as coloured cells: a learned surface, a heat map.
 
@@ -229,6 +244,10 @@ class Cells:
         x0, x1 = self.x_span or (0.0, float(self.columns))
         y0, y1 = self.y_span or (0.0, float(self.rows))
         return x0, x1, y0, y1
+
+    def __repr__(self) -> str:
+        return (f"Cells({self.rows}x{self.columns}, extent={self.extent}, "
+                f"colormap={self.colormap_name!r}{_extras(self)})")
 
 
 Layer = Line | Points | Cells

@@ -162,3 +162,13 @@ def test_plot_size_is_checked():
         Plot().size(640, 480, dpi=2.5)
     with pytest.raises(PlotError, match="Plot.title: expected a string"):
         Plot().title(None)
+
+
+def test_reprs_summarise_instead_of_listing_every_value():
+    plot = (Plot().title("t").log_y()
+            .layer(Line.function((0, 1), math.sin, samples=5000).label("sin x"))
+            .layer(Cells.matrix(3, range(6))))
+    text = repr(plot)
+    assert "Line(5000 points, label='sin x')" in text
+    assert "Cells(2x3" in text and "log_y" in text
+    assert len(text) < 300
