@@ -65,6 +65,9 @@ class Operation:
     pads_rows: ClassVar[bool] = False
     #: the smallest input rank whose leading axis counts as a batch of rows
     min_pad_rank: ClassVar[int] = 2
+    #: whether ``express`` takes each call argument as one tensor input, so another
+    #: operation's output can flow in as a gradient path (False for text inputs)
+    accepts_tensors: ClassVar[bool] = True
 
     _state_tape: Tape
     _names: tuple[str, ...]

@@ -53,6 +53,7 @@ class TextEncoder(Operation):
 
     qualified_name = "tensorcode.ops.TextEncoder"
     pads_rows = True
+    accepts_tensors = False
 
     def __init__(self, dim: int, buckets: int = 2 ** 16, ngrams: Sequence[int] = (1, 2),
                  seed: int = 0, backend: str | None = None) -> None:

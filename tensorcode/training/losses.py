@@ -1,0 +1,119 @@
+"""Losses the Trainer records on a replay tape, by name.
+
+A supervision names its loss; the Trainer looks the name up here (``cross_entropy``,
+``mse``) or among the in-process callables it was given (``losses={name: fn}``, never
+serialized). Targets become tape inputs, so one compiled plan serves every experience
+of the same structure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ..compiler.functions import cross_entropy, mse
+from ..compiler.tape import Expr, Tape
+from ..errors import ShapeError, TrainingError
+
+#: ``fn(output, target) -> scalar Expr``: ``output`` is the supervised Expr, ``target``
+#: the target as an Expr (numeric targets) or the raw value (anything else).
+LossFn = Callable[[Expr, Any], Expr]
+BUILTIN = ("cross_entropy", "mse")
+
+
+def class_indices(target: Any, operation: Any, rows: int | None) -> np.ndarray:
+    """Integer class indices from indices or label strings (names resolved through the
+    supervised operation's ``label_index``)."""
+    single = rows is None
+    values = [target] if single else target
+    if isinstance(values, np.ndarray):
+        values = values.tolist()
+    if not isinstance(values, (list, tuple)):
+        raise TrainingError(f"a batch of {rows} logits needs a list of {rows} targets, got "
+                            f"{type(target).__name__}")
+    indices = []
+    for value in values:
+        if isinstance(value, str):
+            lookup = getattr(operation, "label_index", None)
+            if lookup is None:
+                raise TrainingError(f"target {value!r} is a label, but "
+                                    f"{type(operation).__name__} has no label names; pass "
+                                    "an integer class index")
+            try:
+                indices.append(lookup(value))
+            except KeyError as error:
+                raise TrainingError(str(error.args[0])) from None
+        elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            indices.append(int(value))
+        else:
+            raise TrainingError(f"cross_entropy targets are class indices or label strings, "
+                                f"got {value!r}")
+    if not single and len(indices) != rows:
+        raise ShapeError(f"cross_entropy: {rows} rows of logits but {len(indices)} targets")
+    return np.asarray(indices, dtype=np.int64)
+
+
+def record_loss(name: str, tape: Tape, output: Expr, target: Any, operation: Any,
+                custom: Mapping[str, LossFn]) -> tuple[Expr, list[tuple[Expr, np.ndarray]]]:
+    """The scalar loss of one supervision on ``tape`` and the ``(input, array)`` feeds
+    that carry its target."""
+    if name in custom:
+        feeds = []
+        try:
+            array = np.asarray(target)
+            numeric = array.dtype.kind in "fiub"
+        except Exception:  # ragged or exotic targets go to the callable as they are
+            numeric = False
+        if numeric:
+            if array.dtype.kind == "f":
+                array = array.astype(output.dtype)
+            elif array.dtype.kind in "iub":
+                array = array.astype(np.int64)
+            symbol = tape.input(array)
+            feeds.append((symbol, array))
+            target = symbol
+        loss = custom[name](output, target)
+        if not isinstance(loss, Expr) or loss.builder is not tape:
+            raise TrainingError(f"loss {name!r} must return an Expr recorded from its "
+                                f"arguments, got {type(loss).__name__}")
+        if loss.shape != ():
+            raise TrainingError(f"loss {name!r} must return a scalar, got shape "
+                                f"{list(loss.shape)}; reduce it with .mean() or .sum()")
+        return loss, feeds
+    if output.dtype not in ("float32", "float64"):
+        raise TrainingError(f"the supervised output is {output.dtype}: an integer value is "
+                            "not differentiable")
+    if name == "cross_entropy":
+        if output.ndim == 1:
+            indices = class_indices(target, operation, None)
+            logits = output.reshape((1,) + output.shape)
+        elif output.ndim == 2:
+            indices = class_indices(target, operation, output.shape[0])
+            logits = output
+        else:
+            raise ShapeError(f"cross_entropy needs logits [classes] or [batch, classes], got "
+                             f"{list(output.shape)}")
+        classes = logits.shape[-1]
+        if indices.size and (indices.min() < 0 or indices.max() >= classes):
+            raise TrainingError(f"cross_entropy: class index out of range for {classes} "
+                                f"classes: {indices.tolist()}")
+        labels = tape.input(indices)
+        return cross_entropy(logits, labels), [(labels, indices)]
+    if name == "mse":
+        try:
+            array = np.asarray(target, dtype=output.dtype)
+        except (TypeError, ValueError):
+            raise TrainingError(f"mse targets are numbers, got {type(target).__name__}") from None
+        if array.shape != output.shape:
+            raise ShapeError(f"mse needs a target of exactly the output's shape "
+                             f"{list(output.shape)}, got {list(array.shape)}")
+        if not np.all(np.isfinite(array)):
+            raise TrainingError("mse target holds NaN or infinity")
+        symbol = tape.input(array)
+        return mse(output, symbol), [(symbol, array)]
+    raise TrainingError(f"unknown loss {name!r}; use one of {list(BUILTIN)} or register it "
+                        f"with losses={{{name!r}: fn}}")
+
+
+__all__ = ["record_loss", "class_indices", "BUILTIN", "LossFn"]

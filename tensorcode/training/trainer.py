@@ -1,0 +1,483 @@
+"""The ``Trainer``: replay supervised experiences with gradients and update parameters.
+
+A step re-expresses the experience's captured calls on a fresh tape: each operation
+records its parameter symbols (in one fixed order, the trainer's layout), each call is
+expressed from the output of the call it depends on (a gradient path) or from its
+snapshotted external inputs (tape inputs, never gradient paths), and each supervision
+records its loss. ``tape.differentiate`` turns the mean loss into gradient IR, the
+network is lowered once per experience *structure* into a forward-only plan, and every
+experience of that structure runs the same plan with its own feeds. The optimizer then
+updates the trainer's table, and each operation's own table follows.
+
+Checks happen before any update: a loss that no parameter reaches is *disconnected*, a
+loss that reaches parameters only through steps without gradients (comparisons,
+integer paths, recorded external results) is *nondifferentiable*, and a NaN or infinite
+loss or gradient is *nonfinite*; each raises ``TrainingError`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sys
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..compiler import ir
+from ..compiler.autodiff import _needs_gradient
+from ..compiler.tape import Expr, Tape
+from ..errors import ArtifactError, TensorCodeError, TrainingError
+from ..ops._execute import lower, resolve_backend, rewrap
+from ..ops.base import Operation
+from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
+from ..runtime.parameters import Gradients, Parameters
+from ..runtime.random import Generator
+from .losses import LossFn, record_loss
+from .tool import Tool
+
+
+class _Step:
+    """One lowered training structure: the plan, its loss and gradient roots."""
+
+    def __init__(self, network: Any, adjoints: Any, plan: Any, feed_symbols: list[Expr]
+                 ) -> None:
+        self.network = network
+        self.adjoints = adjoints
+        self.plan = plan
+        self.feed_symbols = feed_symbols
+        self.output_types: dict[int, Any] = {}
+
+
+class Trainer:
+    """Trains operations on supervised experiences; see ``from_ops`` and ``from_tool``."""
+
+    def __init__(self, operations: Mapping[str, Operation], optimizer: Any = None,
+                 lr: float = 0.01, losses: Mapping[str, LossFn] | None = None,
+                 backend: str | None = None, seed: int = 0, tool: Any = None) -> None:
+        self.operations = _check_operations(operations)
+        self._owners: list[tuple[str, Operation]] = []
+        seen: set[int] = set()
+        for name, op in self.operations.items():
+            if id(op) not in seen:
+                seen.add(id(op))
+                self._owners.append((name, op))
+        self.lr = _check_lr(lr)
+        self.losses = dict(losses or {})
+        for name, fn in self.losses.items():
+            if not isinstance(name, str) or not callable(fn):
+                raise TypeError(f"losses maps names to callables, got {name!r}: {fn!r}")
+        self.backend = resolve_backend(backend)
+        self.generator = Generator(seed)
+        self.tool = tool
+        self.steps = 0
+        self.progress: dict[str, Any] = {}
+        # the trainer's layout: every deduplicated parameter, named "<binding>.<path>"
+        tape = Tape()
+        for name, op in self._owners:
+            for path, payload in op.named_parameters():
+                tape.parameter(np.zeros(payload.shape, payload.dtype), name=f"{name}.{path}")
+        self._network = tape.into_network()
+        self._layout = self._network.layout
+        self._slices: list[tuple[Operation, int, int]] = []
+        payloads: list[np.ndarray] = []
+        for _, op in self._owners:
+            current = op.parameters.payloads()
+            self._slices.append((op, len(payloads), len(payloads) + len(current)))
+            payloads += current
+        self._parameters = Parameters._from_payloads(self._layout, payloads)
+        self.optimizer = self._make_optimizer(optimizer)
+        self._steps: dict[tuple, _Step] = {}
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_ops(cls, operations: Mapping[str, Operation], optimizer: Any = None,
+                 lr: float = 0.01, losses: Mapping[str, LossFn] | None = None,
+                 backend: str | None = None, seed: int = 0) -> "Trainer":
+        """Train an explicitly supervised program (``trace()`` + ``supervise()``); the
+        operations' training modes are left as they are."""
+        return cls(operations, optimizer=optimizer, lr=lr, losses=losses, backend=backend,
+                   seed=seed)
+
+    @classmethod
+    def from_tool(cls, tool: Tool, optimizer: Any = None, lr: float = 0.001,
+                  losses: Mapping[str, LossFn] | None = None, backend: str | None = None,
+                  seed: int = 0) -> "Trainer":
+        """Train a tool's declared operations on its declared objective, with its
+        training-mode policy applied."""
+        for attribute in ("operations", "objective", "set_training", "predict"):
+            if not hasattr(tool, attribute):
+                raise TypeError(f"{type(tool).__name__} is not a Tool: it lacks "
+                                f"{attribute!r} (see tensorcode.training.Tool)")
+        operations = tool.operations
+        if callable(operations):
+            operations = operations()
+        trainer = cls(operations, optimizer=optimizer, lr=lr, losses=losses, backend=backend,
+                      seed=seed, tool=tool)
+        tool.set_training(True)
+        return trainer
+
+    def _make_optimizer(self, optimizer: Any) -> Any:
+        from ..runtime import optim
+
+        if optimizer is None:
+            optimizer = optim.Sgd(backend=self.backend)
+        elif not isinstance(optimizer, optim.Optimizer) and callable(optimizer):
+            optimizer = optimizer(self._parameters)
+        if not isinstance(optimizer, optim.Optimizer):
+            raise TypeError(f"optimizer must be a tc.optim.Optimizer (or a factory taking "
+                            f"the parameters), got {type(optimizer).__name__}")
+        if optimizer.layout is not None:
+            try:
+                optimizer.bind(self._layout)
+            except TensorCodeError as error:
+                raise TrainingError(f"the optimizer must own exactly this trainer's "
+                                    f"deduplicated trainable parameters: {error}") from None
+        return optimizer
+
+    # -- state --------------------------------------------------------------------------
+    @property
+    def parameters(self) -> Parameters:
+        """Every trainable parameter, named ``<binding>.<path>``."""
+        return self._parameters
+
+    def _adopt(self, table: Parameters) -> None:
+        payloads = table.payloads()
+        for op, start, stop in self._slices:
+            op.load_payloads(payloads[start:stop])
+        self._parameters = table
+
+    def modes(self) -> dict[str, bool]:
+        return {name: bool(op.training) for name, op in self._owners}
+
+    # -- capture ------------------------------------------------------------------------
+    def capture(self, inputs: Any, targets: Any, source: str) -> Trace:
+        """Run the tool on ``inputs`` under a trace and supervise its prediction with
+        ``targets`` on the tool's objective. No update happens."""
+        if self.tool is None:
+            raise TrainingError("an operation trainer has no objective to capture with; "
+                                "trace the program with trace(), supervise its output and "
+                                "pass the trace to step() or fit()")
+        session = trace()
+        prediction = session.run(lambda: self.tool.predict(inputs))
+        session.supervise(prediction, targets, loss=self.tool.objective, source=source)
+        return session
+
+    # -- stepping -----------------------------------------------------------------------
+    def step(self, experience: Trace) -> float:
+        """One update on ``experience`` (the mean of its supervised losses); the loss."""
+        prepared = self._prepare(experience)
+        return self._update(*prepared)
+
+    def fit(self, experiences: Sequence[Trace], epochs: int = 1, progress: bool = True,
+            shuffle: bool = True) -> list[float]:
+        """``epochs`` passes over ``experiences`` (in an order drawn from the trainer's
+        generator when ``shuffle``), one update each; returns one loss per update. Every
+        experience is checked and lowered before the first update."""
+        experiences = list(experiences)
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+            raise ValueError(f"epochs must be a non-negative int, got {epochs!r}")
+        if not experiences:
+            raise TrainingError("fit needs at least one experience")
+        prepared = [self._prepare(e) for e in experiences]
+        bar = _ProgressBar(epochs * len(prepared)) if progress and sys.stderr.isatty() else None
+        losses: list[float] = []
+        for _ in range(epochs):
+            order = (self.generator.permutation(len(prepared)) if shuffle
+                     else range(len(prepared)))
+            for k in order:
+                losses.append(self._update(*prepared[int(k)]))
+                if bar is not None:
+                    bar.show(len(losses), losses[-1])
+        if bar is not None:
+            bar.close()
+        return losses
+
+    def _update(self, lowered: _Step, feeds: dict) -> float:
+        table = rewrap(self._parameters, lowered.network.layout)
+        run = lowered.plan.forward(table, feeds)
+        loss = float(np.asarray(run.of(lowered.adjoints.loss)))
+        if not math.isfinite(loss):
+            raise TrainingError(f"the loss is {loss}: nonfinite, so no update was made; "
+                                "lower the learning rate or check the targets")
+        gradients = run.recorded_gradients(lowered.adjoints)
+        for slot, g in zip(self._layout.slots, gradients.payloads()):
+            if not np.all(np.isfinite(g)):
+                raise TrainingError(f"the gradient of {slot.name} holds NaN or infinity; no "
+                                    "update was made")
+        gradients = rewrap(gradients, self._layout, Gradients)
+        updated = self.optimizer.step(self._parameters, gradients, self.lr)
+        self._adopt(updated)
+        self.steps += 1
+        return loss
+
+    # -- replay on a tape ---------------------------------------------------------------
+    def _prepare(self, experience: Trace) -> tuple[_Step, dict]:
+        if not isinstance(experience, Trace):
+            raise TypeError(f"expected an experience (a Trace), got {type(experience).__name__}")
+        if not experience.supervisions:
+            raise TrainingError("this experience has no supervision; call "
+                                "session.supervise(output, target, source=...) first")
+        experience.validate()
+        index_of = {id(op): k for k, (_, op) in enumerate(self._owners)}
+        needed: set[int] = set()
+        for record in experience.supervisions:
+            needed.update(experience.example(record.ref).calls)
+        calls = experience.calls
+        key: list[Any] = []
+        arrays: list[np.ndarray] = []
+        plan_steps: list[tuple] = []
+        for k in sorted(needed):
+            call = calls[k]
+            if id(call.operation) not in index_of:
+                raise TrainingError(f"call {k} used a {type(call.operation).__name__} that "
+                                    "this trainer does not train; build the trainer with "
+                                    "every operation the experience binds")
+            kinds: list[tuple] = []
+            if call.operation.replay != "pure":
+                kinds.append(("recorded",))  # consumers read its result as a constant
+            else:
+                refs = [isinstance(i, OutputRef) and calls[i.call].operation.replay == "pure"
+                        for i in call.inputs]
+                if any(refs) and not call.operation.accepts_tensors:
+                    raise TrainingError(
+                        f"call {k}: {type(call.operation).__name__} takes non-tensor input, "
+                        "so another operation's output cannot be a gradient path into it")
+                if any(refs):
+                    for i, is_ref in zip(call.inputs, refs):
+                        if is_ref:
+                            kinds.append(("ref", i.call))
+                        else:
+                            value = _value(calls, i)
+                            array = call.operation.convert([value])[0]
+                            kinds.append(("in", array.shape, array.dtype.name))
+                            arrays.append(array)
+                else:
+                    converted = call.operation.convert([_value(calls, i) for i in call.inputs])
+                    for array in converted:
+                        kinds.append(("in", array.shape, array.dtype.name))
+                        arrays.append(array)
+            key.append((k, index_of[id(call.operation)], tuple(kinds)))
+            plan_steps.append((k, call, kinds))
+        supervision_key = []
+        targets = []
+        for record in experience.supervisions:
+            supervision_key.append((record.ref.call, record.loss, _target_signature(record.target)))
+            targets.append(record)
+        structure = (tuple(key), tuple(supervision_key))
+        lowered = self._steps.get(structure)
+        target_feeds: list[np.ndarray] = []
+        if lowered is None:
+            lowered, target_feeds = self._lower(plan_steps, targets, len(arrays))
+            self._steps[structure] = lowered
+        else:
+            target_feeds = self._target_arrays(lowered, plan_steps, targets, calls)
+        feed_arrays = arrays + target_feeds
+        feeds = {symbol: array for symbol, array in zip(lowered.feed_symbols, feed_arrays)}
+        return lowered, feeds
+
+    def _express(self, plan_steps: list[tuple]) -> tuple[Tape, list[Expr], dict[int, Any],
+                                                          list[Expr]]:
+        tape = Tape()
+        built = []
+        wrt: list[Expr] = []
+        for _, op in self._owners:
+            start = len(tape)
+            built.append(op.build(tape))
+            wrt += [e for e in tape._exprs[start:] if tape._nodes[e.index].op == "parameter"]
+        if len(wrt) != len(self._layout.slots):
+            raise TensorCodeError("internal: an operation recorded a different number of "
+                                  "parameters than its table holds")
+        index_of = {id(op): k for k, (_, op) in enumerate(self._owners)}
+        produced: dict[int, Any] = {}
+        feed_symbols: list[Expr] = []
+        for k, call, kinds in plan_steps:
+            op = call.operation
+            if kinds and kinds[0][0] == "recorded":
+                produced[k] = ("constant", None)
+                continue
+            inputs = []
+            for kind in kinds:
+                if kind[0] == "ref":
+                    inputs.append(produced[kind[1]][1])
+                else:
+                    symbol = tape.input(np.zeros(kind[1], kind[2]))
+                    feed_symbols.append(symbol)
+                    inputs.append(symbol)
+            output = op.express(built[index_of[id(op)]], inputs)
+            produced[k] = ("tensor", output)
+        return tape, wrt, produced, feed_symbols
+
+    def _lower(self, plan_steps: list[tuple], targets: list, n_arrays: int
+               ) -> tuple[_Step, list[np.ndarray]]:
+        tape, wrt, produced, feed_symbols = self._express(plan_steps)
+        calls_by_index = {k: call for k, call, _ in plan_steps}
+        total = None
+        target_feeds: list[np.ndarray] = []
+        for record in targets:
+            kind, output = produced[record.ref.call]
+            operation = calls_by_index[record.ref.call].operation
+            if kind != "tensor":
+                raise TrainingError(
+                    f"the supervised output of call {record.ref.call} came from "
+                    f"{type(operation).__name__}, an external operation: its recorded result "
+                    "is nondifferentiable")
+            loss, feeds = record_loss(record.loss, tape, output, record.target, operation,
+                                      self.losses)
+            for symbol, array in feeds:
+                feed_symbols.append(symbol)
+                target_feeds.append(array)
+            total = loss if total is None else total + loss
+        assert total is not None
+        if len(targets) > 1:
+            total = total / len(targets)
+        _check_connected(tape, total, wrt)
+        adjoints = tape.differentiate(total, wrt)
+        network = tape.into_network()
+        plan = lower(network, adjoints.roots(), self.backend)
+        lowered = _Step(network, adjoints, plan, feed_symbols)
+        lowered.output_types = {k: ir.Type(v[1].shape, v[1].dtype)
+                                for k, v in produced.items() if v[0] == "tensor"}
+        return lowered, target_feeds
+
+    def _target_arrays(self, lowered: _Step, plan_steps: list[tuple], targets: list,
+                       calls: Sequence[Any]) -> list[np.ndarray]:
+        """The target feeds of an experience whose structure is already lowered (the
+        losses are recorded on a scratch tape only to compute the same arrays)."""
+        scratch = Tape()
+        arrays: list[np.ndarray] = []
+        for record in targets:
+            call = calls[record.ref.call]
+            out_type = lowered.output_types[record.ref.call]
+            output = scratch.input(np.zeros(out_type.shape, out_type.dtype))
+            _, feeds = record_loss(record.loss, scratch, output, record.target,
+                                   call.operation, self.losses)
+            arrays += [array for _, array in feeds]
+        return arrays
+
+    # -- checkpoints --------------------------------------------------------------------
+    def save_checkpoint(self, directory: Any, progress: Mapping[str, Any] | None = None
+                        ) -> Any:
+        """Write parameters, optimizer state, modes, ``steps``, ``progress`` and the
+        generator as a directory checkpoint (``training.json`` + safetensors)."""
+        from ..runtime import checkpoint
+
+        if progress is not None:
+            self.progress = dict(progress)
+        return checkpoint.save(directory, self._parameters, optimizer=self.optimizer,
+                               steps=self.steps, progress=self.progress,
+                               generator=self.generator, modes=self.modes())
+
+    def load_checkpoint(self, directory: Any) -> dict:
+        """Restore everything ``save_checkpoint`` wrote and return ``progress``. On any
+        failure nothing changes: parameters, optimizer, modes, steps and generator."""
+        from ..runtime import checkpoint
+
+        probe_optimizer = copy.deepcopy(self.optimizer)
+        probe = checkpoint.load(directory, self._parameters, optimizer=probe_optimizer,
+                                generator=self.generator.clone())
+        modes = probe.modes
+        expected = self.modes()
+        if not isinstance(modes, dict) or set(modes) != set(expected) or not all(
+                isinstance(v, bool) for v in modes.values()):
+            raise ArtifactError(f"modes {modes!r} do not match this trainer's operations "
+                                f"{sorted(expected)}", path=directory, field="modes")
+        restored = checkpoint.load(directory, self._parameters, optimizer=self.optimizer,
+                                   generator=self.generator)
+        self._adopt(restored.parameters)
+        for name, op in self._owners:
+            op.train(modes[name])
+        self.steps = int(restored.steps)
+        self.progress = dict(restored.progress or {})
+        return dict(self.progress)
+
+
+def _value(calls: Sequence[Any], item: Any) -> Any:
+    """The Python value an input carries (an external root, or a recorded result)."""
+    if isinstance(item, ExternalRoot):
+        return item.value
+    return calls[item.call].output
+
+
+def _target_signature(target: Any) -> Any:
+    if isinstance(target, str):
+        return ("str",)
+    try:
+        array = np.asarray(target)
+    except Exception:
+        return ("object", type(target).__name__)
+    if array.dtype.kind in "fiub":
+        return ("array", array.shape, array.dtype.kind)
+    if array.dtype.kind in "UO":
+        return ("labels", array.shape)
+    return ("object", type(target).__name__)
+
+
+def _check_connected(tape: Tape, loss: Expr, wrt: list[Expr]) -> None:
+    """``TrainingError`` unless some parameter reaches ``loss`` through gradients."""
+    nodes = tape._nodes
+    if not ir.Type(loss.shape, loss.dtype).is_float:
+        raise TrainingError(f"the loss is {loss.dtype}: nondifferentiable")
+    indices = {p.index for p in wrt}
+    needs = _needs_gradient(nodes, indices, loss.index)
+    if needs[loss.index]:
+        return
+    reached: set[int] = set()
+    stack = [loss.index]
+    while stack:
+        i = stack.pop()
+        if i in reached:
+            continue
+        reached.add(i)
+        stack.extend(nodes[i].inputs)
+    if reached & indices:
+        raise TrainingError("the loss depends on the parameters only through steps without "
+                            "gradients (comparisons, integer or recorded values): it is "
+                            "nondifferentiable, so no update was made")
+    raise TrainingError("the loss does not depend on any trainable parameter (disconnected): "
+                        "supervise an output of an operation this trainer trains")
+
+
+def _check_operations(operations: Any) -> dict[str, Operation]:
+    if isinstance(operations, Operation):
+        operations = {"0": operations}
+    elif not isinstance(operations, Mapping):
+        operations = {str(k): op for k, op in enumerate(operations)}
+    if not operations:
+        raise TrainingError("a trainer needs at least one operation")
+    for name, op in operations.items():
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"operation names must be nonempty strings without '/', got "
+                             f"{name!r}")
+        if not isinstance(op, Operation):
+            raise TypeError(f"operation {name!r} is a {type(op).__name__}, not a "
+                            "tensorcode.ops.Operation")
+    return dict(operations)
+
+
+def _check_lr(lr: Any) -> float:
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) \
+            or lr <= 0:
+        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    return float(lr)
+
+
+class _ProgressBar:
+    """A one-line progress bar on a terminal's stderr."""
+
+    def __init__(self, total: int) -> None:
+        self.total = max(total, 1)
+
+    def show(self, done: int, loss: float) -> None:
+        width = 30
+        filled = int(width * done / self.total)
+        sys.stderr.write(f"\rtraining [{'#' * filled}{'.' * (width - filled)}] "
+                         f"{done}/{self.total} loss {loss:.4g}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+__all__ = ["Trainer"]
