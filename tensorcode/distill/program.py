@@ -1,0 +1,91 @@
+"""The one place distillation talks to the subset compiler and algorithm artifacts.
+
+Replies are parsed by the subset grammar and compiled into the IR; nothing an author
+writes is ever executed as Python. Running a program over many cases uses the batch
+path and falls back to one call per case only when the batch fails, so a runtime failure
+is charged to the case that caused it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import CompileError
+from .cases import COVERED, Case, Contract
+
+
+def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
+    """``(source, parameters)`` from an author's reply (``CompileError`` if none)."""
+    from ..compiler.subset import parse_reply as parse
+
+    source, parameters = parse(text)
+    return source, dict(parameters or {})
+
+
+def compile_program(source: str, parameters: Mapping[str, Any] | None, inputs: Contract,
+                    outputs: Contract, executor: str) -> tuple[Any, bool]:
+    """Compile ``source`` to an Algorithm with the teacher's outputs plus ``covered``.
+
+    Returns ``(algorithm, abstains)``. A program that returns exactly the teacher's
+    outputs without ``covered`` still compiles: it claims every case and its report says
+    ``abstains: False``. Any other rejection re-raises the first ``CompileError``, the
+    one about the full contract, because that is the message the author can act on.
+    """
+    from .. import algorithm as algorithms
+
+    full = {**outputs, COVERED: ()}
+    try:
+        return algorithms.compile(source, inputs=inputs, outputs=full,
+                                  parameters=parameters or None, executor=executor), True
+    except CompileError as first:
+        try:
+            program = algorithms.compile(source, inputs=inputs, outputs=outputs,
+                                         parameters=parameters or None, executor=executor)
+        except CompileError:
+            raise first from None
+        return program, False
+
+
+def load_algorithm(path: Any, executor: str) -> Any:
+    from ..algorithm import Algorithm
+
+    return Algorithm.load(path, executor=executor)
+
+
+def run_cases(program: Any, cases: Sequence[Case]) -> list[dict[str, Any] | Exception]:
+    """The program's outputs for each case, or the exception it raised on that case."""
+    if not cases:
+        return []
+    names = list(cases[0])
+    try:
+        stacked = {name: np.stack([case[name] for case in cases]) for name in names}
+        batch = program.batch(stacked)
+        results = []
+        for i in range(len(cases)):
+            results.append({name: np.asarray(value)[i] for name, value in batch.items()})
+        return results
+    except Exception:  # charge the failure to the cases that cause it, one by one
+        pass
+    results = []
+    for case in cases:
+        try:
+            results.append(dict(program(dict(case))))
+        except Exception as error:  # a runtime failure is a verdict, not a crash
+            results.append(error)
+    return results
+
+
+def parameters_of(program: Any) -> dict[str, np.ndarray]:
+    """The program's declared parameters as float64 arrays, in declaration order."""
+    return {name: np.array(value, dtype=np.float64)
+            for name, value in dict(program.parameters).items()}
+
+
+def parameters_to_json(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, value in parameters.items():
+        array = np.asarray(value, dtype=np.float64)
+        out[name] = array.tolist() if array.shape else float(array)
+    return out

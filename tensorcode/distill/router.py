@@ -1,0 +1,113 @@
+"""Serving with a fallback: the program answers what it claims, the fallback the rest.
+
+A ``Router`` is shared by every thread of a server: the counters and the escalation log
+are guarded by one lock, and the program and the fallback run outside it, so concurrent
+calls proceed in parallel and every escalated case is recorded exactly once.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import TensorCodeError
+from .cases import COVERED
+
+Program = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+Fallback = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+class Router:
+    """``router(inputs)``: the program's answer when it claims the input, otherwise the
+    fallback's, with ``answer["escalated"]`` saying which path answered.
+
+    ``program`` returns a dict holding ``outputs`` and ``covered``; it abstains when
+    ``covered`` is 0 and fails when it raises or produces a non-finite value: both go to
+    the fallback and are recorded. ``record`` turns inputs into the stored copy of the
+    case (by default a shallow dict copy). A fallback that raises propagates its error;
+    the call is then neither counted nor recorded.
+    """
+
+    def __init__(self, program: Program, fallback: Fallback, outputs: Sequence[str],
+                 record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None) -> None:
+        if not callable(fallback):
+            raise TensorCodeError(f"the fallback must be callable from inputs to an answer "
+                                  f"dict, got {type(fallback).__name__}")
+        self._program = program
+        self._fallback = fallback
+        self.outputs = tuple(outputs)
+        self._record = record or (lambda inputs: dict(inputs))
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._escalated: list[tuple[dict[str, Any], dict[str, Any], str]] = []
+
+    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        reason = None
+        try:
+            produced = self._program(inputs)
+            covered = _scalar(produced.get(COVERED, 1.0))
+            if not math.isfinite(covered):
+                reason = "error: 'covered' is not finite"
+            elif covered == 0.0:
+                reason = "abstained"
+            else:
+                answer = {name: produced[name] for name in self.outputs}
+                if not all(np.isfinite(np.asarray(v, dtype=np.float64)).all()
+                           for v in answer.values()):
+                    reason = "error: a non-finite output while covered"
+        except Exception as error:  # a failing program escalates; the fallback answers
+            reason = f"error: {type(error).__name__}: {error}"
+        if reason is None:
+            answer["escalated"] = False
+            with self._lock:
+                self._calls += 1
+            return answer
+        fallback_answer = self._fallback(inputs)
+        if not isinstance(fallback_answer, Mapping):
+            raise TensorCodeError(f"the fallback returned {type(fallback_answer).__name__}; it "
+                                  "must return a dict of the program's outputs")
+        stored = dict(fallback_answer)
+        case = self._record(inputs)
+        with self._lock:
+            self._calls += 1
+            self._escalated.append((case, stored, reason))
+        answer = dict(stored)
+        answer["escalated"] = True
+        return answer
+
+    @property
+    def calls(self) -> int:
+        with self._lock:
+            return self._calls
+
+    @property
+    def escalations(self) -> int:
+        with self._lock:
+            return len(self._escalated)
+
+    def rate(self) -> float:
+        """The share of answered calls that went to the fallback (0.0 before any call)."""
+        with self._lock:
+            return len(self._escalated) / self._calls if self._calls else 0.0
+
+    def cases(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """``(cases, targets)``: every escalated input with the fallback's answer, in the
+        order they were recorded, ready for ``repair``."""
+        with self._lock:
+            log = list(self._escalated)
+        return [dict(c) for c, _, _ in log], [dict(t) for _, t, _ in log]
+
+    def reasons(self) -> list[str]:
+        """Why each recorded case escalated: ``abstained`` or ``error: ...``."""
+        with self._lock:
+            return [r for _, _, r in self._escalated]
+
+
+def _scalar(value: Any) -> float:
+    array = np.asarray(value, dtype=np.float64)
+    if array.size != 1:
+        return math.nan
+    return float(array.reshape(()))
