@@ -451,7 +451,10 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_path: pathlib.P
         try:
             probe.set_state(manifest["generator"])
         except ArtifactError as error:
-            raise fail(str(error), error.field or "generator") from error
+            message = str(error)
+            prefix = f"field {error.field!r}: "
+            raise fail(message[len(prefix):] if message.startswith(prefix) else message,
+                       error.field or "generator") from error
         commit_generator = probe
 
     from .parameters import Parameters as _Parameters
