@@ -1,0 +1,231 @@
+"""``Algorithm``: a compiled author program with its parameters and an executor.
+
+An algorithm is immutable: its network (the IR), its input and output contracts and its
+parameter values. ``with_parameters`` makes a new algorithm over the same network (and
+the same executor, so a compiled plan is reused, not lowered again). Every value is
+float64 (see ``tensorcode.compiler.subset``); results are fresh writable arrays.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..compiler import ir
+from ..compiler.subset import DTYPE, CompiledProgram, compile_program, normalize_parameters
+from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
+from ..runtime.parameters import Parameters
+from . import artifact
+from .executors import EXECUTORS, Executor, make_executor
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Temp file in the same directory, fsync, ``os.replace``, fsync the directory."""
+    from ..runtime.tensorfile import atomic_write
+
+    atomic_write(path, lambda handle: handle.write(data))
+
+
+class Algorithm:
+    """A compiled program: call it on one case, ``batch`` it over many, save it."""
+
+    def __init__(self, program: CompiledProgram, parameters: Mapping[str, np.ndarray],
+                 executor: str | Executor = "compiled") -> None:
+        self._program = program
+        network = program.network
+        by_node = {symbol.index: name for name, symbol in program.parameters.items()}
+        payloads = [parameters[by_node[slot.node]] for slot in network.layout.slots]
+        self._table = Parameters._from_payloads(network.layout, payloads)
+        self._parameters = {name: self._table.of(symbol)
+                            for name, symbol in program.parameters.items()}
+        if isinstance(executor, Executor):
+            if executor.program is not program:
+                raise TensorCodeError("an executor serves the program it was built for")
+            self._executor = executor
+        else:
+            self._executor = make_executor(executor, program)
+        self._input_shapes = {n: s.shape for n, s in program.inputs.items()}
+        self._output_shapes = {n: s.shape for n, s in program.outputs.items()}
+
+    # -- description ----------------------------------------------------------------------
+    @property
+    def inputs(self) -> dict[str, tuple[int, ...]]:
+        """The input contract: name -> shape of one case."""
+        return dict(self._input_shapes)
+
+    @property
+    def outputs(self) -> dict[str, tuple[int, ...]]:
+        """The output contract: name -> shape of one case."""
+        return dict(self._output_shapes)
+
+    @property
+    def parameters(self) -> dict[str, np.ndarray]:
+        """The named parameters (read-only float64 arrays), in declaration order."""
+        return dict(self._parameters)
+
+    @property
+    def executor(self) -> str:
+        return self._executor.name
+
+    @property
+    def source_sha256(self) -> str:
+        return self._program.source_sha256
+
+    @property
+    def program(self) -> CompiledProgram:
+        """The network and its named symbols (for gradient fits and inspection)."""
+        return self._program
+
+    @property
+    def network(self) -> Any:
+        return self._program.network
+
+    def parameter_table(self) -> Parameters:
+        """The parameters as the network's ``Parameters`` table."""
+        return self._table
+
+    def describe(self) -> str:
+        """The IR's textual form."""
+        return self._program.network.describe()
+
+    def __repr__(self) -> str:
+        return (f"Algorithm(inputs={self._input_shapes}, outputs={self._output_shapes}, "
+                f"parameters={list(self._parameters)}, executor={self.executor!r})")
+
+    # -- running ----------------------------------------------------------------------------
+    def _feeds(self, inputs: Any, batch: bool) -> tuple[dict[str, np.ndarray], int]:
+        if not isinstance(inputs, Mapping):
+            raise FeedError(f"inputs must be a mapping from input names to arrays, got "
+                            f"{type(inputs).__name__}")
+        if len(inputs) != len(self._input_shapes) or any(
+                name not in self._input_shapes for name in inputs):
+            missing = [n for n in self._input_shapes if n not in inputs]
+            extra = [n for n in inputs if n not in self._input_shapes]
+            raise FeedError(f"inputs must be exactly {list(self._input_shapes)}"
+                            + (f"; missing {missing}" if missing else "")
+                            + (f"; unknown {extra}" if extra else ""))
+        feeds: dict[str, np.ndarray] = {}
+        count = -1
+        for name, shape in self._input_shapes.items():
+            value = inputs[name]
+            if not (isinstance(value, np.ndarray) and value.dtype == np.float64
+                    and value.flags.c_contiguous):
+                try:
+                    value = np.ascontiguousarray(value, dtype=np.float64)
+                except (TypeError, ValueError) as exc:
+                    raise FeedError(f"input {name!r}: cannot read it as float64 numbers "
+                                    f"({exc})") from None
+            if batch:
+                if value.ndim != len(shape) + 1 or value.shape[1:] != shape:
+                    raise FeedError(f"input {name!r}: a batch needs shape [N, "
+                                    f"{', '.join(map(str, shape))}] (N cases of "
+                                    f"{list(shape)}), got {list(value.shape)}")
+                if count not in (-1, value.shape[0]):
+                    raise FeedError(f"input {name!r} has {value.shape[0]} cases but an "
+                                    f"earlier input has {count}; every input needs the "
+                                    "same number of cases")
+                count = value.shape[0]
+            elif value.shape != shape:
+                raise FeedError(f"input {name!r}: expected shape {list(shape)}, got "
+                                f"{list(value.shape)}")
+            feeds[name] = value
+        return feeds, count
+
+    def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The outputs for one case: ``{name: array of the output's shape}``."""
+        feeds, _ = self._feeds(inputs, batch=False)
+        return self._executor.run(self._table, feeds)
+
+    def batch(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The outputs for N cases: each input has a leading axis of N cases and each
+        output comes back as ``[N, *shape]``."""
+        feeds, count = self._feeds(inputs, batch=True)
+        if count == 0:
+            return {n: np.empty((0,) + s, dtype=np.float64)
+                    for n, s in self._output_shapes.items()}
+        return self._executor.run_batch(self._table, feeds, count)
+
+    # -- parameters ---------------------------------------------------------------------------
+    def with_parameters(self, mapping: Mapping[str, Any] | None = None, **named: Any
+                        ) -> "Algorithm":
+        """A new algorithm over the same network with some parameters replaced (names
+        and shapes must match); this algorithm is unchanged."""
+        updates = dict(mapping or {})
+        updates.update(named)
+        unknown = [n for n in updates if n not in self._parameters]
+        if unknown:
+            raise TensorCodeError(f"{unknown} are not parameters of this algorithm; it has "
+                                  f"{list(self._parameters)}")
+        try:
+            values = normalize_parameters(updates)
+        except CompileError as exc:
+            raise TensorCodeError(str(exc)) from None
+        for name, value in values.items():
+            if value.shape != self._parameters[name].shape:
+                raise TensorCodeError(f"parameter {name!r} has shape "
+                                      f"{list(self._parameters[name].shape)}, the "
+                                      f"replacement has {list(value.shape)}")
+        merged = {**self._parameters, **values}
+        return Algorithm(self._program, merged, self._executor)
+
+    # -- files --------------------------------------------------------------------------------
+    def to_document(self) -> dict:
+        """The artifact as a JSON-ready dict."""
+        return artifact.to_document(self._program, self._parameters)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the artifact atomically as JSON; returns the path."""
+        path = Path(path)
+        _write_atomic(path, artifact.dumps(self.to_document()))
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, executor: str = "compiled") -> "Algorithm":
+        """Read and validate an artifact (``ArtifactError`` on any problem). The source
+        text is never read: the artifact holds only its hash."""
+        if executor not in EXECUTORS:
+            raise TensorCodeError(f"executor must be one of {list(EXECUTORS)}, got "
+                                  f"{executor!r}")
+        path = Path(path)
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(artifact.MAX_ARTIFACT_BYTES + 1)
+        except OSError as exc:
+            raise ArtifactError(f"cannot read the file: {exc.strerror or exc}", path) from None
+        program, parameters = artifact.loads(data, path)
+        return cls(program, parameters, executor)
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any], executor: str = "compiled"
+                      ) -> "Algorithm":
+        """An algorithm from an artifact document already in memory (validated)."""
+        program, parameters = artifact.from_document(document)
+        return cls(program, parameters, executor)
+
+
+def compile(source: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any],
+            parameters: Mapping[str, Any] | None = None, executor: str = "compiled"
+            ) -> Algorithm:
+    """Compile an author program against its contracts into an ``Algorithm``.
+
+    ``inputs`` and ``outputs`` map names to per-case shapes (``{"features": (12,)}``);
+    ``parameters`` are the json block's values (``{"threshold": 0.5}``), taken by the
+    function as extra arguments. Rejections are ``CompileError`` with line, column, the
+    offending line and an instruction. The IR is pruned to what the outputs need and
+    rebuilt through the artifact reader, so a compiled algorithm and its saved-and-loaded
+    copy are the same IR.
+    """
+    if executor not in EXECUTORS:
+        raise TensorCodeError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
+    compiled = compile_program(source, inputs, outputs, parameters)
+    values = {name: compiled.network.graph.nodes[symbol.index].value
+              for name, symbol in compiled.parameters.items()}
+    program, values = artifact.from_document(artifact.to_document(compiled, values))
+    ir.verify(program.network.graph)
+    return Algorithm(program, values, executor)
+
+
+__all__ = ["Algorithm", "compile", "DTYPE"]
