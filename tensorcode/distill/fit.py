@@ -1,9 +1,8 @@
 """``fit``: tune a distilled program's declared parameters by gradient descent.
 
-The program's source is compiled again (by the subset compiler, never executed) with its
-current parameter values, its graph is copied onto a fresh ``Tape`` with a squared-error
-loss against the targets on top, and ``Tape.differentiate`` records the gradients as
-more IR. Comparisons carry no gradient, so a fit moves thresholds and weights only
+The program's IR (the artifact's graph; the source is never read) is copied onto a fresh
+``Tape`` with a squared-error loss against the targets on top, and ``Tape.differentiate``
+records the gradients as more IR. Comparisons carry no gradient, so a fit moves thresholds and weights only
 through the program's smooth paths; it never changes the program's structure.
 
 The loss of one case is the sum of squared differences over the teacher's outputs,
@@ -56,7 +55,7 @@ def fit(result: Distillation, cases: Sequence[Mapping[str, Any]],
     if not kept:
         raise TensorCodeError("no case is left to fit on: every case given is identical to a "
                               "hidden acceptance case")
-    objective = _Objective(result, start)
+    objective = _Objective(result)
     fit_cases = [c for c, _ in kept]
     fit_targets = [t for _, t in kept]
     values = {name: value.copy() for name, value in start.items()}
@@ -87,6 +86,7 @@ def fit(result: Distillation, cases: Sequence[Mapping[str, Any]],
     fitted = result.program.with_parameters(best)
     return _refit_result(result, fitted, kept, len(new_cases) - len(kept), {
         "steps": steps, "lr": lr, "optimizer": "adam", "cases": len(kept),
+        "executor": objective.executor,
         "excluded_hidden": len(new_cases) - len(kept), "loss_before": first,
         "loss_after": best_loss, "parameters_before": programs.parameters_to_json(start),
         "parameters_after": programs.parameters_to_json(best),
@@ -94,15 +94,15 @@ def fit(result: Distillation, cases: Sequence[Mapping[str, Any]],
 
 
 class _Objective:
-    """The program's graph copied onto a tape with the loss of one case on top."""
+    """The program's graph copied onto a tape with the loss of one case on top.
 
-    def __init__(self, result: Distillation, parameters: Mapping[str, np.ndarray]) -> None:
-        from ..compiler.subset import compile_program
+    With the compiled executor the loss and its gradients are lowered into one plan and
+    evaluated over all cases in one compiled batch call per step; with the reference
+    executor each case runs through the NumPy interpreter.
+    """
 
-        outputs = dict(result.outputs)
-        if result.abstains:
-            outputs[COVERED] = ()
-        compiled = compile_program(result.source, result.inputs, outputs, parameters)
+    def __init__(self, result: Distillation) -> None:
+        compiled = result.program.program
         tape = Tape()
         copies: list[Any] = []
         for node in compiled.network.graph.nodes:
@@ -120,28 +120,56 @@ class _Objective:
         self.parameters = {name: copies[s.index] for name, s in compiled.parameters.items()}
         produced = {name: copies[s.index] for name, s in compiled.outputs.items()}
         self.covered = produced.get(COVERED)
-        self.targets = {name: tape.input(np.zeros(shape), name=f"target.{name}")
+        # targets are fed flat with at least one element (a batched scalar feed is the
+        # one shape the batch path need not special-case)
+        self.targets = {name: tape.input(np.zeros(max(1, int(np.prod(shape)))),
+                                         name=f"target.{name}")
                         for name, shape in result.outputs.items()}
         loss = None
         for name in result.outputs:
-            error = produced[name] - self.targets[name]
+            flat = produced[name].reshape(self.targets[name].shape)
+            error = flat - self.targets[name]
             term = (error * error).sum()
             loss = term if loss is None else loss + term
         self.loss = loss
         self.adjoints = tape.differentiate(loss, list(self.parameters.values()))
         self.network = tape.into_network()
         self.template = self.network.parameters()
+        self.plan = None
+        self.executor = "reference"
+        if result.executor == "compiled":
+            roots = [loss, *self.adjoints.gradients]
+            if self.covered is not None:
+                roots.append(self.covered)
+            self.plan = self.network.entry(roots).lower()
+            self.executor = "compiled"
 
     def loss_and_gradients(self, values: Mapping[str, np.ndarray], cases: Sequence[Any],
                            targets: Sequence[Any]) -> tuple[float, dict[str, np.ndarray]]:
         table = self.template.replace({self.parameters[name]: np.asarray(value)
                                        for name, value in values.items()})
+        if self.plan is not None:
+            feeds = {symbol: np.stack([case[name] for case in cases])
+                     for name, symbol in self.inputs.items()}
+            feeds.update({symbol: np.stack([np.reshape(t[name], symbol.shape) for t in targets])
+                          for name, symbol in self.targets.items()})
+            run = self.plan.forward_batch(table, feeds)
+            weight = (np.ones(len(cases)) if self.covered is None
+                      else (np.asarray(run.of(self.covered)) != 0.0).astype(np.float64))
+            scale = 1.0 / max(1.0, float(weight.sum()))
+            total = float(np.dot(weight, np.asarray(run.of(self.loss)))) * scale
+            grads = {}
+            for name, symbol in self.parameters.items():
+                per_case = np.asarray(run.of(self.adjoints.of(symbol)))
+                grads[name] = np.tensordot(weight, per_case, axes=(0, 0)) * scale
+            return total, grads
         total = 0.0
         claimed = 0
         grads = {name: np.zeros_like(np.asarray(v)) for name, v in values.items()}
         for case, target in zip(cases, targets):
             feeds = {self.inputs[name]: case[name] for name in self.inputs}
-            feeds.update({self.targets[name]: target[name] for name in self.targets})
+            feeds.update({symbol: np.reshape(target[name], symbol.shape)
+                          for name, symbol in self.targets.items()})
             run = self.network.forward(table, feeds)
             if self.covered is not None and float(run.of(self.covered)) == 0.0:
                 continue

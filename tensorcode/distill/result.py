@@ -162,6 +162,12 @@ class Distillation:
         inputs = fields.contract("inputs")
         outputs = fields.contract("outputs")
         program = programs.load_algorithm(artifact_path, executor)
+        source = fields.text("source")
+        source_hash = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+        if source_hash != getattr(program, "source_sha256", source_hash):
+            raise ArtifactError("the record's source text is not the source the artifact was "
+                                "compiled from (its SHA-256 differs from the artifact's "
+                                "source_sha256)", record_path, "source")
         stored = fields.mapping("parameters")
         actual = programs.parameters_of(program)
         if set(stored) != set(actual) or not all(
@@ -180,7 +186,7 @@ class Distillation:
         if not isinstance(abstains, bool):
             raise ArtifactError("expected true or false", record_path, "abstains")
         return cls(task=fields.text("task"), inputs=inputs, outputs=outputs, program=program,
-                   source=fields.text("source"), report=report, attempts=attempts,
+                   source=source, report=report, attempts=attempts,
                    design=_caseset_from(record_path, record, "design", inputs, outputs),
                    acceptance=_caseset_from(record_path, record, "acceptance", inputs, outputs),
                    settings=fields.mapping("settings"), abstains=abstains, executor=executor)
