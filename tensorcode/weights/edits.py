@@ -109,8 +109,8 @@ class Statement:
 # -- parsing ------------------------------------------------------------------------------
 
 class _Limits:
-    """Counts brackets, statements and numbers while the lexer runs, and lets newlines
-    inside brackets through as whitespace so a long list may span lines."""
+    """Counts brackets, statements and numbers while the lexer runs, and treats newlines
+    inside a value's brackets as whitespace so a long list may span lines."""
 
     always_accept = ("_NEWLINE",)
 
@@ -121,13 +121,16 @@ class _Limits:
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         depth = 0
+        in_value = False
         statements = 0
         numbers = 0
         for token in stream:
             kind = token.type
             if kind == "_NEWLINE":
-                if depth > 0:
-                    continue
+                if in_value and depth > 0:
+                    continue  # a list value may span lines; an index may not
+                depth = 0
+                in_value = False
             elif kind == "LSQB":
                 depth += 1
                 if depth > self.max_depth:
@@ -135,6 +138,8 @@ class _Limits:
             elif kind == "RSQB":
                 depth = max(depth - 1, 0)
             elif kind == "ASSIGN":
+                in_value = True
+                depth = 0
                 statements += 1
                 if statements > self.max_statements:
                     raise _Bound(f"more than {self.max_statements} statements in one reply; "
@@ -197,6 +202,15 @@ def _describe_expected(expected: Sequence[str]) -> str:
     return ", ".join(names) if names else "nothing more"
 
 
+def _end_position(lines: Sequence[str]) -> tuple[int, int]:
+    """Just after the last character of the last non-blank line."""
+    for number in range(len(lines), 0, -1):
+        text = lines[number - 1].rstrip()
+        if text:
+            return number, len(text) + 1
+    return 1, 1
+
+
 def _syntax_error(lines: Sequence[str], error: UnexpectedInput) -> EditError:
     line = getattr(error, "line", None)
     column = getattr(error, "column", None)
@@ -204,7 +218,7 @@ def _syntax_error(lines: Sequence[str], error: UnexpectedInput) -> EditError:
         token = error.token
         if token.type == "$END":
             found = "end of the reply"
-            line, column = len(lines), len(lines[-1]) + 1 if lines else 1
+            line, column = _end_position(lines)
         elif token.type == "_NEWLINE":
             found = "end of the line"
         else:
@@ -217,7 +231,7 @@ def _syntax_error(lines: Sequence[str], error: UnexpectedInput) -> EditError:
         message = f"unexpected character {char!r}; expected {expected}"
     elif isinstance(error, UnexpectedEOF):
         message = f"the reply ends early; expected {_describe_expected(error.expected)}"
-        line, column = len(lines), len(lines[-1]) + 1 if lines else 1
+        line, column = _end_position(lines)
     else:  # pragma: no cover - lark's three kinds are covered above
         message = f"cannot parse the edit statements: {error}"
     if line is not None and line < 1:

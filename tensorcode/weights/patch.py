@@ -209,8 +209,10 @@ class Patch:
         lines = [f"patch: {info['tensors']} tensor(s), {info['elements_changed']} element(s) "
                  f"changed" + (f" ({forms})" if forms else "")]
         width = max((len(name) for name in info["by_tensor"]), default=0)
+        types = {name: f"{row['dtype']}{row['shape']}" for name, row in info["by_tensor"].items()}
+        type_width = max((len(text) for text in types.values()), default=0)
         for name, row in info["by_tensor"].items():
-            lines.append(f"  {name:<{width}}  {row['dtype']}{row['shape']}  {row['form']:<10} "
+            lines.append(f"  {name:<{width}}  {types[name]:<{type_width}}  {row['form']:<10} "
                          f"{row['changed']} of {row['size']} changed "
                          f"({100 * row['fraction_changed']:.1f}%), "
                          f"base {row['base_sha256'][:12]} -> {row['edited_sha256'][:12]}")
