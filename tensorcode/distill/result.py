@@ -77,8 +77,9 @@ class Distillation:
         return normalize_case(inputs, self.inputs, "inputs")
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        """The program's outputs, ``covered`` included, for one case."""
-        return dict(self.program(self.check_inputs(inputs)))
+        """The program's outputs, ``covered`` included, for one case (the algorithm
+        checks names and shapes and raises ``FeedError`` on a mismatch)."""
+        return dict(self.program(inputs))
 
     def batch(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The program over a leading case axis."""
