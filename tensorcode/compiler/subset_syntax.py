@@ -488,7 +488,17 @@ _KEYWORD_HINTS = [
     (re.compile(r"\b(is|in)\b"), "'is' and 'in' do not compile outside 'for i in range(...)'; "
      "compare numbers with == or !="),
     (re.compile(r"\*\s*\w+\s*[,)]"), "star arguments do not compile; pass each value"),
+    (re.compile(r"^\s*\w+\s*,\s*\w+[\w\s,]*="), "assign one name at a time: a = ...; "
+     "b = ..."),
 ]
+
+
+def _open_brackets(lines: list[str], line: int, column: int) -> int:
+    """How many brackets are open before ``line``/``column`` (strings ignored)."""
+    text = "\n".join(lines[:line - 1] + [lines[line - 1][:column - 1]]
+                     if 1 <= line <= len(lines) else lines)
+    text = re.sub(r"'[^'\n]*'|\"[^\"\n]*\"|#[^\n]*", "", text)
+    return sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
 
 
 def _describe_terminals(names: Any) -> str:
@@ -504,8 +514,10 @@ def _describe_terminals(names: Any) -> str:
         if pattern.type == "str":
             shown.append(repr(pattern.value))
         else:
-            shown.append({"NAME": "a name", "INT": "an integer", "FLOAT": "a number",
-                          "STRING": "a string", "COMPARE": "a comparison"}.get(name, name.lower()))
+            if name in ("STRING", "LONG_STRING", "FLOAT"):
+                continue
+            shown.append({"NAME": "a name", "INT": "a number", "AUGOP": "an update such as +=",
+                          "COMPARE": "a comparison"}.get(name, name.lower()))
     if not shown:
         return ""
     if len(shown) > 8:
@@ -551,6 +563,10 @@ def parse_error(exc: Exception, lines: list[str]) -> CompileError:
                        "bracket") + _describe_terminals(exc.expected)
         else:
             message = f"unexpected {str(token)!r}" + _describe_terminals(exc.expected)
+        if token.type != "_INDENT" and _open_brackets(lines, line, column) > 0 and (
+                token.line is not None and token.line > 1):
+            message += ("; a bracket opened earlier is not closed: close it before "
+                        "starting a new statement")
     else:
         message = f"could not parse the program ({type(exc).__name__})"
     for pattern, hint in _KEYWORD_HINTS:
