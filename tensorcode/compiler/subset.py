@@ -221,7 +221,11 @@ def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
             raise CompileError("the json block must be an object mapping parameter names to "
                                "numbers or nested lists, e.g. {\"threshold\": 0.5}",
                                first_line, 1)
-        normalize_parameters(parsed)
+        try:
+            normalize_parameters(parsed)
+        except CompileError as exc:
+            raise CompileError(f"in the json block: {exc.message}", first_line, 1,
+                               _reply_excerpt(text, first_line, 1)) from None
         parameters = parsed
         break
     return source, parameters
