@@ -45,22 +45,8 @@ class Router:
         self._escalated: list[tuple[dict[str, Any], dict[str, Any], str]] = []
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        reason = None
-        try:
-            produced = self._program(inputs)
-            covered = _scalar(produced.get(COVERED, 1.0))
-            if not math.isfinite(covered):
-                reason = "error: 'covered' is not finite"
-            elif covered == 0.0:
-                reason = "abstained"
-            else:
-                answer = {name: produced[name] for name in self.outputs}
-                if not all(np.isfinite(np.asarray(v, dtype=np.float64)).all()
-                           for v in answer.values()):
-                    reason = "error: a non-finite output while covered"
-        except Exception as error:  # a failing program escalates; the fallback answers
-            reason = f"error: {type(error).__name__}: {error}"
-        if reason is None:
+        answer, reason = decide(self._program, self.outputs, inputs)
+        if answer is not None:
             answer["escalated"] = False
             with self._lock:
                 self._calls += 1
@@ -104,6 +90,26 @@ class Router:
         """Why each recorded case escalated: ``abstained`` or ``error: ...``."""
         with self._lock:
             return [r for _, _, r in self._escalated]
+
+
+def decide(program: Program, outputs: Sequence[str], inputs: Mapping[str, Any]
+           ) -> tuple[dict[str, Any] | None, str | None]:
+    """``(answer, None)`` when the program claims ``inputs`` with finite outputs, else
+    ``(None, reason)``: ``abstained`` or ``error: ...``."""
+    try:
+        produced = program(inputs)
+        covered = _scalar(produced.get(COVERED, 1.0))
+        if not math.isfinite(covered):
+            return None, "error: 'covered' is not finite"
+        if covered == 0.0:
+            return None, "abstained"
+        answer = {name: produced[name] for name in outputs}
+    except Exception as error:  # a failing program escalates; the fallback answers
+        return None, f"error: {type(error).__name__}: {error}"
+    for value in answer.values():
+        if not np.isfinite(np.asarray(value, dtype=np.float64)).all():
+            return None, "error: a non-finite output while covered"
+    return answer, None
 
 
 def _scalar(value: Any) -> float:

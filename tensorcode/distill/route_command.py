@@ -1,0 +1,95 @@
+"""``tensorcode route DIR``: serve a saved distilled program over JSON lines.
+
+Each input line is a JSON object of the program's inputs (``{"features": [0, 1, ...]}``);
+each output line is the answer: the program's outputs with ``"escalated": false`` when
+it claims the input, or ``"escalated": true`` with the outputs ``null`` and a
+``"reason"`` when it abstains or fails, so the caller sends that input to its fallback.
+A line that cannot be read gives ``{"error": ...}``, keeping one answer per input line;
+the exit status is 1 when any line was refused. A summary goes to stderr at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..errors import TensorCodeError
+
+#: input lines longer than this are refused rather than parsed
+MAX_LINE_CHARS = 1 << 20
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", metavar="DIR",
+                        help="a directory written by Distillation.save (algorithm.json and "
+                             "distillation.json)")
+    parser.add_argument("--executor", choices=("compiled", "reference"), default="compiled",
+                        help="the compiled plan (default) or the NumPy reference interpreter")
+    parser.add_argument("--quiet", action="store_true", help="no summary on stderr")
+
+
+def main(args: argparse.Namespace) -> int:
+    from .result import Distillation
+    from .router import decide
+
+    program = Distillation.load(args.directory, executor=args.executor)
+    outputs = list(program.outputs)
+    counts = {"lines": 0, "answered": 0, "escalated": 0, "refused": 0}
+    out = sys.stdout
+    for number, line in enumerate(sys.stdin, start=1):
+        if not line.strip():
+            continue
+        counts["lines"] += 1
+        try:
+            inputs = _read_line(line, number)
+            program.check_inputs(inputs)
+        except TensorCodeError as error:
+            counts["refused"] += 1
+            out.write(json.dumps({"error": f"line {number}: {error}"}) + "\n")
+            out.flush()
+            continue
+        answer, reason = decide(program, outputs, inputs)
+        if answer is None:
+            counts["escalated"] += 1
+            document: dict[str, Any] = {name: None for name in outputs}
+            document.update({"escalated": True, "reason": reason})
+        else:
+            counts["answered"] += 1
+            document = {name: _json_value(value) for name, value in answer.items()}
+            document["escalated"] = False
+        out.write(json.dumps(document) + "\n")
+        out.flush()
+    if not args.quiet:
+        served = counts["answered"] + counts["escalated"]
+        share = counts["escalated"] / served if served else 0.0
+        print(f"tensorcode route: {counts['lines']} lines, {counts['answered']} answered, "
+              f"{counts['escalated']} escalated ({share:.0%} of served), {counts['refused']} "
+              "refused", file=sys.stderr)
+    return 1 if counts["refused"] else 0
+
+
+def _read_line(line: str, number: int) -> dict[str, Any]:
+    if len(line) > MAX_LINE_CHARS:
+        raise TensorCodeError(f"the line has {len(line)} characters, more than "
+                              f"{MAX_LINE_CHARS}")
+    try:
+        document = json.loads(line, parse_constant=_refuse_constant)
+    except (json.JSONDecodeError, ValueError) as error:
+        raise TensorCodeError(f"not JSON ({error}); write one object per line such as "
+                              '{"features": [0, 1, 0]}') from None
+    if not isinstance(document, dict):
+        raise TensorCodeError("expected a JSON object mapping input names to values")
+    return document
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _json_value(value: Any) -> Any:
+    array = np.asarray(value, dtype=np.float64)
+    return array.tolist() if array.shape else float(array)
