@@ -6,6 +6,11 @@ PyTorch's single-tensor update in PyTorch's order of operations. Every scalar ar
 already cast to the buffer's dtype, so float32 arithmetic stays float32 as it does in
 PyTorch (a Python float would silently promote it to float64 inside Numba).
 
+Two details keep the loops vectorized: each slot is walked through zero-based views (an
+index Numba cannot prove non-negative costs a wraparound check per access), and
+``error_model="numpy"`` makes a division by zero give inf/nan as NumPy and PyTorch do,
+instead of a per-element check that raises ``ZeroDivisionError``.
+
 This module imports numba at import time; ``tensorcode.runtime.optim`` imports it
 lazily, on the first compiled step, so ``import tensorcode`` never loads numba.
 """
@@ -16,7 +21,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def sgd_update(parameter, gradient, buffer, out, offsets, present, neg_lr, weight_decay,
                momentum, one_minus_dampening, nesterov, maximize):  # pragma: no cover - jitted
     """``out = parameter - lr * direction``; ``buffer`` (momentum) is updated in place.
@@ -27,26 +32,31 @@ def sgd_update(parameter, gradient, buffer, out, offsets, present, neg_lr, weigh
     use_decay = weight_decay != 0
     for slot in range(offsets.shape[0] - 1):
         first = present[slot] == 0
-        for i in range(offsets[slot], offsets[slot + 1]):
-            d = gradient[i]
+        # per-slot views indexed from zero: indices provably non-negative, so the loop
+        # needs no wraparound handling and vectorizes
+        start, stop = offsets[slot], offsets[slot + 1]
+        p_, g_, o_ = parameter[start:stop], gradient[start:stop], out[start:stop]
+        b_ = buffer[start:stop] if use_momentum else buffer
+        for i in range(stop - start):
+            d = g_[i]
             if maximize:
                 d = -d
             if use_decay:
-                d = d + weight_decay * parameter[i]
+                d = d + weight_decay * p_[i]
             if use_momentum:
                 if first:
                     b = d
                 else:
-                    b = buffer[i] * momentum + one_minus_dampening * d
-                buffer[i] = b
+                    b = b_[i] * momentum + one_minus_dampening * d
+                b_[i] = b
                 if nesterov:
                     d = d + momentum * b
                 else:
                     d = b
-            out[i] = parameter[i] + neg_lr * d
+            o_[i] = p_[i] + neg_lr * d
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def adam_update(parameter, gradient, exp_avg, exp_avg_sq, max_exp_avg_sq, out, offsets,
                 neg_step_size, bias_correction2_sqrt, decay_factor, weight_decay, weight1,
                 one_minus_weight1, beta2, one_minus_beta2, eps, decoupled, amsgrad,
@@ -61,30 +71,34 @@ def adam_update(parameter, gradient, exp_avg, exp_avg_sq, max_exp_avg_sq, out, o
     for slot in range(offsets.shape[0] - 1):
         step_size = neg_step_size[slot]
         bc2 = bias_correction2_sqrt[slot]
-        for i in range(offsets[slot], offsets[slot + 1]):
-            d = gradient[i]
+        start, stop = offsets[slot], offsets[slot + 1]
+        p_, g_, o_ = parameter[start:stop], gradient[start:stop], out[start:stop]
+        m_, v_ = exp_avg[start:stop], exp_avg_sq[start:stop]
+        w_ = max_exp_avg_sq[start:stop] if amsgrad else max_exp_avg_sq
+        for i in range(stop - start):
+            d = g_[i]
             if maximize:
                 d = -d
-            p = parameter[i]
+            p = p_[i]
             if use_decay:
                 if decoupled:
                     p = p * decay_factor
                 else:
                     d = d + weight_decay * p
-            m = exp_avg[i]
+            m = m_[i]
             if small:
                 m = m + weight1 * (d - m)
             else:
                 m = d - (d - m) * one_minus_weight1
-            exp_avg[i] = m
-            v = exp_avg_sq[i] * beta2 + one_minus_beta2 * d * d
-            exp_avg_sq[i] = v
+            m_[i] = m
+            v = v_[i] * beta2 + one_minus_beta2 * d * d
+            v_[i] = v
             if amsgrad:
-                w = max_exp_avg_sq[i]
+                w = w_[i]
                 if not (w >= v):  # NaN-propagating maximum, like torch.maximum
                     w = v if (v >= w or v != v) else w
-                max_exp_avg_sq[i] = w
+                w_[i] = w
                 denom = np.sqrt(w) / bc2 + eps
             else:
                 denom = np.sqrt(v) / bc2 + eps
-            out[i] = p + step_size * m / denom
+            o_[i] = p + step_size * m / denom
