@@ -142,8 +142,8 @@ class _Reader:
         if not isinstance(value, int) or isinstance(value, bool):
             raise self.fail(field, f"expected an integer, found {_kind(value)}")
         if value < low or (high is not None and value > high):
-            raise self.fail(field, f"expected an integer in {low}..{high if high is not None else 'inf'}, "
-                            f"found {value}")
+            upper = "inf" if high is None else high
+            raise self.fail(field, f"expected an integer in {low}..{upper}, found {value}")
         return value
 
     def number(self, value: Any, field: str) -> float:

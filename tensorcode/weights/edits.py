@@ -344,11 +344,11 @@ def _selection(lines: Sequence[str], statement: Statement, shape: tuple[int, ...
     parts = statement.index
     if len(parts) > len(shape):
         first_extra = parts[len(shape)]
+        plural = "s" if len(parts) > 1 else ""
+        advice = " (write a rank-0 tensor without brackets)" if not shape else ""
         raise _error(lines, f"tensor {statement.name!r} has rank {len(shape)} (shape "
-                     f"{list(shape)}) but the index has {len(parts)} part{'s' if len(parts) > 1 else ''}; use at most "
-                     f"{len(shape)}" + (" (write a rank-0 tensor without brackets)"
-                                         if not shape else ""),
-                     first_extra.line, first_extra.column)
+                     f"{list(shape)}) but the index has {len(parts)} part{plural}; use at "
+                     f"most {len(shape)}{advice}", first_extra.line, first_extra.column)
     index = []
     selected = []
     for axis, part in enumerate(parts):

@@ -29,7 +29,7 @@ def is_torch_tensor(value: Any) -> bool:
 def to_numpy(name: str, value: Any) -> np.ndarray:
     """``value`` as a NumPy array (a read-only view where possible), or ``PatchError``."""
     if is_torch_tensor(value):
-        import torch  # noqa: F401 - only reached when the caller passed torch tensors
+        import torch  # only reached when the caller passed torch tensors
 
         tensor = value.detach()
         if tensor.dtype == torch.bfloat16:
@@ -46,6 +46,9 @@ def to_numpy(name: str, value: Any) -> np.ndarray:
     if array.dtype.name not in SUPPORTED_DTYPES:
         raise PatchError(f"tensor {name!r} has dtype {array.dtype}; patches support "
                          f"{', '.join(SUPPORTED_DTYPES)}")
+    if not array.dtype.isnative:
+        # Same values, native byte order: dtypes then compare equal across sources.
+        array = array.astype(array.dtype.newbyteorder("="))
     return array
 
 

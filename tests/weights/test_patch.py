@@ -180,6 +180,14 @@ def test_diff_chooses_sparse_or_dense_by_bytes():
     assert diff(base, {"x": many}).changes["x"].form.kind == "dense"
 
 
+def test_diff_and_apply_accept_big_endian_arrays():
+    base = {"x": np.arange(4, dtype=">f4")}
+    edited = {"x": np.array([0, 1, 5, 3], dtype="<f4")}
+    patch = diff(base, edited)
+    assert patch.changes["x"].changed == 1
+    assert _same(patch.apply(base)["x"], edited["x"])
+
+
 def test_diff_refuses_different_names_shapes_and_dtypes():
     base = _base()
     with pytest.raises(PatchError, match="same tensors"):

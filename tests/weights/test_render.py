@@ -29,7 +29,8 @@ def test_scale_keeps_digits_of_the_largest_entry():
 
 
 @pytest.mark.parametrize("largest, digits, scale", [
-    (9.9996, 3, 0.1), (9.994, 3, 0.01), (1.0, 3, 0.01), (999.0, 3, 1.0), (1000.0, 3, 10.0), (0.00123, 2, 1e-4),
+    (9.9996, 3, 0.1), (9.994, 3, 0.01), (1.0, 3, 0.01), (999.0, 3, 1.0), (1000.0, 3, 10.0),
+    (0.00123, 2, 1e-4),
     (123456.0, 1, 100000.0), (7.0, 1, 1.0), (1e-30, 3, 1e-32), (3e300, 4, 1e297),
 ])
 def test_choose_scale_counts_digits_exactly(largest, digits, scale):
