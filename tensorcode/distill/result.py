@@ -79,7 +79,7 @@ class Distillation:
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The program's outputs, ``covered`` included, for one case (the algorithm
         checks names and shapes and raises ``FeedError`` on a mismatch)."""
-        return dict(self.program(inputs))
+        return self.program(inputs)
 
     def batch(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The program over a leading case axis."""
@@ -90,9 +90,11 @@ class Distillation:
         return Router(self, fallback, list(self.outputs), record=self._record_case)
 
     def _record_case(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """A private float64 copy of an escalated case (the caller may reuse its
+        arrays); an input the program refused is kept as given."""
         try:
-            return dict(self.check_inputs(inputs))
-        except Exception:  # an invalid input escalated because the program refused it
+            return {name: np.array(value, dtype=np.float64) for name, value in inputs.items()}
+        except (TypeError, ValueError):
             return dict(inputs)
 
     # -- saving ---------------------------------------------------------------------------

@@ -107,12 +107,20 @@ def decide(program: Program, outputs: Sequence[str], inputs: Mapping[str, Any]
     except Exception as error:  # a failing program escalates; the fallback answers
         return None, f"error: {type(error).__name__}: {error}"
     for value in answer.values():
-        if not np.isfinite(np.asarray(value, dtype=np.float64)).all():
+        if not _finite(value):
             return None, "error: a non-finite output while covered"
     return answer, None
 
 
+def _finite(value: Any) -> bool:
+    if isinstance(value, float) or getattr(value, "ndim", None) == 0:
+        return math.isfinite(value)
+    return bool(np.isfinite(np.asarray(value, dtype=np.float64)).all())
+
+
 def _scalar(value: Any) -> float:
+    if isinstance(value, float) or getattr(value, "ndim", None) == 0:
+        return float(value)
     array = np.asarray(value, dtype=np.float64)
     if array.size != 1:
         return math.nan
