@@ -200,3 +200,32 @@ def program(x):
     plain_result, _ = run([plain])
     with pytest.raises(TrainingError, match="no parameters"):
         fit(plain_result, plain_result.design.cases, plain_result.design.targets)
+
+
+def test_router_escalations_feed_repair_and_fitted_programs_save(tmp_path):
+    result, _ = run([(LINEAR % "2.0").replace("0.0}", "1.0}")])
+    directory = result.save(tmp_path / "deployed")
+    program = Distillation.load(directory, executor="reference")
+    router = program.router(lambda inputs: {"route": 2.0 * float(inputs["x"][0]) + 1.0})
+    xs = [1.5, 8.25, 9.75, 3.0]
+    answers = [router({"x": np.array([x, 1.0])}) for x in xs]
+    assert [a["escalated"] for a in answers] == [False, True, True, False]
+    assert router.rate() == 0.5
+    cases, targets = router.cases()
+    assert [c["x"][0] for c in cases] == [8.25, 9.75]
+    revision = LINEAR.replace("value < 8.0", "value < 100.0").replace(
+        '"offset": 0.0', '"offset": 1.0') % "2.0"
+    revised = repair(program, author=RecordedModel([revision]), cases=cases,
+                     targets=targets, attempts=1)
+    assert revised.report["repair"]["added"] == 2
+    assert revised.report["repair"]["excluded_hidden"] == 0
+    assert revised({"x": [9.75, 1.0]})["covered"] == 1.0
+    saved = Distillation.load(revised.save(tmp_path / "revised"), executor="reference")
+    assert saved.report["repair"] == revised.report["repair"]
+    assert len(saved.attempts) == len(program.attempts) + 1
+
+    mistuned, _ = run([LINEAR % "1.5"])
+    tuned = fit(mistuned, mistuned.design.cases, mistuned.design.targets, steps=50)
+    loaded = Distillation.load(tuned.save(tmp_path / "tuned"), executor="reference")
+    assert loaded.parameters == tuned.parameters != mistuned.parameters
+    assert loaded.report["fit"]["steps"] == 50
