@@ -32,3 +32,13 @@ def test_hash_ignores_layout_and_byte_order_but_not_values_dtype_or_shape():
     assert tensor_sha256(np.array([0.0])) != tensor_sha256(np.array([-0.0]))
     same_bytes = np.zeros(2, dtype=np.float32)
     assert tensor_sha256(same_bytes) != tensor_sha256(same_bytes.view(np.int32))
+
+
+def test_hash_definition_holds_for_every_kind_of_array():
+    arrays = [np.array(True), np.zeros((0, 3), dtype=np.float32), np.arange(6).reshape(2, 3).T,
+              np.array([1, 2], dtype=">i8"), np.array([0.5], dtype=np.float16)]
+    for array in arrays:
+        little = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+        header = (f"tensorcode.tensor.v1\n{array.dtype.name}\n"
+                  f"{','.join(str(n) for n in array.shape)}\n").encode()
+        assert tensor_sha256(array) == hashlib.sha256(header + little.tobytes()).hexdigest()
