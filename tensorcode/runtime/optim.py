@@ -18,6 +18,7 @@ equal bit for bit.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -68,6 +69,7 @@ class Optimizer:
         self.present: np.ndarray = np.zeros(0, dtype=np.uint8)
         #: the learning rate of the most recent step (``lr`` in the state dict)
         self.lr: float = self.default_lr
+        self._spare: dict[str, list[np.ndarray]] = {}
 
     # -- the contract ------------------------------------------------------------------
     @classmethod
@@ -150,6 +152,27 @@ class Optimizer:
     @property
     def layout(self) -> Layout | None:
         return self._layout
+
+    def _output_buffer(self, dtype: str, size: int) -> np.ndarray:
+        """A flat buffer for the next parameters: a fresh one, or the buffer of a table
+        this optimizer returned earlier that nothing references any more (no table, view
+        or memoryview: its reference count says so), so a training loop alternates
+        between two buffers instead of faulting in new pages every step. A table the
+        caller still holds is never touched; the optimizer keeps at most two such
+        buffers alive."""
+        spare = self._spare.setdefault(dtype, [])
+        if _CAN_RECYCLE:
+            for array in spare:
+                # references: the list, getrefcount's argument, the loop variable
+                if array.shape == (size,) and sys.getrefcount(array) == 3:
+                    array.flags.writeable = True
+                    return array
+        array = np.empty(size, dtype=dtype)
+        if _CAN_RECYCLE:
+            spare.append(array)
+            if len(spare) > 2:
+                spare.pop(0)
+        return array
 
     # -- state tables ------------------------------------------------------------------
     def _init_table(self, key: str, buffers: Mapping[str, np.ndarray] | None = None) -> None:
@@ -365,7 +388,7 @@ class Sgd(Optimizer):
             buffer = self._buffer("momentum_buffer", dtype) if use_momentum else \
                 np.zeros(0, dtype=dtype)
             offsets, present = _segments(layout, dtype, self.present)
-            result = np.empty_like(params[dtype])
+            result = self._output_buffer(dtype, params[dtype].shape[0])
             args = (params[dtype], grads[dtype], buffer, result, offsets, present,
                     cast(-lr), cast(self.weight_decay), cast(self.momentum),
                     cast(1 - self.dampening), bool(self.nesterov), bool(self.maximize))
@@ -455,7 +478,7 @@ class Adam(Optimizer):
             cast = np.dtype(dtype).type
             select = np.array([s.dtype == dtype for s in layout.slots])
             offsets, _ = _segments(layout, dtype, self.present)
-            result = np.empty_like(params[dtype])
+            result = self._output_buffer(dtype, params[dtype].shape[0])
             max_sq = self._buffer("max_exp_avg_sq", dtype) if self.amsgrad else \
                 np.zeros(0, dtype=dtype)
             args = (params[dtype], grads[dtype], self._buffer("exp_avg", dtype),
@@ -530,6 +553,8 @@ def _adam_reference(parameter, gradient, exp_avg, exp_avg_sq, max_exp_avg_sq, ou
 
 # -- helpers ----------------------------------------------------------------------------
 _KERNELS = None
+#: buffer recycling relies on CPython's reference counts
+_CAN_RECYCLE = sys.implementation.name == "cpython"
 
 
 def _kernels():
