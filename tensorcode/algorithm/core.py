@@ -47,7 +47,9 @@ class Algorithm:
             self._executor = executor
         else:
             self._executor = make_executor(executor, program)
+        self._call = self._executor.bind(self._table)
         self._input_shapes = {n: s.shape for n, s in program.inputs.items()}
+        self._input_count = len(self._input_shapes)
         self._output_shapes = {n: s.shape for n, s in program.outputs.items()}
 
     # -- description ----------------------------------------------------------------------
@@ -136,8 +138,16 @@ class Algorithm:
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The outputs for one case: ``{name: array of the output's shape}``."""
+        # Fast path: a plain dict with as many entries as inputs goes straight to the
+        # executor, whose compiled code checks dtype, layout and shape itself; anything
+        # it refuses is validated below, which raises the explanatory FeedError.
+        if type(inputs) is dict and len(inputs) == self._input_count:
+            try:
+                return self._call(inputs)
+            except (KeyError, TypeError, ValueError, FeedError):
+                pass
         feeds, _ = self._feeds(inputs, batch=False)
-        return self._executor.run(self._table, feeds)
+        return self._call(feeds)
 
     def batch(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The outputs for N cases: each input has a leading axis of N cases and each

@@ -12,7 +12,8 @@ results are keyed by output name.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import functools
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -38,9 +39,20 @@ class Executor:
             ) -> dict[str, np.ndarray]:
         raise NotImplementedError  # pragma: no cover - abstract
 
+    def bind(self, parameters: Parameters) -> Callable[[Mapping[str, np.ndarray]],
+                                                       dict[str, np.ndarray]]:
+        """A one-case callable with ``parameters`` fixed (the single-call path)."""
+        return functools.partial(self.run, parameters)
+
     def run_batch(self, parameters: Parameters, feeds: Mapping[str, np.ndarray], n: int
                   ) -> dict[str, np.ndarray]:
         raise NotImplementedError  # pragma: no cover - abstract
+
+
+def _fresh(value: np.ndarray) -> Any:
+    """A caller-owned result: a ``numpy.float64`` for a scalar, else a writable copy."""
+    array = np.asarray(value)
+    return array[()] if array.ndim == 0 else np.array(array)
 
 
 class ReferenceExecutor(Executor):
@@ -52,7 +64,7 @@ class ReferenceExecutor(Executor):
             ) -> dict[str, np.ndarray]:
         run = self.network.forward(parameters, {symbol: feeds[name]
                                                 for name, symbol in self.input_items})
-        return {name: np.array(run.of(symbol)) for name, symbol in self.output_items}
+        return {name: _fresh(run.of(symbol)) for name, symbol in self.output_items}
 
     def run_batch(self, parameters: Parameters, feeds: Mapping[str, np.ndarray], n: int
                   ) -> dict[str, np.ndarray]:
@@ -66,8 +78,10 @@ class ReferenceExecutor(Executor):
 
 
 def _plan_module() -> Any:
-    try:
-        from ..compiler import plan  # noqa: F401  (lazy: plans import numba)
+    import importlib
+
+    try:  # lazy: plans import numba, which ``import tensorcode`` never does
+        plan = importlib.import_module("tensorcode.compiler.plan")
     except ImportError as exc:
         raise CompileError(
             "the compiled executor needs compiled plans (tensorcode.compiler.plan), which "
@@ -95,12 +109,65 @@ class CompiledExecutor(Executor):
                                f"({type(exc).__name__}: {exc}); executor='reference' runs "
                                "it with the NumPy interpreter") from exc
         self._feed_symbols = [(name, symbol) for name, symbol in self.input_items]
+        # the plan reads only the inputs its roots reach, in its own order
+        plan_inputs = [symbol.index for symbol in self.plan.inputs()]
+        by_index = {symbol.index: name for name, symbol in self.input_items}
+        self._call_order = tuple(by_index[i] for i in plan_inputs)
+        self._output_names = tuple(name for name, _ in self.output_items)
+
+    def bind(self, parameters: Parameters) -> Callable[[Mapping[str, np.ndarray]],
+                                                       dict[str, np.ndarray]]:
+        """One compiled call per case with the table bound. Results are views of the
+        buffer that call allocated (no two calls share one); scalar outputs are read
+        out as ``numpy.float64``."""
+        fast = self._raw_call(parameters)
+        if fast is not None:
+            return fast
+        bound = self.plan.bind(parameters)  # the plan's public low-overhead path
+        names = self._output_names
+        order = self._call_order
+
+        def call(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+            values = bound(*[feeds[n] for n in order])
+            return {name: (value[()] if value.ndim == 0 else value)
+                    for name, value in zip(names, values)}
+        return call
+
+    def _raw_call(self, parameters: Parameters) -> Callable | None:
+        """The plan's compiled function with the table's buffers bound, reading roots
+        straight out of its output buffer: the same compiled code ``bind`` runs, minus
+        building a view per root. ``None`` when the plan does not expose that layout."""
+        plan = self.plan
+        try:
+            plan._check_parameters(parameters)
+            run = functools.partial(plan._run, *plan._arguments(parameters))
+            slices = list(plan._root_slices)
+        except AttributeError:
+            return None
+        if len(slices) != len(self._output_names) or len(self._call_order) != 1:
+            return None
+        (only,) = self._call_order
+        picks = [(name, k, a, b, shape)
+                 for name, (k, a, b, shape) in zip(self._output_names, slices)]
+        if all(shape == () and k == 0 for _, k, _, _, shape in picks):
+            positions = [(name, a) for name, _, a, _, _ in picks]
+
+            def call_scalars(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+                out = run(feeds[only])[0]
+                return {name: out[a] for name, a in positions}
+            return call_scalars
+
+        def call_general(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+            outs = run(feeds[only])
+            return {name: (outs[k][a] if shape == () else outs[k][a:b].reshape(shape))
+                    for name, k, a, b, shape in picks}
+        return call_general
 
     def run(self, parameters: Parameters, feeds: Mapping[str, np.ndarray]
             ) -> dict[str, np.ndarray]:
         run = self.plan.forward(parameters, {symbol: feeds[name]
                                              for name, symbol in self._feed_symbols})
-        return {name: np.array(run.of(symbol)) for name, symbol in self.output_items}
+        return {name: _fresh(run.of(symbol)) for name, symbol in self.output_items}
 
     def run_batch(self, parameters: Parameters, feeds: Mapping[str, np.ndarray], n: int
                   ) -> dict[str, np.ndarray]:
