@@ -16,13 +16,14 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..errors import PatchError
+from .tensors import to_numpy
 
 #: Bounds on one reply; each has a keyword of the same name (lower case) on parse_edits.
 MAX_TEXT_CHARS = 16_000_000
@@ -463,26 +464,34 @@ def _is_integer_literal(text: str) -> bool:
     return body.isdigit()
 
 
-def apply_statements(base: Mapping[str, np.ndarray], statements: Sequence[Statement],
+def apply_statements(base: Mapping[str, Any], statements: Sequence[Statement],
                      scales: Mapping[str, float] | None = None, *,
-                     source: str = "") -> dict[str, np.ndarray]:
+                     source: str = "") -> dict[str, Any]:
     """Run parsed statements in order on copies of the tensors they touch.
 
     Returns a new mapping: untouched tensors are the same objects as in ``base``, touched
-    ones are fresh arrays. ``base`` is never modified, and nothing is returned when any
-    statement fails.
+    ones are fresh NumPy arrays. ``base`` is never modified, and nothing is returned when
+    any statement fails.
     """
+    return {**base, **run_statements(base, statements, scales, source=source)}
+
+
+def run_statements(base: Mapping[str, Any], statements: Sequence[Statement],
+                   scales: Mapping[str, float] | None = None, *,
+                   source: str = "") -> dict[str, np.ndarray]:
+    """Like ``apply_statements`` but returns only the touched tensors, so tensors no
+    statement names (say bfloat16 ones in a PyTorch state dictionary) are never read."""
     lines = source.split("\n")
-    edited: dict[str, np.ndarray] = dict(base)
-    copied: set[str] = set()
+    edited: dict[str, np.ndarray] = {}
     for statement in statements:
         if statement.name not in base:
-            known = ", ".join(sorted(base)[:20]) + (" ..." if len(base) > 20 else "")
+            names = sorted(str(name) for name in base)
+            known = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
             raise _error(lines, f"unknown tensor {statement.name!r}; the tensors are: "
                          f"{known or '(none)'}", statement.line, statement.name_column)
-        if statement.name not in copied:
-            edited[statement.name] = np.array(base[statement.name], copy=True)
-            copied.add(statement.name)
+        if statement.name not in edited:
+            edited[statement.name] = np.array(to_numpy(statement.name, base[statement.name]),
+                                              copy=True)
         array = edited[statement.name]
         index, selected = _selection(lines, statement, array.shape)
         if isinstance(statement.value, ListValue):
@@ -528,5 +537,5 @@ def apply_edits(base: Mapping[str, np.ndarray], text: str,
 
 
 __all__ = ["EditError", "Statement", "Point", "Range", "Number", "ListValue", "parse_edits",
-           "apply_statements", "apply_edits", "grammar_text", "MAX_TEXT_CHARS",
+           "apply_statements", "run_statements", "apply_edits", "grammar_text", "MAX_TEXT_CHARS",
            "MAX_STATEMENTS", "MAX_DEPTH", "MAX_NUMBERS"]

@@ -16,11 +16,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import PatchError
-from .edits import apply_statements, parse_edits
+from .edits import parse_edits, run_statements
 from .forms import Dense, Form, LowRank, Projection, Sparse
 from .hashing import tensor_sha256
 from .metadata import check_author, check_evidence, check_rationale
-from .tensors import like, numpy_mapping, same_kind_mapping, to_numpy
+from .tensors import like, numpy_mapping, same_kind_mapping, tensor_shape, to_numpy
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,10 +107,13 @@ class Patch:
         ``scales`` (usually ``render(...).scales``) puts every value in the tensor's
         rendered units. Errors are ``EditError`` (a ``PatchError``) with line and column.
         """
-        arrays = numpy_mapping(base)
+        if not isinstance(base, Mapping):
+            raise PatchError(f"base must map tensor names to tensors, got "
+                             f"{type(base).__name__}")
         statements = parse_edits(edits)
-        edited = apply_statements(arrays, statements, scales, source=edits)
-        return diff(arrays, edited, rationale=rationale, evidence=evidence, author=author,
+        edited = run_statements(base, statements, scales, source=edits)
+        touched = {name: to_numpy(name, base[name]) for name in edited}
+        return diff(touched, edited, rationale=rationale, evidence=evidence, author=author,
                     edits=edits)
 
     # -- using patches --------------------------------------------------------------------
@@ -163,16 +166,17 @@ class Patch:
 
     def fraction_changed(self, tensors: Mapping[str, Any]) -> float:
         """Changed elements over all elements of ``tensors`` (e.g. the whole network)."""
-        arrays = numpy_mapping(tensors)
-        total = 0
-        for name, array in arrays.items():
-            total += int(array.size)
+        if not isinstance(tensors, Mapping):
+            raise PatchError(f"fraction_changed needs a mapping from names to tensors, got "
+                             f"{type(tensors).__name__}")
+        shapes = {name: tensor_shape(name, value) for name, value in tensors.items()}
+        total = sum(int(np.prod(shape, dtype=np.int64)) for shape in shapes.values())
         for name, change in self.changes.items():
-            if name not in arrays:
+            if name not in shapes:
                 raise PatchError(f"the patch changes tensor {name!r}, which is not among the "
-                                 f"tensors given; it has {_names(arrays)}")
-            if arrays[name].shape != change.shape:
-                raise PatchError(f"tensor {name!r} has shape {list(arrays[name].shape)} but "
+                                 f"tensors given; it has {_names(shapes)}")
+            if shapes[name] != change.shape:
+                raise PatchError(f"tensor {name!r} has shape {list(shapes[name])} but "
                                  f"the patch was made for {list(change.shape)}")
         if total == 0:
             return 0.0

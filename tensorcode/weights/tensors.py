@@ -52,6 +52,15 @@ def to_numpy(name: str, value: Any) -> np.ndarray:
     return array
 
 
+def tensor_shape(name: str, value: Any) -> tuple[int, ...]:
+    """The shape of a NumPy array or torch tensor without converting its values."""
+    if is_torch_tensor(value):
+        return tuple(int(n) for n in value.shape)
+    if isinstance(value, np.ndarray):
+        return value.shape
+    return to_numpy(name, value).shape
+
+
 def numpy_mapping(mapping: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Every entry of ``mapping`` as NumPy, keys checked to be strings."""
     if not isinstance(mapping, Mapping):
@@ -86,5 +95,5 @@ def same_kind_mapping(original: Mapping[str, Any], items: dict[str, Any]) -> Map
     return dict(items)
 
 
-__all__ = ["SUPPORTED_DTYPES", "is_torch_tensor", "to_numpy", "numpy_mapping", "like",
+__all__ = ["SUPPORTED_DTYPES", "is_torch_tensor", "to_numpy", "tensor_shape", "numpy_mapping", "like",
            "same_kind_mapping"]

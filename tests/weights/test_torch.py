@@ -65,3 +65,13 @@ def test_bfloat16_is_refused_with_advice():
     state = {"w": torch.zeros(2, dtype=torch.bfloat16)}
     with pytest.raises(PatchError, match="convert it to float32"):
         render(state)
+
+
+def test_bfloat16_tensors_the_patch_does_not_touch_pass_through():
+    state = _state()
+    state["embed.weight"] = torch.ones(3, 2, dtype=torch.bfloat16)
+    patch = Patch.from_edits(state, "linear.weight[0, 0] = 1\n")
+    result = patch.apply(state)
+    assert result["embed.weight"] is state["embed.weight"]
+    assert result["linear.weight"][0, 0].item() == 1.0
+    assert patch.fraction_changed(state) == pytest.approx(1 / (12 + 4 + 1 + 6))
