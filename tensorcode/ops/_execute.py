@@ -31,25 +31,7 @@ def resolve_backend(backend: str | None) -> str:
 def lower(network: Any, roots: Sequence[Expr], backend: str | None) -> Any:
     """A plan computing ``roots``: ``plan.forward(parameters, feeds) -> run``."""
     backend = resolve_backend(backend)
-    try:
-        from ..compiler import plan as _plan  # noqa: F401  (the lowering pipeline)
-    except ImportError:
-        if backend == "reference":
-            return _InterpretedPlan(network)
-        raise CompileError(f"the {backend!r} backend needs tensorcode.compiler.plan, which "
-                           "this installation lacks; pass backend='reference'") from None
     return network.entry(list(roots)).lower(backend=backend)
-
-
-class _InterpretedPlan:
-    """The reference interpreter behind the ``Plan.forward`` interface, for builds
-    without the lowering pipeline (it *is* the reference backend, not a stand-in)."""
-
-    def __init__(self, network: Any) -> None:
-        self.network = network
-
-    def forward(self, parameters: Parameters, feeds: Any = None) -> Any:
-        return self.network.forward(parameters, feeds)
 
 
 def rewrap(table: Parameters, layout: Any, cls: type = Parameters) -> Any:

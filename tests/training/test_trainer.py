@@ -271,10 +271,6 @@ def test_from_tool_captures_and_trains():
 
 
 def test_numba_backend_trains_like_the_reference():
-    try:
-        import tensorcode.compiler.plan  # noqa: F401
-    except ImportError:
-        pytest.skip("the lowering pipeline is not installed")
     results = []
     for backend in ("numba", REF):
         layer = Linear(3, 2, seed=1, backend=backend)
