@@ -113,7 +113,7 @@ class Operation:
         self._names = tuple(slot.name or f"%{slot.node}" for slot in network.layout.slots)
         self._parameters = network.parameters()
         self._built = built
-        self.backend = backend
+        self.backend = None if backend is None else _execute.resolve_backend(backend)
         self.training = False
         self._plans: dict[tuple, Any] = {}
         self._plans_lock = threading.Lock()
