@@ -150,8 +150,8 @@ def run_example(save_dir: str | os.PathLike) -> list[str]:
         ("Fresh tickets served: escalated, agreement with the teacher",
          f"{len(fresh)}: {escalated:.0%}, {agreed / len(fresh):.0%}"),
         ("Artifact", f"{(save_dir / ARTIFACT).stat().st_size:,} bytes"),
-        ("CPU compiled executor", f"about {executor_us:.0f} microseconds per call "
-                                  f"({router_us:.0f} through the router)"),
+        ("CPU compiled executor", f"about {_us(executor_us)} per call "
+                                  f"({_us(router_us)} through the router)"),
     ]
     width = max(len(name) for name, _ in rows)
     lines = [
@@ -170,6 +170,10 @@ def run_example(save_dir: str | os.PathLike) -> list[str]:
         f"Saved to {save_dir}; serve it with: tensorcode route {save_dir} < tickets.jsonl",
     ]
     return lines
+
+
+def _us(value: float) -> str:
+    return f"{value:.1f} microseconds" if value < 10 else f"{value:.0f} microseconds"
 
 
 def _share(report: dict) -> str:

@@ -34,7 +34,7 @@ def test_the_example_prints_its_measured_values(example):
     size = (directory / "algorithm.json").stat().st_size
     assert f"{size:,} bytes" in text
     assert re.search(r"200: \d+%, \d+%", text)
-    assert re.search(r"about \d+ microseconds per call", text)
+    assert re.search(r"about [\d.]+ microseconds per call", text)
     assert design["cases"] == acceptance["cases"] == 120
 
 
