@@ -342,3 +342,16 @@ def test_fuzzed_random_bytes_end_in_patch_error_or_valid_patch():
     for _ in range(1500):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
         _must_end_well(base, text, None)
+
+
+def test_fuzzed_mutations_of_a_rendering_end_well():
+    from tensorcode.weights import render
+
+    rng = random.Random(11)
+    base = _base()
+    shown = render(base, digits=2)
+    lines = [line for line in shown.text.splitlines() if line and not line.startswith("#")]
+    for _ in range(600):
+        picked = rng.sample(lines, rng.randint(1, 3))
+        text = _mutate(rng, "\n".join(picked))
+        _must_end_well(shown.rounded, text, shown.scales)

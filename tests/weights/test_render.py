@@ -103,3 +103,14 @@ def test_render_refuses_bad_input():
         render({"w": "not a tensor"})
     with pytest.raises(PatchError, match="dtype"):
         render({"w": np.array(["a"])})
+
+
+def test_any_name_renders_as_a_statement_that_reads_back():
+    names = ["a#b", "h\u00e9llo", 'q"uote', "back\\slash", "new\nline", "tab\tx", "123",
+             "-x", ""]
+    mapping = {name: np.arange(3, dtype=np.float32) * (k + 1) for k, name in enumerate(names)}
+    shown = render(mapping)
+    rebuilt = apply_edits({name: np.zeros(3, dtype=np.float32) for name in names},
+                          shown.text, shown.scales)
+    for name in names:
+        assert _same_bits(rebuilt[name], shown.rounded[name]), name
