@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import DistillationError, TensorCodeError
+from . import program as programs
 from .attempts import (FEEDBACK_POLICY, Attempt, CaseSet, failure_message, score, search,
                        select)
 from .cases import (Case, Contract, infer_contract, normalize_case, normalize_cases,
@@ -56,6 +57,7 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
                 "seed": seed, "attempts": attempts}
     from .spec import SUBSET_SPEC
 
+    programs.check_executor(executor)
     made = search(task=task, inputs=input_contract, outputs=outputs, author=author,
                   attempts=attempts, design=design, examples=examples, atol=atol, rtol=rtol,
                   feedback_cases=feedback_cases, min_coverage=min_coverage, executor=executor,

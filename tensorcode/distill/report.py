@@ -77,7 +77,8 @@ def summarize(verdicts: Sequence[Verdict], cases: Sequence[Case], targets: Seque
                 "case": int(index),
                 "inputs": to_json(case),
                 "expected": to_json(target),
-                "produced": None if verdict.produced is None else to_json(verdict.produced),
+                "produced": None if verdict.produced is None else json_safe(
+                    to_json(verdict.produced)),
                 "error": verdict.error,
             })
     total = len(verdicts)
@@ -95,6 +96,18 @@ def summarize(verdicts: Sequence[Verdict], cases: Sequence[Case], targets: Seque
         "failures": failures,
         "abstains": bool(abstains),
     }
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats spelled ``"nan"``, ``"inf"`` or ``"-inf"``, so a
+    failing program's output can be reported and saved as strict JSON."""
+    if isinstance(value, float):
+        return value if np.isfinite(value) else str(value)
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    return value
 
 
 def teacher_vs_truth(targets: Sequence[Case], truth: Sequence[Case], outputs: Contract,

@@ -77,3 +77,12 @@ def test_teacher_vs_truth():
     truth = [target(1), target(2), target(0), target(4)]
     assert teacher_vs_truth(teacher, truth, OUTPUTS, 1e-6, 1e-6) == {
         "cases": 4, "agreed": 3, "wrong": 1, "agreement": 0.75}
+
+
+def test_non_finite_outputs_are_reported_as_strict_json():
+    import json
+
+    verdict = judge({"route": np.nan, "covered": 1.0}, target(1.0), OUTPUTS, 1e-6, 1e-6)
+    report = summarize([verdict], [case(0)], [target(1.0)], [0], 8, True)
+    assert report["failures"][0]["produced"] == {"route": "nan", "covered": 1.0}
+    json.dumps(report, allow_nan=False)
