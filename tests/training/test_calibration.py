@@ -108,3 +108,25 @@ def test_bad_inputs_are_refused():
         fit_threshold([0.5], [2], max_error=0.1)
     with pytest.raises(ValueError):
         fit_threshold([0.5], [1], max_error=1.5)
+
+
+CHECK_NUMBA = """
+import numpy as np
+from tensorcode.training import TemperatureCalibration
+logits = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+compiled, reference = TemperatureCalibration(), TemperatureCalibration(backend="reference")
+for calibration in (compiled, reference):
+    calibration.load_payloads([np.float32(2.5)])
+np.testing.assert_allclose(compiled.forward(logits), reference.forward(logits), rtol=1e-6)
+np.testing.assert_allclose(compiled.forward(logits), logits / 2.5, rtol=1e-6)
+"""
+
+
+def test_compiled_forward_matches_the_reference():
+    # in a child process: a wrong compiled kernel may corrupt memory, not just values
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", CHECK_NUMBA], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
