@@ -28,33 +28,26 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _load(name: str):
-    module_name, _ = COMMANDS[name]
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name and module_name.startswith(error.name):
-            return None
-        raise
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tensorcode", description=__doc__.splitlines()[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="tensorcode", description="TensorCode: record, compile and run small trainable programs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    available = {}
-    for name, (_, help_text) in COMMANDS.items():
-        module = _load(name)
-        if module is None:
-            continue
+    chosen = argv[0] if argv and argv[0] in COMMANDS else None
+    module = None
+    for name, (module_name, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
-        module.configure(command)
-        available[name] = module
+        if name == chosen:
+            # only the chosen subcommand is imported: one broken or heavy command never
+            # takes the others down with it
+            module = importlib.import_module(module_name)
+            module.configure(command)
     args = parser.parse_args(argv)
-    if args.command is None:
+    if args.command is None or module is None:
         parser.print_help()
         return 2
     try:
-        return int(available[args.command].main(args) or 0)
+        return int(module.main(args) or 0)
     except TensorCodeError as error:
         print(f"tensorcode {args.command}: {error}", file=sys.stderr)
         return 1
