@@ -34,7 +34,9 @@ def fit(result: Distillation, cases: Sequence[Mapping[str, Any]],
     ``cases``; ``report["fit"]`` has the loss before and after, the parameters before
     and after and the number of cases used. Cases identical to a hidden acceptance case
     are excluded (``excluded_hidden``) so the acceptance score stays unseen; the others
-    join the design set, since the program was tuned on them."""
+    join the design set, since the program was tuned on them. ``no_gradient`` lists the
+    parameters the loss never reached through a smooth path (used only in comparisons,
+    for instance): the fit cannot move them."""
     if not isinstance(result, Distillation):
         raise TensorCodeError(f"fit needs a Distillation, got {type(result).__name__}")
     if not isinstance(steps, int) or steps < 0:
@@ -65,8 +67,11 @@ def fit(result: Distillation, cases: Sequence[Mapping[str, Any]],
     second = {name: np.zeros_like(v) for name, v in values.items()}
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     history = [first]
+    reached = {name: False for name in values}
     for step in range(1, steps + 1):
         loss, grads = objective.loss_and_gradients(values, fit_cases, fit_targets)
+        for name, grad in grads.items():
+            reached[name] = reached[name] or bool(np.any(grad != 0))
         if not np.isfinite(loss) or not all(np.isfinite(g).all() for g in grads.values()):
             raise TrainingError(f"the fit's loss or gradient became non-finite at step {step}; "
                                 "lower lr or check the program's smooth paths")
@@ -90,6 +95,7 @@ def fit(result: Distillation, cases: Sequence[Mapping[str, Any]],
         "excluded_hidden": len(new_cases) - len(kept), "loss_before": first,
         "loss_after": best_loss, "parameters_before": programs.parameters_to_json(start),
         "parameters_after": programs.parameters_to_json(best),
+        "no_gradient": [name for name, hit in reached.items() if not hit and steps > 0],
         "loss_history": [float(h) for h in history[:: max(1, len(history) // 50)]]})
 
 

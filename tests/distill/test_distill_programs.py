@@ -229,3 +229,18 @@ def test_router_escalations_feed_repair_and_fitted_programs_save(tmp_path):
     loaded = Distillation.load(tuned.save(tmp_path / "tuned"), executor="reference")
     assert loaded.parameters == tuned.parameters != mistuned.parameters
     assert loaded.report["fit"]["steps"] == 50
+
+
+def test_fit_reports_parameters_only_comparisons_reach():
+    from tensorcode.distill import tickets
+    from tensorcode.integrations import load_replies
+
+    generated = tickets.generate(40, 3)
+    cases = [{"features": tickets.features(t.text)} for t in generated]
+    targets = [{"route": tickets.teacher(t.text)} for t in generated]
+    result = distill(tickets.TASK, {"features": (12,)}, cases, targets=targets,
+                     author=RecordedModel([load_replies(tickets.replies_path())[-1]]),
+                     attempts=1, executor="reference")
+    tuned = fit(result, result.design.cases, result.design.targets, steps=5)
+    assert tuned.report["fit"]["no_gradient"] == ["threshold"]  # used only in >=
+    assert tuned.parameters == result.parameters
