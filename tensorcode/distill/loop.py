@@ -8,7 +8,7 @@ from ..errors import DistillationError, TensorCodeError
 from . import program as programs
 from .attempts import (FEEDBACK_POLICY, Attempt, CaseSet, failure_message, score, search,
                        select)
-from .cases import (Case, Contract, infer_contract, normalize_case, normalize_cases,
+from .cases import (Case, Contract, infer_contract, normalize_cases,
                     normalize_contract, split)
 from .report import teacher_vs_truth
 from .result import EXECUTORS, Distillation

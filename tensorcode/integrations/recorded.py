@@ -7,7 +7,6 @@ prompts received are kept so a test or a reader can see what the author was show
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from pathlib import Path

@@ -3,16 +3,14 @@ selection rule, early acceptance, failures and the truth separation."""
 
 from __future__ import annotations
 
-import re
 
-import numpy as np
 import pytest
 
 from distill_fakes import install, threshold_workload
 from tensorcode.distill import DistillationError, distill
 from tensorcode.distill.attempts import Attempt, select
 from tensorcode.distill.cases import format_case, split
-from tensorcode.integrations import ModelError, RecordedModel
+from tensorcode.integrations import RecordedModel
 from tensorcode.errors import TensorCodeError
 
 RULES = {
