@@ -493,6 +493,9 @@ def load_experience(path: Any, operations: Mapping[str, Any],
     every codec tag (records only through the ``codecs`` allowlist). Any failure raises
     ``ArtifactError`` naming the file and field.
     """
+    if not isinstance(operations, Mapping):
+        raise TypeError(f"operations must map names to operations, got "
+                        f"{type(operations).__name__}")
     allow = codecs_module.check_codecs(codecs)
     try:
         size = os.path.getsize(path)

@@ -229,34 +229,34 @@ class Trainer:
         plan_steps: list[tuple] = []
         for k in sorted(needed):
             call = calls[k]
+            kinds: list[tuple] = []
+            if call.operation.replay != "pure":
+                # never re-run: consumers read its recorded result as a constant
+                key.append((k, "recorded"))
+                plan_steps.append((k, call, [("recorded",)]))
+                continue
             if id(call.operation) not in index_of:
                 raise TrainingError(f"call {k} used a {type(call.operation).__name__} that "
                                     "this trainer does not train; build the trainer with "
                                     "every operation the experience binds")
-            kinds: list[tuple] = []
-            if call.operation.replay != "pure":
-                kinds.append(("recorded",))  # consumers read its result as a constant
-            else:
-                refs = [isinstance(i, OutputRef) and calls[i.call].operation.replay == "pure"
-                        for i in call.inputs]
-                if any(refs) and not call.operation.accepts_tensors:
-                    raise TrainingError(
-                        f"call {k}: {type(call.operation).__name__} takes non-tensor input, "
-                        "so another operation's output cannot be a gradient path into it")
-                if any(refs):
-                    for i, is_ref in zip(call.inputs, refs):
-                        if is_ref:
-                            kinds.append(("ref", i.call))
-                        else:
-                            value = _value(calls, i)
-                            array = call.operation.convert([value])[0]
-                            kinds.append(("in", array.shape, array.dtype.name))
-                            arrays.append(array)
+            refs = [isinstance(i, OutputRef) and calls[i.call].operation.replay == "pure"
+                    for i in call.inputs]
+            if any(refs) and not call.operation.accepts_tensors:
+                raise TrainingError(
+                    f"call {k}: {type(call.operation).__name__} takes non-tensor input, "
+                    "so another operation's output cannot be a gradient path into it")
+            # a referenced output's recorded value stands in for it during conversion;
+            # the tape then uses the producing call's Expr at that position
+            converted = call.operation.convert([_value(calls, i) for i in call.inputs])
+            if any(refs) and len(converted) != len(call.inputs):
+                raise TrainingError(f"call {k}: {type(call.operation).__name__}.convert must "
+                                    "give one array per argument to take tensor inputs")
+            for position, array in enumerate(converted):
+                if any(refs) and refs[position]:
+                    kinds.append(("ref", call.inputs[position].call))
                 else:
-                    converted = call.operation.convert([_value(calls, i) for i in call.inputs])
-                    for array in converted:
-                        kinds.append(("in", array.shape, array.dtype.name))
-                        arrays.append(array)
+                    kinds.append(("in", array.shape, array.dtype.name))
+                    arrays.append(array)
             key.append((k, index_of[id(call.operation)], tuple(kinds)))
             plan_steps.append((k, call, kinds))
         supervision_key = []
@@ -405,12 +405,14 @@ def _target_signature(target: Any) -> Any:
     try:
         array = np.asarray(target)
     except Exception:
-        return ("object", type(target).__name__)
-    if array.dtype.kind in "fiub":
+        array = None
+    if array is not None and array.dtype.kind in "fiub":
         return ("array", array.shape, array.dtype.kind)
-    if array.dtype.kind in "UO":
+    if array is not None and array.dtype.kind == "U":
         return ("labels", array.shape)
-    return ("object", type(target).__name__)
+    # a target a custom loss reads as a Python value is recorded into the plan, so
+    # experiences share a plan only when such targets are equal
+    return ("object", type(target).__name__, repr(target))
 
 
 def _check_connected(tape: Tape, loss: Expr, wrt: list[Expr]) -> None:

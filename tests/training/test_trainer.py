@@ -153,6 +153,8 @@ def test_supervising_an_external_result_is_nondifferentiable():
     out = good.run(lambda: layer(hidden))
     good.supervise(out, np.zeros(2), loss="mse", source="test")
     assert trainer.step(good) > 0
+    # an external operation holds no parameters and is never re-run: it need not be bound
+    assert Trainer.from_ops({"layer": layer}, backend=REF).step(good) > 0
 
 
 def test_operations_outside_the_trainer_and_foreign_optimizers_are_refused():
@@ -283,3 +285,42 @@ def test_numba_backend_trains_like_the_reference():
     np.testing.assert_allclose(results[0], results[2], rtol=1e-5)
     for a, b in zip(results[1], results[3]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_flow_through_referenced_outputs_like_one_recorded_network():
+    first, second = Linear(3, 4, seed=1, backend=REF), Linear(4, 2, seed=2, backend=REF)
+    x = np.array([[0.5, -1.0, 2.0], [1.5, 0.0, -0.5]], np.float32)
+    target = np.array([[1.0, -1.0], [0.0, 2.0]], np.float32)
+    # the oracle: the same computation recorded as one network, differentiated eagerly
+    tape = tc.Tape()
+    a, b = tc.nn.Linear(tape, 3, 4), tc.nn.Linear(tape, 4, 2)
+    error = b(a(tape.leaf(x))) - tape.leaf(target)
+    loss = (error * error).mean()
+    network = tape.into_network()
+    params = network.parameters().replace(dict(zip(
+        a.parameters() + b.parameters(),
+        first.parameters.payloads() + second.parameters.payloads())))
+    run = network.forward(params)
+    expected = params.step(run.backward(loss).parameters(params), lambda p, g: p - 0.1 * g)
+
+    session = trace()
+    out = session.run(lambda: second(first(x)))
+    session.supervise(out, target, loss="mse", source="test")
+    trainer = Trainer.from_ops({"first": first, "second": second}, lr=0.1, backend=REF)
+    assert trainer.step(session) == pytest.approx(float(run.of(loss)), rel=1e-6)
+    for got, want in zip(first.parameters.payloads() + second.parameters.payloads(),
+                         expected.payloads()):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_plain_python_between_operations_is_not_a_gradient_path():
+    first, second = Linear(3, 4, seed=1, backend=REF), Linear(4, 2, seed=2, backend=REF)
+    session = trace()
+    out = session.run(lambda: second(first(np.ones((2, 3))) * 2.0))
+    session.supervise(out, np.zeros((2, 2)), loss="mse", source="test")
+    before = [p.copy() for p in first.parameters.payloads()]
+    trainer = Trainer.from_ops({"first": first, "second": second}, lr=0.1, backend=REF)
+    trainer.step(session)
+    assert all(np.array_equal(a, b) for a, b in zip(first.parameters.payloads(), before))
+    assert not np.array_equal(second.parameters.payloads()[0],
+                              Linear(4, 2, seed=2).parameters.payloads()[0])
