@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
 from .parameters import Layout, Parameters, Table
-from .tensorfile import (atomic_write, contiguous, fsync_directory, read_tensors,
+from .tensorfile import (DATA_DIGEST_PLACEHOLDER, TensorFile, atomic_write, fsync_directory,
                          write_tensors)
 
 
@@ -113,7 +113,7 @@ def save(directory: str | os.PathLike, parameters: Parameters, optimizer: Any = 
     manifest, tensors = _collect(parameters, optimizer, steps, progress, generator, modes)
     directory.mkdir(parents=True, exist_ok=True)
     name = f"tensors-{uuid.uuid4().hex[:16]}.safetensors"
-    digest, _ = atomic_write(directory / name, lambda f: write_tensors(f, tensors))
+    digest = atomic_write(directory / name, lambda f: write_tensors(f, tensors, digest="file"))
     manifest["tensors"] = {"file": name, "sha256": digest}
     text = json.dumps(manifest, indent=1, allow_nan=False).encode()
     atomic_write(directory / MANIFEST, lambda f: f.write(text))
@@ -129,12 +129,12 @@ def save_file(path: str | os.PathLike, parameters: Parameters, optimizer: Any = 
     directory checkpoint."""
     path = pathlib.Path(path)
     manifest, tensors = _collect(parameters, optimizer, steps, progress, generator, modes)
-    # The digest of the data section does not depend on the header, so compute it first.
-    data_digest = _data_digest(tensors)
-    manifest["tensors"] = {"file": None, "sha256": data_digest}
+    # The digest covers the data section; the writer fills it into the header once the
+    # bytes are written (a same-length placeholder until then, in a temp file).
+    manifest["tensors"] = {"file": None, "sha256": DATA_DIGEST_PLACEHOLDER}
     metadata = {METADATA_KEY: json.dumps(manifest, allow_nan=False)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda f: write_tensors(f, tensors, metadata))
+    atomic_write(path, lambda f: write_tensors(f, tensors, metadata, digest="data"))
     return path
 
 
@@ -154,29 +154,23 @@ def load(path: str | os.PathLike, parameters: Parameters | Layout, optimizer: An
     if path.is_dir():
         manifest_path = path / MANIFEST
         manifest = _read_manifest(manifest_path)
-        tensor_path = path / _tensor_file_name(manifest, manifest_path)
-        tensors, _, whole, _ = read_tensors(tensor_path)
-        if whole != manifest["tensors"]["sha256"]:
-            raise ArtifactError(f"checksum mismatch: the file hashes to {whole}, "
-                                f"{MANIFEST} records {manifest['tensors']['sha256']} "
-                                "(corrupted or replaced)", path=tensor_path, field="sha256")
+        tensor_file = TensorFile(path / _tensor_file_name(manifest, manifest_path))
+        digest_kind, digest_field = "file", "sha256"
     elif path.is_file():
-        tensor_path = manifest_path = path
-        tensors, metadata, _, data_digest = read_tensors(path)
-        if METADATA_KEY not in metadata:
+        manifest_path = path
+        tensor_file = TensorFile(path)
+        if METADATA_KEY not in tensor_file.metadata:
             raise ArtifactError(f"no {METADATA_KEY!r} entry in the metadata: not a TensorCode "
                                 "checkpoint", path=path, field="__metadata__")
-        manifest = _parse_manifest(metadata[METADATA_KEY], path)
+        manifest = _parse_manifest(tensor_file.metadata[METADATA_KEY], path)
         if manifest["tensors"]["file"] is not None:
             raise ArtifactError("a single-file checkpoint names no other tensor file",
                                 path=path, field="tensors.file")
-        if data_digest != manifest["tensors"]["sha256"]:
-            raise ArtifactError(f"checksum mismatch: the tensor bytes hash to {data_digest}, "
-                                f"the manifest records {manifest['tensors']['sha256']}",
-                                path=path, field="tensors.sha256")
+        digest_kind, digest_field = "data", "tensors.sha256"
     else:
         raise ArtifactError("no checkpoint here (neither a directory nor a file)", path=path)
-    return _restore(manifest, manifest_path, tensor_path, tensors, layout, optimizer, generator)
+    return _restore(manifest, manifest_path, tensor_file, digest_kind, digest_field, layout,
+                    optimizer, generator)
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -237,15 +231,6 @@ def _collect(parameters: Parameters, optimizer: Any, steps: int, progress: Any,
                 "generator": None if generator is None else generator.get_state(),
                 "parameters": entries, "optimizer": optimizer_entry}
     return manifest, tensors
-
-
-def _data_digest(tensors: Mapping[str, np.ndarray]) -> str:
-    import hashlib
-    digest = hashlib.sha256()
-    for array in tensors.values():
-        array = contiguous(array)
-        digest.update(memoryview(array.reshape(-1)).cast("B"))
-    return digest.hexdigest()
 
 
 def _remove_stale(directory: pathlib.Path, keep: str) -> None:
@@ -366,12 +351,26 @@ def _tensor_file_name(manifest: dict, path: pathlib.Path) -> str:
     return name
 
 
-def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_path: pathlib.Path,
-             tensors: dict[str, np.ndarray], layout: Layout, optimizer: Any,
+def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_file: TensorFile,
+             digest_kind: str, digest_field: str, layout: Layout, optimizer: Any,
              generator: Any) -> Restored:
-    """Validate everything against the caller's objects, then commit all at once."""
+    """Validate the manifest and the tensor header against the caller's objects, read the
+    tensors (parameters straight into the new table's buffers) and verify the checksum,
+    validate the optimizer and generator state, then commit all at once."""
+    tensor_path = tensor_file.path
+    entries_in_file = tensor_file.entries
+
     def fail(message: str, field: str, path: pathlib.Path = manifest_path) -> ArtifactError:
         return ArtifactError(message, path=path, field=field)
+
+    def check_tensor(key: str, shape: tuple[int, ...] | None, dtype: str | None) -> None:
+        if key not in entries_in_file:
+            raise fail(f"the tensor file has no tensor {key!r}", key, tensor_path)
+        found_dtype, found_shape = entries_in_file[key]
+        if shape is not None and tuple(found_shape) != tuple(shape):
+            raise fail(f"shape {list(found_shape)}, expected {list(shape)}", key, tensor_path)
+        if dtype is not None and found_dtype != dtype:
+            raise fail(f"dtype {found_dtype}, expected {dtype}", key, tensor_path)
 
     entries = manifest["parameters"]
     keys = parameter_keys(layout)
@@ -379,7 +378,6 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_path: pathlib.P
         raise fail(f"the checkpoint holds {len(entries)} parameters, these parameters have "
                    f"{len(layout)}", "parameters")
     expected_names = set(keys)
-    payloads = []
     for k, (entry, key, slot) in enumerate(zip(entries, keys, layout.slots)):
         where = f"parameters[{k}]"
         if entry["key"] != key or entry["name"] != slot.name:
@@ -391,13 +389,9 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_path: pathlib.P
         if entry["dtype"] != slot.dtype:
             raise fail(f"{key}: dtype {entry['dtype']} in the checkpoint, {slot.dtype} here",
                        where + ".dtype")
-        if key not in tensors:
-            raise fail(f"the tensor file has no tensor {key!r}", key, tensor_path)
-        payloads.append(_tensor(tensors[key], slot.shape, slot.dtype, key, tensor_path))
+        check_tensor(key, slot.shape, slot.dtype)
 
-    # the optimizer's state, as the PyTorch-layout dict it round-trips through
     opt_entry = manifest["optimizer"]
-    commit_optimizer = None
     if optimizer is not None:
         if opt_entry is None:
             raise fail("the checkpoint holds no optimizer state; load without an optimizer "
@@ -406,47 +400,55 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_path: pathlib.P
             raise fail(f"the state belongs to a {opt_entry['type']!r} optimizer, not "
                        f"{optimizer.type_name()!r}: rebuild the same optimizer type",
                        "optimizer.type")
+    state_names: dict[int, list[str]] = {}
     if opt_entry is not None:
         state = opt_entry["state"]
         if not isinstance(state, dict):
             raise fail("optimizer.state must map indices to key lists", "optimizer.state")
-        state_dict_state = {}
         for index, names in state.items():
-            if not (isinstance(index, str) and index.isdigit()) or not isinstance(names, list):
+            if not (isinstance(index, str) and index.isdigit()) or not isinstance(names, list) \
+                    or not all(isinstance(n, str) for n in names):
                 raise fail(f"bad entry {index!r}", f"optimizer.state.{index}")
-            entry = {}
             for name in names:
                 tensor_key = f"optimizer/{index}/{name}"
-                if not isinstance(name, str) or tensor_key not in tensors:
-                    raise fail(f"the tensor file has no tensor {tensor_key!r}", tensor_key,
-                               tensor_path)
+                check_tensor(tensor_key, None, None)
                 expected_names.add(tensor_key)
-                entry[name] = np.array(tensors[tensor_key], copy=True)
-            state_dict_state[int(index)] = entry
-        extra = sorted(set(tensors) - expected_names)
-        if extra:
-            raise fail(f"unexpected tensors {extra[:5]} (renamed or from another program)",
-                       extra[0], tensor_path)
-        if optimizer is not None:
-            groups = opt_entry["param_groups"]
-            if isinstance(groups, list):
-                groups = [dict(g, betas=tuple(g["betas"])) if isinstance(g, dict) and
-                          isinstance(g.get("betas"), list) else g for g in groups]
-            try:
-                commit_optimizer = optimizer._prepare_load(
-                    {"state": state_dict_state, "param_groups": groups}, layout)
-            except (TensorCodeError, TypeError, ValueError) as error:
-                raise fail(str(error), "optimizer") from error
-    else:
-        extra = sorted(set(tensors) - expected_names)
-        if extra:
-            raise fail(f"unexpected tensors {extra[:5]} (renamed or from another program)",
-                       extra[0], tensor_path)
+            state_names[int(index)] = names
+    extra = sorted(set(entries_in_file) - expected_names)
+    if extra:
+        raise fail(f"unexpected tensors {extra[:5]} (renamed or from another program)",
+                   extra[0], tensor_path)
+    if generator is not None and manifest["generator"] is None:
+        raise fail("the checkpoint holds no generator state", "generator")
 
-    commit_generator = None
+    # read: parameters straight into the flat buffers the new table will own
+    buffers = {d: np.empty(n, dtype=d) for d, n in layout.sizes.items()}
+    targets = {key: buffers[slot.dtype][slot.offset:slot.offset + slot.size].reshape(slot.shape)
+               for key, slot in zip(keys, layout.slots)}
+    tensors, digest = tensor_file.read(targets, digest=digest_kind)
+    recorded = manifest["tensors"]["sha256"]
+    if digest != recorded:
+        raise fail(f"checksum mismatch: the "
+                   f"{'file hashes' if digest_kind == 'file' else 'tensor bytes hash'} to {digest}, the manifest records {recorded} (corrupted or "
+                   "replaced)", digest_field, tensor_path)
+
+    commit_optimizer = None
+    if optimizer is not None:
+        state_dict_state = {index: {name: tensors[f"optimizer/{index}/{name}"]
+                                    for name in names}
+                            for index, names in state_names.items()}
+        groups = opt_entry["param_groups"]
+        if isinstance(groups, list):
+            groups = [dict(g, betas=tuple(g["betas"])) if isinstance(g, dict) and
+                      isinstance(g.get("betas"), list) else g for g in groups]
+        try:
+            commit_optimizer = optimizer._prepare_load(
+                {"state": state_dict_state, "param_groups": groups}, layout)
+        except (TensorCodeError, TypeError, ValueError) as error:
+            raise fail(str(error), "optimizer") from error
+
+    restore_generator = False
     if generator is not None:
-        if manifest["generator"] is None:
-            raise fail("the checkpoint holds no generator state", "generator")
         probe = generator.clone()
         try:
             probe.set_state(manifest["generator"])
@@ -455,31 +457,19 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_path: pathlib.P
             prefix = f"field {error.field!r}: "
             raise fail(message[len(prefix):] if message.startswith(prefix) else message,
                        error.field or "generator") from error
-        commit_generator = probe
+        restore_generator = True
 
-    from .parameters import Parameters as _Parameters
-    restored = _Parameters._from_payloads(layout, payloads)
+    restored = Parameters._from_buffers(layout, buffers)
     # everything is valid: commit (none of these can fail now)
     if commit_optimizer is not None:
         commit_optimizer()
-    if commit_generator is not None:
+    if restore_generator:
         generator.set_state(manifest["generator"])  # proven valid on the probe above
     return Restored(parameters=restored, steps=manifest["steps"],
                     progress=manifest["progress"], modes=manifest["modes"],
                     optimizer_type=None if opt_entry is None else opt_entry["type"],
-                    generator_restored=commit_generator is not None, path=tensor_path,
+                    generator_restored=restore_generator, path=tensor_path,
                     manifest=manifest)
-
-
-def _tensor(array: np.ndarray, shape: tuple[int, ...], dtype: str, key: str,
-            path: pathlib.Path) -> np.ndarray:
-    if tuple(array.shape) != tuple(shape):
-        raise ArtifactError(f"shape {list(array.shape)}, expected {list(shape)}", path=path,
-                            field=key)
-    if array.dtype.name != dtype:
-        raise ArtifactError(f"dtype {array.dtype.name}, expected {dtype}", path=path,
-                            field=key)
-    return array
 
 
 __all__ = ["named_snapshot", "named_restore", "save", "save_file", "load", "Restored",

@@ -30,7 +30,7 @@ DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64",
 _NUMPY = {code: name for name, code in DTYPES.items()}
 #: a header larger than this is refused before it is parsed
 MAX_HEADER_BYTES = 100 * 1024 * 1024
-_CHUNK = 1 << 24
+_CHUNK = 1 << 20  # small enough that a chunk is still in cache when it is hashed
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> Any:
@@ -64,6 +64,53 @@ def fsync_directory(directory: str | os.PathLike) -> None:
         os.close(fd)
 
 
+#: a 64-character stand-in a manifest may carry for the SHA-256 of the data section;
+#: ``write_tensors(..., digest="data")`` fills it in once the bytes are written
+DATA_DIGEST_PLACEHOLDER = "sha256-of-the-data-section-follows-" + "0" * 29
+_HASH_IN_THREAD_BYTES = 1 << 22
+
+
+class _Hasher:
+    """SHA-256 fed chunk by chunk; above a few MiB a worker thread hashes while the
+    caller reads or writes the next chunk (hashlib and file I/O release the GIL)."""
+
+    def __init__(self, first: bytes = b"", threaded: bool = False) -> None:
+        self._hash = hashlib.sha256(first)
+        self._queue = None
+        if threaded:
+            import queue
+            import threading
+            self._queue = queue.Queue(maxsize=8)
+            self._thread = threading.Thread(target=self._work, daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            chunk = self._queue.get()
+            if chunk is None:
+                return
+            self._hash.update(chunk)
+
+    def update(self, chunk: memoryview) -> None:
+        if self._queue is None:
+            self._hash.update(chunk)
+        else:
+            self._queue.put(chunk)
+
+    def hexdigest(self) -> str:
+        if self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._queue = None
+        return self._hash.hexdigest()
+
+    def abandon(self) -> None:
+        if self._queue is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._queue = None
+
+
 def _header(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None) -> bytes:
     header: dict[str, Any] = {}
     if metadata:
@@ -81,28 +128,42 @@ def _header(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | Non
     return struct.pack("<Q", len(text)) + text
 
 
+def _chunks(array: np.ndarray):
+    view = memoryview(array.reshape(-1)).cast("B")
+    for start in range(0, len(view), _CHUNK):
+        yield view[start:start + _CHUNK]
+
+
 def write_tensors(handle: BinaryIO, tensors: Mapping[str, np.ndarray],
-                  metadata: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """Write a safetensors file to ``handle``; returns the SHA-256 of the whole file and
-    of its data section (the tensor bytes alone)."""
+                  metadata: Mapping[str, str] | None = None, digest: str = "file") -> str:
+    """Write a safetensors file to ``handle`` (seekable) and return the SHA-256 of the
+    whole file (``digest="file"``) or of its data section alone (``"data"``). With
+    ``"data"``, a ``DATA_DIGEST_PLACEHOLDER`` in the metadata is replaced by that digest
+    after the bytes are written (same length, so no offset moves)."""
+    if digest not in ("file", "data"):
+        raise ValueError(f"digest must be 'file' or 'data', got {digest!r}")
     arrays = {name: _little_endian(contiguous(a)) for name, a in tensors.items()}
     header = _header(arrays, metadata)
-    whole, data = hashlib.sha256(header), hashlib.sha256()
-    handle.write(header)
-    for array in arrays.values():
-        view = memoryview(array.reshape(-1)).cast("B")
-        for start in range(0, len(view), _CHUNK):
-            chunk = view[start:start + _CHUNK]
-            handle.write(chunk)
-            whole.update(chunk)
-            data.update(chunk)
-    return whole.hexdigest(), data.hexdigest()
-
-
-def contiguous(array: np.ndarray) -> np.ndarray:
-    """``array`` in C order (0-d arrays stay 0-d, unlike ``np.ascontiguousarray``)."""
-    array = np.asarray(array)
-    return array if array.flags.c_contiguous else np.array(array, order="C")
+    total = sum(a.nbytes for a in arrays.values())
+    hasher = _Hasher(header if digest == "file" else b"",
+                     threaded=total >= _HASH_IN_THREAD_BYTES)
+    try:
+        handle.write(header)
+        for array in arrays.values():
+            for chunk in _chunks(array):
+                handle.write(chunk)
+                hasher.update(chunk)
+    except BaseException:
+        hasher.abandon()
+        raise
+    result = hasher.hexdigest()
+    placeholder = DATA_DIGEST_PLACEHOLDER.encode()
+    if digest == "data" and placeholder in header:
+        handle.flush()
+        handle.seek(0)
+        handle.write(header.replace(placeholder, result.encode()))
+        handle.seek(0, os.SEEK_END)
+    return result
 
 
 def _little_endian(array: np.ndarray) -> np.ndarray:
@@ -111,89 +172,138 @@ def _little_endian(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def contiguous(array: np.ndarray) -> np.ndarray:
+    """``array`` in C order (0-d arrays stay 0-d, unlike ``np.ascontiguousarray``)."""
+    array = np.asarray(array)
+    return array if array.flags.c_contiguous else np.array(array, order="C")
+
+
+class TensorFile:
+    """A safetensors file whose header has been read and validated; ``read`` then
+    streams the tensors into arrays (the caller's, where given) while hashing them.
+
+    ``entries`` maps each name to ``(dtype name, shape)`` in file order."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = pathlib.Path(path)
+        path = self.path
+        try:
+            size = path.stat().st_size
+            with open(path, "rb") as handle:
+                prefix = handle.read(8)
+                if len(prefix) < 8:
+                    raise ArtifactError(f"truncated: {size} bytes is shorter than the 8-byte "
+                                        "header length", path=path, field="header")
+                (length,) = struct.unpack("<Q", prefix)
+                if length > MAX_HEADER_BYTES or 8 + length > size:
+                    raise ArtifactError(f"header length {length} does not fit the file's "
+                                        f"{size} bytes (truncated or not a safetensors file)",
+                                        path=path, field="header")
+                text = handle.read(length)
+        except OSError as error:
+            raise ArtifactError(f"cannot read the tensor file: {error.strerror or error}",
+                                path=path) from error
+        self.header_bytes = prefix + text
+        self.data_size = size - 8 - length
+        try:
+            header = json.loads(text.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ArtifactError(f"the header is not valid JSON: {error}", path=path,
+                                field="header") from error
+        if not isinstance(header, dict):
+            raise ArtifactError("the header must be a JSON object", path=path, field="header")
+        metadata = header.pop("__metadata__", None) or {}
+        if not isinstance(metadata, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise ArtifactError("__metadata__ must map strings to strings", path=path,
+                                field="__metadata__")
+        self.metadata: dict[str, str] = metadata
+        spans = []
+        for name, entry in header.items():
+            field = f"tensor {name}"
+            if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+                raise ArtifactError("expected {dtype, shape, data_offsets}", path=path,
+                                    field=field)
+            dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+            if dtype not in _NUMPY:
+                raise ArtifactError(f"unknown dtype {dtype!r}", path=path,
+                                    field=field + ".dtype")
+            if not isinstance(shape, list) or not all(
+                    isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+                raise ArtifactError(f"bad shape {shape!r}", path=path, field=field + ".shape")
+            if not (isinstance(offsets, list) and len(offsets) == 2 and
+                    all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+                raise ArtifactError(f"bad data_offsets {offsets!r}", path=path,
+                                    field=field + ".data_offsets")
+            itemsize = np.dtype(_NUMPY[dtype]).itemsize
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            if offsets[1] - offsets[0] != count * itemsize:
+                raise ArtifactError(f"data_offsets {offsets} hold {offsets[1] - offsets[0]} "
+                                    f"bytes, shape {shape} of {dtype} needs "
+                                    f"{count * itemsize}", path=path,
+                                    field=field + ".data_offsets")
+            spans.append((offsets[0], offsets[1], name, _NUMPY[dtype], tuple(shape)))
+        spans.sort()
+        cursor = 0
+        for begin, end, name, *_ in spans:
+            if begin != cursor:
+                raise ArtifactError(f"data_offsets leave a gap or overlap at byte {cursor}",
+                                    path=path, field=f"tensor {name}.data_offsets")
+            cursor = end
+        if cursor != self.data_size:
+            raise ArtifactError(f"the data section holds {self.data_size} bytes but the "
+                                f"header describes {cursor} (truncated or padded)",
+                                path=path, field="data")
+        self.entries: dict[str, tuple[str, tuple[int, ...]]] = {
+            name: (dtype, shape) for _, _, name, dtype, shape in spans}
+
+    def read(self, targets: Mapping[str, np.ndarray] | None = None, digest: str = "file"
+             ) -> tuple[dict[str, np.ndarray], str]:
+        """Every tensor, read straight into ``targets[name]`` where given (a writable
+        C-contiguous array of the entry's shape and dtype) or a new array, and the
+        SHA-256 of the whole file (``"file"``) or of the data section (``"data"``)."""
+        targets = targets or {}
+        path = self.path
+        hasher = _Hasher(self.header_bytes if digest == "file" else b"",
+                         threaded=self.data_size >= _HASH_IN_THREAD_BYTES)
+        result: dict[str, np.ndarray] = {}
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(len(self.header_bytes))
+                for name, (dtype, shape) in self.entries.items():
+                    array = targets.get(name)
+                    if array is None:
+                        array = np.empty(shape, dtype=np.dtype(dtype))
+                    elif array.shape != shape or array.dtype.name != dtype or \
+                            not array.flags.c_contiguous or not array.flags.writeable:
+                        raise ValueError(f"target for {name!r} must be a writable C-order "
+                                         f"{dtype}{list(shape)}")
+                    for chunk in _chunks(array):
+                        got = handle.readinto(chunk)
+                        if got != len(chunk):
+                            raise ArtifactError("the file ended early (truncated while "
+                                                "reading)", path=path, field=f"tensor {name}")
+                        hasher.update(chunk)
+                    result[name] = array
+        except OSError as error:
+            hasher.abandon()
+            raise ArtifactError(f"cannot read the tensor file: {error.strerror or error}",
+                                path=path) from error
+        except BaseException:
+            hasher.abandon()
+            raise
+        return result, hasher.hexdigest()
+
+
 def read_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str], str, str]:
     """``(tensors, metadata, file_sha256, data_sha256)`` from a safetensors file, every
-    header field validated; the arrays are views into one private buffer. Raises
-    ``ArtifactError`` naming the file and the field on any defect."""
-    path = pathlib.Path(path)
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            raw = bytearray(size)
-            view = memoryview(raw)
-            got = 0
-            while got < size:
-                n = handle.readinto(view[got:])
-                if not n:
-                    break
-                got += n
-    except OSError as error:
-        raise ArtifactError(f"cannot read the tensor file: {error.strerror or error}",
-                            path=path) from error
-    if got != size:
-        raise ArtifactError(f"the file shrank while it was read ({got} of {size} bytes)",
-                            path=path)
-    if size < 8:
-        raise ArtifactError(f"truncated: {size} bytes is shorter than the 8-byte header "
-                            "length", path=path, field="header")
-    (length,) = struct.unpack("<Q", raw[:8])
-    if length > MAX_HEADER_BYTES or 8 + length > size:
-        raise ArtifactError(f"header length {length} does not fit the file's {size} bytes "
-                            "(truncated or not a safetensors file)", path=path, field="header")
-    whole = hashlib.sha256(view).hexdigest()
-    data_view = view[8 + length:]
-    data_digest = hashlib.sha256(data_view).hexdigest()
-    try:
-        header = json.loads(bytes(raw[8:8 + length]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ArtifactError(f"the header is not valid JSON: {error}", path=path,
-                            field="header") from error
-    if not isinstance(header, dict):
-        raise ArtifactError("the header must be a JSON object", path=path, field="header")
-    metadata = header.pop("__metadata__", None) or {}
-    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                 for k, v in metadata.items()):
-        raise ArtifactError("__metadata__ must map strings to strings", path=path,
-                            field="__metadata__")
-    spans = []
-    for name, entry in header.items():
-        field = f"tensor {name}"
-        if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
-            raise ArtifactError("expected {dtype, shape, data_offsets}", path=path, field=field)
-        dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-        if dtype not in _NUMPY:
-            raise ArtifactError(f"unknown dtype {dtype!r}", path=path, field=field + ".dtype")
-        if not isinstance(shape, list) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-            raise ArtifactError(f"bad shape {shape!r}", path=path, field=field + ".shape")
-        if not (isinstance(offsets, list) and len(offsets) == 2 and
-                all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
-            raise ArtifactError(f"bad data_offsets {offsets!r}", path=path,
-                                field=field + ".data_offsets")
-        itemsize = np.dtype(_NUMPY[dtype]).itemsize
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        if offsets[1] - offsets[0] != count * itemsize:
-            raise ArtifactError(f"data_offsets {offsets} hold {offsets[1] - offsets[0]} bytes, "
-                                f"shape {shape} of {dtype} needs {count * itemsize}",
-                                path=path, field=field + ".data_offsets")
-        spans.append((offsets[0], offsets[1], name, _NUMPY[dtype], shape, count))
-    spans.sort()
-    cursor = 0
-    for begin, end, name, *_ in spans:
-        if begin != cursor:
-            raise ArtifactError(f"data_offsets leave a gap or overlap at byte {cursor}",
-                                path=path, field=f"tensor {name}.data_offsets")
-        cursor = end
-    if cursor != len(data_view):
-        raise ArtifactError(f"the data section holds {len(data_view)} bytes but the header "
-                            f"describes {cursor} (truncated or padded)", path=path,
-                            field="data")
-    base = 8 + length
-    tensors = {}
-    for begin, _end, name, dtype, shape, count in spans:
-        tensors[name] = np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<"),
-                                      count=count, offset=base + begin).reshape(shape)
-    return tensors, metadata, whole, data_digest
+    header field validated. Raises ``ArtifactError`` naming the file and the field."""
+    tensor_file = TensorFile(path)
+    tensors, whole = tensor_file.read(digest="file")
+    data = hashlib.sha256()
+    for array in tensors.values():
+        data.update(memoryview(contiguous(array).reshape(-1)).cast("B"))
+    return tensors, tensor_file.metadata, whole, data.hexdigest()
 
 
 __all__ = ["atomic_write", "fsync_directory", "write_tensors", "read_tensors", "DTYPES",

@@ -1,0 +1,92 @@
+"""Checkpoint save and load throughput (MB/s) against safetensors alone.
+
+``tc.checkpoint.save``/``load`` of a directory checkpoint (and the single-file form)
+against ``safetensors.numpy.save_file``/``load_file`` on the same float32 parameters, in
+the same run. A TensorCode save also computes the file's SHA-256, fsyncs the file and
+the directory, renames atomically and writes ``training.json``; a load verifies the
+checksum and every name, shape and dtype. ``save_file`` does none of that, so a
+``save_file + fsync`` row shows what durability alone costs.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import tempfile
+
+import numpy as np
+
+from .harness import Row, median_time
+
+SUITE = "checkpoint"
+TENSORS = 4
+
+
+def run(quick: bool) -> list[Row]:
+    import tensorcode as tc
+    from safetensors.numpy import load_file, save_file
+
+    nbytes = 10_000_000 if quick else 100_000_000
+    repeat = 5 if quick else 7
+    note_size = "; --quick: 1e7 bytes stand in for 1e8" if quick else ""
+    rng = np.random.default_rng(0)
+    tape = tc.Tape()
+    per = nbytes // 4 // TENSORS
+    for k in range(TENSORS):
+        tape.parameter(rng.standard_normal(per).astype(np.float32), name=f"layer{k}.weights")
+    network = tape.into_network()
+    parameters = network.parameters()
+    total = sum(p.nbytes for p in parameters.payloads())
+    named = dict(zip(tc.checkpoint.parameter_keys(parameters.layout), parameters.payloads()))
+    root = pathlib.Path(tempfile.mkdtemp(prefix="tensorcode-bench-ckpt-"))
+    rows: list[Row] = []
+    megabytes = total / 1e6
+
+    def rate(seconds: float) -> float:
+        return megabytes / seconds
+
+    try:
+        directory = root / "ckpt"
+        single = root / "single.safetensors"
+        plain = root / "plain.safetensors"
+
+        def save_plain_fsync() -> None:
+            save_file(named, str(plain))
+            fd = os.open(plain, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        work = f"save {total / 1e6:.0f} MB f32"
+        savers = [
+            ("tensorcode", lambda: tc.checkpoint.save(directory, parameters),
+             "directory: sha256 + fsync + atomic rename + training.json", True),
+            ("tensorcode single file", lambda: tc.checkpoint.save_file(single, parameters),
+             "one safetensors file, manifest in metadata", False),
+            ("safetensors save_file", lambda: save_file(named, str(plain)),
+             "no checksum, no fsync, not atomic", False),
+            ("save_file + fsync", save_plain_fsync, "no checksum, not atomic", False),
+        ]
+        for peer, fn, note, base in savers:
+            seconds = median_time(fn, repeat=repeat, warmup=1)
+            rows.append(Row(SUITE, work, peer, rate(seconds), unit="MB/s",
+                            lower_is_better=False, note=note + note_size, baseline=base))
+
+        work = f"load {total / 1e6:.0f} MB f32"
+        template = network.parameters()
+        loaders = [
+            ("tensorcode", lambda: tc.checkpoint.load(directory, template),
+             "verifies sha256, names, shapes, dtypes; builds a table", True),
+            ("tensorcode single file", lambda: tc.checkpoint.load(single, template),
+             "same checks", False),
+            ("safetensors load_file", lambda: load_file(str(plain)), "no checks", False),
+        ]
+        for peer, fn, note, base in loaders:
+            seconds = median_time(fn, repeat=repeat, warmup=1)
+            rows.append(Row(SUITE, work, peer, rate(seconds), unit="MB/s",
+                            lower_is_better=False, note=note + note_size, baseline=base))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
