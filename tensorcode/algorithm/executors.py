@@ -150,12 +150,7 @@ class CompiledExecutor(Executor):
         picks = [(name, k, a, b, shape)
                  for name, (k, a, b, shape) in zip(self._output_names, slices)]
         if all(shape == () and k == 0 for _, k, _, _, shape in picks):
-            positions = [(name, a) for name, _, a, _, _ in picks]
-
-            def call_scalars(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-                out = run(feeds[only])[0]
-                return {name: out[a] for name, a in positions}
-            return call_scalars
+            return _scalar_reader(run, only, [(name, a) for name, _, a, _, _ in picks])
 
         def call_general(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
             outs = run(feeds[only])
@@ -174,6 +169,37 @@ class CompiledExecutor(Executor):
         run = self.plan.forward_batch(parameters, {symbol: feeds[name]
                                                    for name, symbol in self._feed_symbols})
         return {name: np.array(run.of(symbol)) for name, symbol in self.output_items}
+
+
+def _scalar_reader(run: Callable, only: str, positions: list[tuple[str, int]]) -> Callable:
+    """A single-call function for programs whose outputs are all scalars. Literal dicts
+    for the common one to three outputs: a comprehension costs more than the call."""
+    if len(positions) == 1:
+        (n0, a0), = positions
+
+        def one(feeds):
+            out = run(feeds[only])[0]
+            return {n0: out[a0]}
+        return one
+    if len(positions) == 2:
+        (n0, a0), (n1, a1) = positions
+
+        def two(feeds):
+            out = run(feeds[only])[0]
+            return {n0: out[a0], n1: out[a1]}
+        return two
+    if len(positions) == 3:
+        (n0, a0), (n1, a1), (n2, a2) = positions
+
+        def three(feeds):
+            out = run(feeds[only])[0]
+            return {n0: out[a0], n1: out[a1], n2: out[a2]}
+        return three
+
+    def many(feeds):
+        out = run(feeds[only])[0]
+        return {name: out[a] for name, a in positions}
+    return many
 
 
 def make_executor(name: str, program: CompiledProgram) -> Executor:

@@ -84,3 +84,35 @@ def test_compiled_executor_never_falls_back_to_the_reference(monkeypatch):
         algorithms.compile(source, INPUTS, OUTPUTS, parameters)
     with pytest.raises(CompileError, match="compiled plans"):
         algorithms.compile(source, INPUTS, OUTPUTS, parameters, executor="compiled")
+
+
+GENERAL = '''
+def score(features, bias, w):
+    rows = features.reshape(3, 4)
+    scores = rows @ w + bias.reshape(3, 1)
+    return {"scores": scores, "best": scores.max(), "rows": rows.sum(axis=1, keepdims=True)}
+'''
+
+
+def test_compiled_general_outputs_and_several_inputs_match_reference(compiled_or_reason):
+    """Vector and matrix outputs, two inputs and a parameter: the plan's public bound
+    path rather than the scalar fast path."""
+    _, reason = compiled_or_reason
+    if reason is not None:
+        pytest.skip(f"compiled plans are not available here: {reason[:300]}")
+    contract = ({"features": (12,), "bias": (3,)},
+                {"scores": (3, 2), "best": (), "rows": (3, 1)}, {"w": [[1, 2], [3, 4],
+                                                                      [5, 6], [7, 8]]})
+    compiled = algorithms.compile(GENERAL, *contract, executor="compiled")
+    reference = algorithms.compile(GENERAL, *contract, executor="reference")
+    rng = np.random.default_rng(3)
+    cases = [{"features": rng.normal(size=12), "bias": rng.normal(size=3)} for _ in range(20)]
+    assert algorithms.compare(compiled, reference, cases, atol=1e-12, rtol=1e-12).ok
+    batch = {"features": np.stack([c["features"] for c in cases]),
+             "bias": np.stack([c["bias"] for c in cases])}
+    a, b = compiled.batch(batch), reference.batch(batch)
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], rtol=1e-12)
+    first = compiled(cases[0])
+    first["scores"][0, 0] = 1e9  # results belong to the caller: the next call is fresh
+    assert compiled(cases[0])["scores"][0, 0] != 1e9
