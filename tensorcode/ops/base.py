@@ -134,6 +134,11 @@ class Operation:
         self._parameters = Parameters._from_payloads(self._state_network.layout,
                                                      list(payloads))
 
+    def _adopt_buffers(self, buffers: dict[str, np.ndarray]) -> None:
+        """Take read-only flat buffers (one per dtype, exactly this table's sizes) as the
+        new table without copying; the Trainer shares its buffers this way."""
+        self._parameters = Parameters._from_buffers(self._state_network.layout, buffers)
+
     def named_parameters(self) -> list[tuple[str, np.ndarray]]:
         """``(path, payload)`` in recording order."""
         return list(zip(self._names, self._parameters.payloads()))

@@ -79,11 +79,18 @@ class Trainer:
                 tape.parameter(np.zeros(payload.shape, payload.dtype), name=f"{name}.{path}")
         self._network = tape.into_network()
         self._layout = self._network.layout
-        self._slices: list[tuple[Operation, int, int]] = []
+        # each operation's slots of one dtype are one contiguous span of the trainer's
+        # buffer for that dtype, so an operation's table is a view of the trainer's
+        self._spans: list[tuple[Operation, dict[str, tuple[int, int]]]] = []
         payloads: list[np.ndarray] = []
+        slots = self._layout.slots
         for _, op in self._owners:
             current = op.parameters.payloads()
-            self._slices.append((op, len(payloads), len(payloads) + len(current)))
+            spans: dict[str, tuple[int, int]] = {}
+            for slot in slots[len(payloads):len(payloads) + len(current)]:
+                start, stop = spans.get(slot.dtype, (slot.offset, slot.offset))
+                spans[slot.dtype] = (start, slot.offset + slot.size)
+            self._spans.append((op, spans))
             payloads += current
         self._parameters = Parameters._from_payloads(self._layout, payloads)
         self.optimizer = self._make_optimizer(optimizer)
@@ -142,9 +149,9 @@ class Trainer:
         return self._parameters
 
     def _adopt(self, table: Parameters) -> None:
-        payloads = table.payloads()
-        for op, start, stop in self._slices:
-            op.load_payloads(payloads[start:stop])
+        buffers = table.buffers()
+        for op, spans in self._spans:
+            op._adopt_buffers({d: buffers[d][a:b] for d, (a, b) in spans.items()})
         self._parameters = table
 
     def modes(self) -> dict[str, bool]:
@@ -201,10 +208,13 @@ class Trainer:
             raise TrainingError(f"the loss is {loss}: nonfinite, so no update was made; "
                                 "lower the learning rate or check the targets")
         gradients = run.recorded_gradients(lowered.adjoints)
-        for slot, g in zip(self._layout.slots, gradients.payloads()):
-            if not np.all(np.isfinite(g)):
-                raise TrainingError(f"the gradient of {slot.name} holds NaN or infinity; no "
-                                    "update was made")
+        for buffer in gradients.buffers().values():
+            # min and max propagate NaN and reach infinities: two fast reductions
+            if buffer.size and not (np.isfinite(buffer.min()) and np.isfinite(buffer.max())):
+                bad = [s.name for s, g in zip(self._layout.slots, gradients.payloads())
+                       if not np.all(np.isfinite(g))]
+                raise TrainingError(f"the gradient of {', '.join(bad)} holds NaN or infinity "
+                                    "(nonfinite); no update was made")
         gradients = rewrap(gradients, self._layout, Gradients)
         updated = self.optimizer.step(self._parameters, gradients, self.lr)
         self._adopt(updated)

@@ -324,3 +324,18 @@ def test_plain_python_between_operations_is_not_a_gradient_path():
     assert all(np.array_equal(a, b) for a, b in zip(first.parameters.payloads(), before))
     assert not np.array_equal(second.parameters.payloads()[0],
                               Linear(4, 2, seed=2).parameters.payloads()[0])
+
+
+def test_operation_tables_are_immutable_snapshots_between_steps():
+    encoder, head = program()
+    (session,) = experiences(encoder, head, DATA[:1])
+    trainer = Trainer.from_ops({"encoder": encoder, "head": head}, lr=0.5)
+    trainer.step(session)
+    kept = head.parameters
+    copy = [p.copy() for p in kept.payloads()]
+    for _ in range(3):
+        trainer.step(session)
+    assert all(np.array_equal(a, b) for a, b in zip(kept.payloads(), copy))
+    assert not np.array_equal(head.parameters.payloads()[0], copy[0])
+    np.testing.assert_array_equal(head.parameters.payloads()[1],
+                                  trainer.parameters.payloads()[-1])
