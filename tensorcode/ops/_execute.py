@@ -58,14 +58,41 @@ class Executor:
         self.outputs = list(outputs)
         self.backend = resolve_backend(backend)
         self.plan = lower(network, self.outputs, self.backend)
+        self._last: tuple[Parameters, Parameters] | None = None
+        self._bound: Any = None
+        position = {id(symbol): k for k, symbol in enumerate(self.inputs)}
+        self._order = [position[id(symbol)] for symbol in self.plan.inputs()]
 
     def forward(self, parameters: Parameters, arrays: Sequence[np.ndarray]) -> Any:
-        table = rewrap(parameters, self.network.layout)
+        last = self._last  # tables are immutable: the same table rewraps the same way
+        if last is not None and last[0] is parameters:
+            table = last[1]
+        else:
+            table = rewrap(parameters, self.network.layout)
+            self._last = (parameters, table)
         feeds = {symbol: array for symbol, array in zip(self.inputs, arrays)}
         return self.plan.forward(table, feeds)
 
     def run(self, parameters: Parameters, arrays: Sequence[np.ndarray]) -> np.ndarray:
-        return self.forward(parameters, arrays).of(self.outputs[0])
+        """The first output, through the plan's bound low-overhead call. The arrays must
+        have exactly the input types this executor was lowered for (operations key
+        their executors by those types); they are checked here, because a bound call
+        does not check them."""
+        if len(arrays) != len(self.inputs):
+            raise TensorCodeError(f"expected {len(self.inputs)} inputs, got {len(arrays)}")
+        for symbol, array in zip(self.inputs, arrays):
+            if array.shape != symbol.shape or array.dtype.name != symbol.dtype:
+                raise TensorCodeError(f"internal: input {array.dtype.name}"
+                                      f"{list(array.shape)} does not match the lowered "
+                                      f"{symbol.type}")
+        last = self._bound  # tables are immutable: one binding per table
+        if last is not None and last[0] is parameters:
+            bound = last[1]
+        else:
+            bound = self.plan.bind(rewrap(parameters, self.network.layout))
+            self._bound = (parameters, bound)
+        outs = bound(*[np.ascontiguousarray(arrays[k]) for k in self._order])
+        return outs[0]
 
 
 __all__ = ["DEFAULT_BACKEND", "BACKENDS", "resolve_backend", "lower", "rewrap", "Executor"]
