@@ -168,7 +168,8 @@ class CompiledExecutor(Executor):
                   ) -> dict[str, np.ndarray]:
         run = self.plan.forward_batch(parameters, {symbol: feeds[name]
                                                    for name, symbol in self._feed_symbols})
-        return {name: np.array(run.of(symbol)) for name, symbol in self.output_items}
+        # run_batch allocates its output buffer per call, so its views are the caller's
+        return {name: run.of(symbol) for name, symbol in self.output_items}
 
 
 def _scalar_reader(run: Callable, only: str, positions: list[tuple[str, int]]) -> Callable:
