@@ -339,3 +339,41 @@ def test_operation_tables_are_immutable_snapshots_between_steps():
     assert not np.array_equal(head.parameters.payloads()[0], copy[0])
     np.testing.assert_array_equal(head.parameters.payloads()[1],
                                   trainer.parameters.payloads()[-1])
+
+
+def test_fit_checks_every_experience_before_the_first_update():
+    layer = Linear(2, 1, backend=REF)
+    good, bad = trace(), trace()
+    out = good.run(lambda: layer(np.ones(2)))
+    good.supervise(out, np.zeros(1), loss="mse", source="test")
+    out = bad.run(lambda: layer(np.ones(2)))
+    bad.supervise(out, np.zeros(1), loss="ignores_output", source="test")
+    trainer = Trainer.from_ops({"layer": layer}, backend=REF,
+                               losses={"ignores_output": lambda o, t: t.sum()})
+    before = [p.copy() for p in trainer.parameters.payloads()]
+    with pytest.raises(TrainingError, match="disconnected"):
+        trainer.fit([good, bad], epochs=3, progress=False)
+    assert _unchanged(trainer, before)
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch):
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    layer = Linear(2, 1, backend=REF)
+    session = trace()
+    out = session.run(lambda: layer(np.ones(2)))
+    session.supervise(out, np.zeros(1), loss="mse", source="test")
+    trainer = Trainer.from_ops({"layer": layer}, backend=REF)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    trainer.fit([session], epochs=2)
+    assert "2/2" in terminal.getvalue()
+    pipe = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", pipe)
+    trainer.fit([session], epochs=2)
+    assert pipe.getvalue() == ""
