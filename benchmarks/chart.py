@@ -52,6 +52,11 @@ def ratios(rows: list[Row]) -> list[Ratio]:
     return found
 
 
+def _times(value: float) -> str:
+    """A ratio as the table prints it, with more digits where two decimals say 0.00."""
+    return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"
+
+
 def write_chart(rows: list[Row], path: str | pathlib.Path) -> pathlib.Path:
     """Draw the ratios of ``rows`` and write them to ``path`` (PNG or SVG, atomically)."""
     bars = ratios(rows)
@@ -72,20 +77,26 @@ def write_chart(rows: list[Row], path: str | pathlib.Path) -> pathlib.Path:
 
     workloads = list(dict.fromkeys((bar.suite, bar.workload) for bar in bars))
     peers = list(dict.fromkeys(bar.peer for bar in bars))
-    height = 0.8 / len(peers)
-    figure = Figure(figsize=(10.0, max(3.0, 1.6 + 0.32 * len(bars) + 0.2 * len(workloads))),
+    figure = Figure(figsize=(11.0, max(3.0, 1.6 + 0.32 * len(bars) + 0.2 * len(workloads))),
                     dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
+    # each workload's band is shared by its own peers only; a peer keeps one colour
+    positions: dict[str, list[float]] = {peer: [] for peer in peers}
+    values: dict[str, list[float]] = {peer: [] for peer in peers}
+    for row, key in enumerate(workloads):
+        present = [bar for bar in bars if (bar.suite, bar.workload) == key]
+        height = 0.8 / len(present)
+        for slot, bar in enumerate(present):
+            positions[bar.peer].append(row - 0.4 + height * (slot + 0.5))
+            values[bar.peer].append(bar.value)
+    band = 0.8 / max(sum(1 for b in bars if (b.suite, b.workload) == key) for key in workloads)
     for index, peer in enumerate(peers):
-        mine = {(b.suite, b.workload): b.value for b in bars if b.peer == peer}
-        positions = [w - 0.4 + height * (index + 0.5) for w, key in enumerate(workloads)
-                     if key in mine]
-        values = [mine[key] for key in workloads if key in mine]
         # bars grow from the parity line: right where TensorCode wins, left where not
-        drawn = axes.barh(positions, [v - 1.0 for v in values], left=1.0,
-                          height=height * 0.9, label=peer, color=f"C{index % 10}")
-        axes.bar_label(drawn, labels=[f"{v:.2f}x" for v in values], padding=3, fontsize=8)
+        drawn = axes.barh(positions[peer], [v - 1.0 for v in values[peer]], left=1.0,
+                          height=band * 0.9, label=peer, color=f"C{index % 10}")
+        axes.bar_label(drawn, labels=[_times(v) for v in values[peer]], padding=3,
+                       fontsize=8)
     axes.set_xscale("log")
     axes.axvline(1.0, color="black", linewidth=1.0, linestyle="--", label="parity")
     low = min(min(b.value for b in bars), 1.0)
@@ -100,7 +111,7 @@ def write_chart(rows: list[Row], path: str | pathlib.Path) -> pathlib.Path:
     axes.set_xlabel("tensorcode vs peer (times better; above 1: TensorCode wins)")
     axes.set_title("benchmark ratios, measured in this run")
     axes.grid(True, axis="x", alpha=0.3, which="both")
-    axes.legend(loc="best", fontsize=8)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return write_figure(figure, path, dpi=100)
 
 
