@@ -71,6 +71,27 @@ class Optimizer:
         self.lr: float = self.default_lr
         self._spare: dict[str, list[np.ndarray]] = {}
 
+    def __deepcopy__(self, memo: dict) -> "Optimizer":
+        """An independent copy of the state that shares the (immutable) layout instead of
+        copying it and the tape behind it; recycled buffers are not carried over."""
+        import copy
+
+        clone = object.__new__(type(self))
+        memo[id(self)] = clone
+        for key, value in self.__dict__.items():
+            if key == "_layout":
+                clone._layout = value
+            elif key == "_spare":
+                clone._spare = {}
+            elif key in ("_tables", "_writable"):
+                continue
+            else:
+                setattr(clone, key, copy.deepcopy(value, memo))
+        clone._tables, clone._writable = {}, {}
+        for key, buffers in self._writable.items():
+            clone._init_table(key, {d: b.copy() for d, b in buffers.items()})
+        return clone
+
     # -- the contract ------------------------------------------------------------------
     @classmethod
     def type_name(cls) -> str:

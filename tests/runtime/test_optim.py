@@ -404,3 +404,21 @@ def test_recycled_buffers_never_change_a_table_anyone_holds(make):
         b = second.step(b, random_gradients(b, rng_b), 0.1)
         kept.append(b)
     assert a.equals(b)
+
+
+def test_deepcopy_is_independent_and_shares_the_layout():
+    import copy
+
+    network, _, parameters = table([((4,), "float64")])
+    rng = np.random.default_rng(8)
+    adam = tc.optim.Adam(amsgrad=True)
+    parameters = adam.step(parameters, random_gradients(parameters, rng), 0.1)
+    twin = copy.deepcopy(adam)
+    assert twin.layout is adam.layout
+    grads = random_gradients(parameters, rng)
+    a = adam.step(parameters, grads, 0.1)
+    b = twin.step(parameters, grads, 0.1)
+    assert a.equals(b)
+    assert twin.state_table("exp_avg").equals(adam.state_table("exp_avg"))
+    twin.step(b, grads, 0.1)
+    assert not twin.state_table("exp_avg").equals(adam.state_table("exp_avg"))
