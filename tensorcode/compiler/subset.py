@@ -745,8 +745,13 @@ def compile_program(source: str, inputs: Mapping[str, Any], outputs: Mapping[str
     """
     input_shapes = normalize_contract(inputs, "inputs")
     output_shapes = normalize_contract(outputs, "outputs")
-    values = normalize_parameters(parameters, reserved=tuple(input_shapes))
     module = parse(source)
+    try:
+        values = normalize_parameters(parameters, reserved=tuple(input_shapes))
+    except CompileError as exc:  # the author's json block: point at the function it feeds
+        function = module.functions[0]
+        raise error(source.split("\n"), function.line, function.column,
+                    f"the json parameters are not usable: {exc.message}") from None
     compiler = Compiler(source, input_shapes, output_shapes, values)
     try:
         input_symbols, parameter_symbols, output_symbols = compiler.compile(module)

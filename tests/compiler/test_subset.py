@@ -374,3 +374,19 @@ def test_nothing_is_executed(tmp_path, monkeypatch):
     with pytest.raises(CompileError):
         compile_program(source, {"x": (6,)}, {"y": ()})
     assert not marker.exists()
+
+
+def test_remaining_forms_unary_plus_update_operators_and_axis_tuples():
+    out = run("y = +x\ny @= x\nk = 7\nk //= 2\nk %= 2\ns = m.sum(axis=(0, 1))\n"
+              "t = m.max(axis=(1,), keepdims=True)\nreturn {'y': y, 'k': k, 's': s, 't': t}",
+              {"y": (), "k": (), "s": (), "t": (2, 1)})
+    assert out["y"] == pytest.approx(X @ X)
+    assert out["k"] == 1.0
+    assert out["s"] == pytest.approx(M.sum())
+    np.testing.assert_allclose(out["t"], M.max(axis=1, keepdims=True))
+
+
+def test_unusable_json_parameters_point_at_the_function():
+    error = rejected("# program\ndef f(x, x2):\n    return {'y': 1.0}\n",
+                     parameters={"x": 1.0, "x2": 2.0})
+    assert error.line == 2 and "same name as an input" in error.message
