@@ -269,19 +269,25 @@ class Trainer:
                     arrays.append(array)
             key.append((k, index_of[id(call.operation)], tuple(kinds)))
             plan_steps.append((k, call, kinds))
-        supervision_key = []
-        targets = []
-        for record in experience.supervisions:
-            supervision_key.append((record.ref.call, record.loss, _target_signature(record.target)))
-            targets.append(record)
-        structure = (tuple(key), tuple(supervision_key))
+        # the structure names calls by their place in the closure, so experiences that
+        # differ only in calls the losses do not need share a plan
+        place = {k: n for n, k in enumerate(sorted(needed))}
+        structure_calls = tuple(
+            (place[entry[0]],) + entry[1:2] + (tuple(
+                ("ref", place[kind[1]]) if kind[0] == "ref" else kind for kind in entry[2]),)
+            if len(entry) == 3 else (place[entry[0]],) + entry[1:]
+            for entry in key)
+        targets = list(experience.supervisions)
+        supervision_key = tuple((place[r.ref.call], r.loss, _target_signature(r.target))
+                                for r in targets)
+        structure = (structure_calls, supervision_key)
         lowered = self._steps.get(structure)
         target_feeds: list[np.ndarray] = []
         if lowered is None:
-            lowered, target_feeds = self._lower(plan_steps, targets, len(arrays))
+            lowered, target_feeds = self._lower(plan_steps, targets)
             self._steps[structure] = lowered
         else:
-            target_feeds = self._target_arrays(lowered, plan_steps, targets, calls)
+            target_feeds = self._target_arrays(lowered, place, targets, calls)
         feed_arrays = arrays + target_feeds
         feeds = {symbol: array for symbol, array in zip(lowered.feed_symbols, feed_arrays)}
         return lowered, feeds
@@ -318,7 +324,7 @@ class Trainer:
             produced[k] = ("tensor", output)
         return tape, wrt, produced, feed_symbols
 
-    def _lower(self, plan_steps: list[tuple], targets: list, n_arrays: int
+    def _lower(self, plan_steps: list[tuple], targets: list
                ) -> tuple[_Step, list[np.ndarray]]:
         tape, wrt, produced, feed_symbols = self._express(plan_steps)
         calls_by_index = {k: call for k, call, _ in plan_steps}
@@ -346,11 +352,13 @@ class Trainer:
         network = tape.into_network()
         plan = lower(network, adjoints.roots(), self.backend)
         lowered = _Step(network, adjoints, plan, feed_symbols)
-        lowered.output_types = {k: ir.Type(v[1].shape, v[1].dtype)
-                                for k, v in produced.items() if v[0] == "tensor"}
+        # keyed by place in the closure, like the structure the plan is cached under
+        lowered.output_types = {n: ir.Type(produced[k][1].shape, produced[k][1].dtype)
+                                for n, (k, _, _) in enumerate(plan_steps)
+                                if produced[k][0] == "tensor"}
         return lowered, target_feeds
 
-    def _target_arrays(self, lowered: _Step, plan_steps: list[tuple], targets: list,
+    def _target_arrays(self, lowered: _Step, place: dict[int, int], targets: list,
                        calls: Sequence[Any]) -> list[np.ndarray]:
         """The target feeds of an experience whose structure is already lowered (the
         losses are recorded on a scratch tape only to compute the same arrays)."""
@@ -358,7 +366,7 @@ class Trainer:
         arrays: list[np.ndarray] = []
         for record in targets:
             call = calls[record.ref.call]
-            out_type = lowered.output_types[record.ref.call]
+            out_type = lowered.output_types[place[record.ref.call]]
             output = scratch.input(np.zeros(out_type.shape, out_type.dtype))
             _, feeds = record_loss(record.loss, scratch, output, record.target,
                                    call.operation, self.losses)

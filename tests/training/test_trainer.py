@@ -377,3 +377,24 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
     monkeypatch.setattr(sys, "stderr", pipe)
     trainer.fit([session], epochs=2)
     assert pipe.getvalue() == ""
+
+
+def test_experiences_differing_in_unneeded_calls_share_a_plan():
+    encoder, head = program()
+    (text_a, label_a), (text_b, label_b) = DATA[1], DATA[3]  # both pad to 8 n-grams
+    plain = experiences(encoder, head, [(text_a, label_a)])[0]
+    noisy = trace()
+
+    def with_extra_calls():
+        encoder("an unrelated call first")
+        encoder("and another one")
+        return head(encoder(text_b))
+
+    out = noisy.run(with_extra_calls)
+    noisy.supervise(out, label_b, source="test")
+    trainer = Trainer.from_ops({"encoder": encoder, "head": head}, lr=0.1, backend=REF)
+    trainer.step(plain)
+    logits = head(encoder(text_b)).astype(np.float64)
+    expected = np.log(np.exp(logits).sum()) - logits[head.label_index(label_b)]
+    assert trainer.step(noisy) == pytest.approx(expected, rel=1e-5)
+    assert len(trainer._steps) == 1
