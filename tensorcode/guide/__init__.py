@@ -62,13 +62,24 @@ def run_example(name: str, argv: list[str] | None = None) -> GuideResult:
 
     parser = argparse.ArgumentParser(prog=f"examples/guide/{name}.py",
                                      description=(load(name).__doc__ or "").strip().splitlines()[0])
-    parser.add_argument("--plot", metavar="PATH", help="write the plate as PNG or SVG")
+    parser.add_argument("--plot", metavar="PATH",
+                        help="write the plate as PNG or SVG (a loss curve, where the example "
+                             "has one, goes beside it as <stem>_loss<suffix>)")
     args = parser.parse_args(argv)
     result = load(name).run()
     print("\n".join(result.lines))
     if args.plot:
-        from .plates import draw
+        import pathlib
 
-        draw(result).save(args.plot)
-        print(f"plate written to {args.plot}")
+        from .plates import plates
+
+        built = plates(result)
+        if not built:
+            print(f"{name} is told in text and has no plate; nothing written")
+        target = pathlib.Path(args.plot)
+        for stem, plot in built:
+            path = target if stem == name else target.with_name(
+                f"{target.stem}{stem[len(name):]}{target.suffix}")
+            plot.save(path)
+            print(f"plate written to {path}")
     return result
