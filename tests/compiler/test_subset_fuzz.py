@@ -4,6 +4,7 @@ never a hang, never an effect outside the compiler."""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import random
 import signal
@@ -117,7 +118,14 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return bytes(data)
 
 
-def test_fuzz_random_tokens_and_mutations_never_escape_compile_error():
+def test_fuzz_random_tokens_and_mutations_never_escape_compile_error(monkeypatch):
+    evaluated = []
+
+    def refuse(*args, **kwargs):  # the compiler must never hand source to Python
+        evaluated.append(args[:1])
+        raise AssertionError("eval/exec called while compiling an author program")
+    monkeypatch.setattr(builtins, "eval", refuse)
+    monkeypatch.setattr(builtins, "exec", refuse)
     rng = random.Random(20240611)
     outcomes = {"rejected": 0, "compiled": 0}
     cases = 0
@@ -137,7 +145,7 @@ def test_fuzz_random_tokens_and_mutations_never_escape_compile_error():
                                   else "surrogateescape")
             attempt(text, outcomes)
             cases += 1
-    assert cases >= 10_000
+    assert cases >= 10_000 and not evaluated
     # both outcomes happen, so the fuzzer is not only exercising the first parse error
     assert outcomes["compiled"] > 50 and outcomes["rejected"] > 5_000, outcomes
 
