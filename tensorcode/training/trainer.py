@@ -391,7 +391,8 @@ class Trainer:
         failure nothing changes: parameters, optimizer, modes, steps and generator."""
         from ..runtime import checkpoint
 
-        probe_optimizer = copy.deepcopy(self.optimizer)
+        # a private copy of the optimizer's state (sharing the layout, which is structure)
+        probe_optimizer = copy.deepcopy(self.optimizer, memo={id(self._layout): self._layout})
         probe = checkpoint.load(directory, self._parameters, optimizer=probe_optimizer,
                                 generator=self.generator.clone())
         modes = probe.modes
