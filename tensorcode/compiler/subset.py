@@ -246,10 +246,6 @@ def _reply_excerpt(text: str, line: int, column: int) -> str | None:
 # the compiler
 
 
-class _Abort(Exception):
-    """Internal: carries a CompileError out of deep evaluation unchanged."""
-
-
 Value = Any  # int | float (compile-time), np.ndarray (literal), tuple (shape), Expr
 
 

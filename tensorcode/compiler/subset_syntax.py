@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Tree
+from lark import Lark
 from lark.exceptions import (LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput,
                              UnexpectedToken, VisitError)
 from lark.indenter import PythonIndenter
@@ -34,9 +34,6 @@ MAX_BLOCK_DEPTH = 6
 #: names authors use for modules; calling through them gets a specific instruction
 MODULE_NAMES = frozenset({"np", "numpy", "math", "torch", "jnp", "jax", "tc", "tensorcode",
                           "scipy"})
-
-ELEMENT_HINT = ("read element i with x.slice(i, i + 1).reshape() and elements a..b-1 with "
-                "x.slice(a, b)")
 
 
 @functools.lru_cache(maxsize=1)
