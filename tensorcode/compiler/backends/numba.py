@@ -1,0 +1,620 @@
+"""The Numba backend: one generated Python module per plan, compiled by Numba/LLVM.
+
+``generate(schedule)`` writes the source of a module with three functions:
+
+- ``body(P_.., C.., X.., W_.., O_..)``: every kernel of the schedule as explicit loops
+  over flat buffers (strides and sizes are literals, so LLVM unrolls and vectorizes),
+  matmuls above ``LOOP_MATMUL_LIMIT`` through ``np.dot`` (BLAS) on contiguous or
+  transposed views; it writes the roots into the output arenas ``O_..``;
+- ``run(P_.., C.., X..)``: checks the input shapes, allocates the scratch arena ``W_..``
+  and the output arenas inside the call (so threads calling one plan never share
+  scratch), calls ``body`` and returns the output arenas, one per dtype;
+- ``run_batch(P_.., C.., X..)``: the same over N cases, each input with a leading axis of
+  N (or 1, broadcast to every case), the loop over cases inside the compiled code.
+
+Parameters come as the table's flat buffers (one per dtype), constants that are not
+scalars as arrays, inputs as arrays; only scalars are baked into the code, each cast to
+its node's dtype (``np.float32(...)`` globals), so no computation silently widens to
+float64. The one deliberate widening: a float32 sum or mean reduced into a register
+accumulates in float64 and rounds once when stored. No ``parallel=True`` and no
+``fastmath``: results match the reference interpreter within dtype tolerances.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...errors import CompileError
+from ..ir import DTYPES
+from ..schedule import Kernel, Scalar, Schedule, Strided, broadcast_access, c_strides
+
+#: bump when generated code changes meaning (part of every cache key)
+CODEGEN_VERSION = "1"
+
+NP = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
+      "int64": "np.int64"}
+
+UNARY = {
+    "neg": "-{0}",
+    "exp": "np.exp({0})",
+    "log": "np.log({0})",
+    "tanh": "np.tanh({0})",
+    "sqrt": "np.sqrt({0})",
+    "abs": "np.abs({0})",
+    "sin": "np.sin({0})",
+    "cos": "np.cos({0})",
+    "detach": "{0}",
+}
+BINARY = {
+    "add": "{0} + {1}",
+    "sub": "{0} - {1}",
+    "mul": "{0} * {1}",
+    "div": "{0} / {1}",
+    "pow": "{0} ** {1}",
+    "maximum": "np.maximum({0}, {1})",
+    "minimum": "np.minimum({0}, {1})",
+}
+COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+class _Emitter:
+    def __init__(self, indent: int = 1) -> None:
+        self.lines: list[str] = []
+        self.indent = indent
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.indent + text)
+
+    def open(self, var: str, n: int) -> None:
+        self.line(f"for {var} in range({n}):")
+        self.indent += 1
+
+    def close(self, count: int = 1) -> None:
+        self.indent -= count
+
+
+def _coalesce(dims: Sequence[int], vectors: Sequence[Sequence[int]]
+              ) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 axes and merge adjacent axes every access walks contiguously."""
+    keep = [a for a, d in enumerate(dims) if d != 1]
+    out_dims = [dims[a] for a in keep]
+    out_vecs = [[v[a] for a in keep] for v in vectors]
+    a = len(out_dims) - 2
+    while a >= 0:
+        if all(v[a] == v[a + 1] * out_dims[a + 1] for v in out_vecs):
+            out_dims[a] *= out_dims[a + 1]
+            del out_dims[a + 1]
+            for v in out_vecs:
+                v[a] = v[a + 1]
+                del v[a + 1]
+        a -= 1
+    return out_dims, out_vecs
+
+
+class _Generator:
+    def __init__(self, schedule: Schedule) -> None:
+        self.s = schedule
+        self.consts: dict[tuple[str, Any], str] = {}
+        self.const_lines: list[str] = []
+        self.out = _Emitter()
+        self.kernel_index = 0
+
+    # -- names ----------------------------------------------------------------------
+    def const(self, value: Any, dtype: str) -> str:
+        if dtype in ("float32", "float64"):
+            v = float(value)
+            if math.isnan(v):
+                text = "np.nan"
+            elif math.isinf(v):
+                text = "np.inf" if v > 0 else "-np.inf"
+            else:
+                text = f"float.fromhex({v.hex()!r})"
+        else:
+            text = repr(int(value))
+        key = (dtype, text)
+        if key not in self.consts:
+            name = f"K{len(self.consts)}"
+            self.consts[key] = name
+            self.const_lines.append(f"{name} = {NP[dtype]}({text})  # {value!r}")
+        return self.consts[key]
+
+    def base(self, loc: Strided) -> tuple[str, int]:
+        """The flat array holding ``loc`` and the element offset of its start."""
+        buf = self.s.buffers.get(loc.buffer)
+        if buf is None:
+            return loc.buffer, loc.offset
+        arena = "W" if buf.kind == "scratch" else "O"
+        return f"{arena}_{DTYPES[buf.dtype]}", buf.offset + loc.offset
+
+    def index(self, offset: Any, strides: Sequence[int], names: Sequence[str]) -> str:
+        terms = [] if offset == 0 else [str(offset)]
+        for s, n in zip(strides, names):
+            if s == 0:
+                continue
+            terms.append(n if s == 1 else f"{n} * {s}")
+        return " + ".join(terms) if terms else "0"
+
+    def access(self, loc: Any, strides: Sequence[int], names: Sequence[str],
+               extra: str | None = None) -> str:
+        if isinstance(loc, Scalar):
+            return self.const(loc.value, loc.dtype)
+        array, offset = self.base(loc)
+        idx = self.index(offset, strides, names)
+        if extra:
+            idx = extra if idx == "0" else f"{idx} + {extra}"
+        return f"{array}[{idx}]"
+
+    # -- kernels --------------------------------------------------------------------
+    def kernel(self, k: int, kernel: Kernel) -> None:
+        self.kernel_index = k
+        e = self.out
+        e.line(f"# kernel {k}: {kernel.kind} {' '.join('%' + str(i) for i in kernel.nodes)}")
+        getattr(self, f"k_{kernel.kind}")(kernel)
+
+    def k_fused(self, kernel: Kernel) -> None:
+        s, g, e = self.s, self.s.graph, self.out
+        space = tuple(kernel.space)
+        loads: dict[int, Any] = kernel.detail["loads"]
+        stores: dict[int, Strided] = kernel.detail["stores"]
+        members = kernel.nodes
+        reductions = [i for i in members if g.nodes[i].op in ("sum", "mean", "max", "min")]
+        vectors: list[list[int]] = []
+        load_keys = [j for j, loc in loads.items() if isinstance(loc, Strided)]
+        for j in load_keys:
+            vectors.append(list(broadcast_access(loads[j], space)))
+        store_keys = [i for i in members if i in stores and i not in reductions]
+        for i in store_keys:
+            vectors.append(list(c_strides(space)))
+        for r in reductions:
+            node = g.nodes[r]
+            axes = set(node.attr("axis"))
+            kept = [d for a, d in enumerate(space) if a not in axes]
+            ks = list(c_strides(kept))
+            vec, q = [], 0
+            for a in range(len(space)):
+                if a in axes:
+                    vec.append(0)
+                else:
+                    vec.append(ks[q])
+                    q += 1
+            vectors.append(vec)
+        dims, vecs = _coalesce(space, vectors)
+        names = [f"i{d}" for d in range(len(dims))]
+        load_vec = dict(zip(load_keys, vecs[:len(load_keys)]))
+        store_vec = dict(zip(store_keys, vecs[len(load_keys):len(load_keys) + len(store_keys)]))
+        red_vec = dict(zip(reductions, vecs[len(load_keys) + len(store_keys):]))
+        # reduction strategy: a register accumulator when the reduced axes are a suffix
+        local: dict[int, int] = {}
+        for r in reductions:
+            reduced = [a for a, st in enumerate(red_vec[r]) if st == 0]
+            first = min(reduced) if reduced else len(dims)
+            if reduced == list(range(first, len(dims))):
+                local[r] = first
+            else:
+                self._fill(stores[r], self._init(g.nodes[r]), g.nodes[r].type.dtype)
+        pre: dict[int, list[int]] = {}
+        for r, d in local.items():
+            pre.setdefault(d, []).append(r)
+
+        def open_level(d: int) -> None:
+            for r in pre.get(d, []):
+                node = g.nodes[r]
+                e.line(f"a{r} = {self._acc_init(node)}")
+
+        def close_level(d: int) -> None:
+            for r in pre.get(d, []):
+                node = g.nodes[r]
+                value = f"a{r}"
+                dtype = node.type.dtype
+                if node.op == "mean":
+                    count = self._count(r)
+                    value = f"{value} / {count}.0" if node.type.is_float else value
+                target = self.access(stores[r], red_vec[r][:d], names[:d])
+                e.line(f"{target} = {NP[dtype]}({value})")
+
+        for d in range(len(dims)):
+            open_level(d)
+            e.open(names[d], dims[d])
+        open_level(len(dims))
+        for j, loc in loads.items():
+            if isinstance(loc, Scalar):
+                e.line(f"v{j} = {self.const(loc.value, loc.dtype)}")
+        for j in load_keys:
+            e.line(f"v{j} = {self.access(loads[j], load_vec[j], names)}")
+        for i in members:
+            node = g.nodes[i]
+            if node.op in ("sum", "mean", "max", "min"):
+                x = self._value(node.inputs[0], loads)
+                if i in local:
+                    if node.op in ("sum", "mean"):
+                        e.line(f"a{i} += {x}")
+                    else:
+                        fn = "np.maximum" if node.op == "max" else "np.minimum"
+                        e.line(f"a{i} = {fn}(a{i}, {x})")
+                else:
+                    target = self.access(stores[i], red_vec[i], names)
+                    if node.op in ("sum", "mean"):
+                        e.line(f"{target} = {self._wrap(f'{target} + {x}', node.type.dtype)}")
+                    else:
+                        fn = "np.maximum" if node.op == "max" else "np.minimum"
+                        e.line(f"{target} = {fn}({target}, {x})")
+                continue
+            e.line(f"v{i} = {self._expr(node, loads)}")
+            if i in store_vec:
+                e.line(f"{self.access(stores[i], store_vec[i], names)} = v{i}")
+        close_level(len(dims))
+        for d in range(len(dims) - 1, -1, -1):
+            e.close()
+            close_level(d)
+        for r in reductions:
+            node = g.nodes[r]
+            if r not in local and node.op == "mean" and node.type.is_float:
+                loc = stores[r]
+                array, offset = self.base(loc)
+                count = self.const(self._count(r), node.type.dtype)
+                v = f"q{self.kernel_index}"
+                e.open(v, loc.size)
+                e.line(f"{array}[{self.index(offset, [1], [v])}] = "
+                       f"{array}[{self.index(offset, [1], [v])}] / {count}")
+                e.close()
+
+    def _count(self, r: int) -> int:
+        node = self.s.graph.nodes[r]
+        shape = self.s.graph.nodes[node.inputs[0]].type.shape
+        return math.prod(shape[a] for a in node.attr("axis"))
+
+    def _init(self, node: Any) -> str:
+        dtype = node.type.dtype
+        if node.op in ("sum", "mean"):
+            return self.const(0, dtype)
+        if node.type.is_float:
+            return self.const(-np.inf if node.op == "max" else np.inf, dtype)
+        info = np.iinfo(dtype)
+        return self.const(info.min if node.op == "max" else info.max, dtype)
+
+    def _acc_init(self, node: Any) -> str:
+        if node.op in ("sum", "mean"):
+            return "0.0" if node.type.is_float else "0"
+        return self._init(node)
+
+    def _value(self, j: int, loads: dict[int, Any]) -> str:
+        return f"v{j}"
+
+    def _wrap(self, text: str, dtype: str) -> str:
+        return f"np.int32({text})" if dtype == "int32" else text
+
+    def _expr(self, node: Any, loads: dict[int, Any]) -> str:
+        args = [f"v{j}" for j in node.inputs]
+        dtype = node.type.dtype
+        op = node.op
+        if op in UNARY:
+            return self._wrap(UNARY[op].format(*args), dtype)
+        if op == "sigmoid":
+            one = self.const(1, dtype)
+            return f"{one} / ({one} + np.exp(-{args[0]}))"
+        if op == "relu":
+            return f"np.maximum({args[0]}, {self.const(0, dtype)})"
+        if op == "astype":
+            return f"{NP[dtype]}({args[0]})"
+        if op in BINARY:
+            return self._wrap(BINARY[op].format(*args), dtype)
+        if op in COMPARE:
+            return (f"({self.const(1, dtype)} if {args[0]} {COMPARE[op]} {args[1]} "
+                    f"else {self.const(0, dtype)})")
+        if op == "where":
+            zero = self.const(0, self.s.graph.nodes[node.inputs[0]].type.dtype)
+            return f"({args[1]} if {args[0]} != {zero} else {args[2]})"
+        raise CompileError(f"numba backend: no scalar lowering for op {op!r}")
+
+    def _fill(self, loc: Strided, value: str, dtype: str) -> None:
+        e = self.out
+        array, offset = self.base(loc)
+        v = f"z{self.kernel_index}"
+        e.open(v, loc.size)
+        e.line(f"{array}[{self.index(offset, [1], [v])}] = {value}")
+        e.close()
+
+    def _nest(self, dims: Sequence[int], prefix: str) -> list[str]:
+        names = [f"{prefix}{d}" for d in range(len(dims))]
+        for n, d in zip(names, dims):
+            self.out.open(n, d)
+        return names
+
+    def k_copy(self, kernel: Kernel) -> None:
+        src, dst = kernel.detail["src"], kernel.detail["dst"]
+        shape = dst.shape
+        vectors = [list(c_strides(shape) if False else dst.strides)]
+        if isinstance(src, Strided):
+            vectors.append(list(broadcast_access(src, shape)))
+        dims, vecs = _coalesce(shape, vectors)
+        names = self._nest(dims, "i")
+        value = self.access(src, vecs[1] if len(vecs) > 1 else [], names)
+        self.out.line(f"{self.access(dst, vecs[0], names)} = {value}")
+        self.out.close(len(dims))
+
+    def k_matmul(self, kernel: Kernel) -> None:
+        d, e, k = kernel.detail, self.out, self.kernel_index
+        a, b, out = d["a"], d["b"], d["out"]
+        batch, m, kk, n = d["batch"], d["m"], d["k"], d["n"]
+        dtype = out.dtype
+        # batch offsets
+        bnames = self._nest(batch, "j")
+        flat = self.index(0, c_strides(batch), bnames) if batch else "0"
+
+        def batch_off(loc: Any) -> str:
+            if isinstance(loc, Scalar):
+                return "0"
+            lead = len(batch) - (len(loc.shape) - 2)
+            strides = [0] * lead + [0 if sz == 1 else st for sz, st in
+                                    zip(loc.shape[:-2], loc.strides[:-2])]
+            arr, off = self.base(loc)
+            return self.index(off, strides, bnames)
+
+        oarr, ooff = self.base(out)
+        e.line(f"ob{k} = {ooff} + ({flat}) * {m * n}" if batch else f"ob{k} = {ooff}")
+        ab = batch_off(a)
+        bb = batch_off(b)
+        e.line(f"ab{k} = {ab}")
+        e.line(f"bb{k} = {bb}")
+        if d["mode"] == "blas":
+            e.line(f"np.dot({self._blas_view(a, m, kk, f'ab{k}')}, "
+                   f"{self._blas_view(b, kk, n, f'bb{k}')}, "
+                   f"{oarr}[ob{k}:ob{k} + {m * n}].reshape(({m}, {n})))")
+            e.close(len(batch))
+            return
+
+        def elem(loc: Any, r: str, c: str, base: str) -> str:
+            if isinstance(loc, Scalar):
+                return self.const(loc.value, loc.dtype)
+            arr, _ = self.base(loc)
+            sr, sc = loc.strides[-2], loc.strides[-1]
+            terms = [base]
+            if loc.shape[-2] != 1 and sr:
+                terms.append(r if sr == 1 else f"{r} * {sr}")
+            if loc.shape[-1] != 1 and sc:
+                terms.append(c if sc == 1 else f"{c} * {sc}")
+            return f"{arr}[{' + '.join(terms)}]"
+
+        zero = self.const(0, dtype)
+        if d["mode"] == "ikj":
+            e.open(f"mi{k}", m)
+            e.open(f"mj{k}", n)
+            e.line(f"{oarr}[ob{k} + mi{k} * {n} + mj{k}] = {zero}")
+            e.close()
+            e.open(f"mk{k}", kk)
+            e.line(f"av{k} = {elem(a, f'mi{k}', f'mk{k}', f'ab{k}')}")
+            e.open(f"mj{k}", n)
+            target = f"{oarr}[ob{k} + mi{k} * {n} + mj{k}]"
+            e.line(f"{target} = {self._wrap(f'{target} + av{k} * ' + elem(b, f'mk{k}', f'mj{k}', f'bb{k}'), dtype)}")
+            e.close(3)
+        else:
+            e.open(f"mi{k}", m)
+            e.open(f"mj{k}", n)
+            e.line(f"acc{k} = {zero}")
+            e.open(f"mk{k}", kk)
+            e.line(f"acc{k} = {self._wrap(f'acc{k} + ' + elem(a, f'mi{k}', f'mk{k}', f'ab{k}') + ' * ' + elem(b, f'mk{k}', f'mj{k}', f'bb{k}'), dtype)}")
+            e.close()
+            e.line(f"{oarr}[ob{k} + mi{k} * {n} + mj{k}] = acc{k}")
+            e.close(2)
+        e.close(len(batch))
+
+    def _blas_view(self, loc: Strided, rows: int, cols: int, base: str) -> str:
+        from ..schedule import blas_layout
+
+        arr, _ = self.base(loc)
+        layout = blas_layout(loc, rows, cols)
+        span = f"{arr}[{base}:{base} + {rows * cols}]"
+        if layout == "C":
+            return f"{span}.reshape(({rows}, {cols}))"
+        return f"{span}.reshape(({cols}, {rows})).T"
+
+    def _check(self, var: str, size: int, op: str) -> None:
+        self.out.line(f"if {var} < 0 or {var} >= {size}:")
+        self.out.line(f"    raise IndexError('{op}: an index is out of range for an axis of "
+                      f"size {size}')")
+
+    def k_take(self, kernel: Kernel) -> None:
+        x, idx = kernel.detail["ins"]
+        out = kernel.detail["out"]
+        axis = kernel.detail["attrs"]["axis"]
+        k, e = self.kernel_index, self.out
+        xshape = self.s.graph.nodes[self.s.graph.nodes[kernel.nodes[0]].inputs[0]].type.shape
+        ishape = self.s.graph.nodes[self.s.graph.nodes[kernel.nodes[0]].inputs[1]].type.shape
+        pre, post = xshape[:axis], xshape[axis + 1:]
+        names_pre = self._nest(pre, "p")
+        names_idx = self._nest(ishape, "q")
+        istr = list(idx.strides) if isinstance(idx, Strided) else []
+        e.line(f"ix{k} = {self.access(idx, [0 if sz == 1 else st for sz, st in zip(ishape, istr)], names_idx)}")
+        self._check(f"ix{k}", xshape[axis], "take")
+        names_post = self._nest(post, "r")
+        oshape = out.shape
+        ostr = c_strides(oshape)
+        oidx = self.index(0, ostr, names_pre + names_idx + names_post)
+        if isinstance(x, Scalar):
+            value = self.const(x.value, x.dtype)
+        else:
+            xs = [0 if sz == 1 else st for sz, st in zip(x.shape, x.strides)]
+            xnames = names_pre + ["_"] + names_post
+            xi = self.index(0, xs[:axis] + [0] + xs[axis + 1:], xnames)
+            xa, xoff = self.base(x)
+            ax = x.strides[axis]
+            term = f"ix{k}" if ax == 1 else f"ix{k} * {ax}"
+            value = f"{xa}[{xoff} + {xi} + {term}]" if xi != "0" else f"{xa}[{xoff} + {term}]"
+        oa, ooff = self.base(out)
+        e.line(f"{oa}[{self.index(ooff, [1], [oidx]) if oidx != '0' else ooff}] = {value}")
+        e.close(len(pre) + len(ishape) + len(post))
+
+    def k_scatter_add(self, kernel: Kernel) -> None:
+        gl, idx = kernel.detail["ins"]
+        out = kernel.detail["out"]
+        attrs = kernel.detail["attrs"]
+        axis, size = attrs["axis"], attrs["size"]
+        k, e = self.kernel_index, self.out
+        graph = self.s.graph
+        gshape = graph.nodes[graph.nodes[kernel.nodes[0]].inputs[0]].type.shape
+        ishape = graph.nodes[graph.nodes[kernel.nodes[0]].inputs[1]].type.shape
+        pre, post = gshape[:axis], gshape[axis + len(ishape):]
+        self._fill(out, self.const(0, out.dtype), out.dtype)
+        names_pre = self._nest(pre, "p")
+        names_idx = self._nest(ishape, "q")
+        istr = list(idx.strides) if isinstance(idx, Strided) else []
+        e.line(f"ix{k} = {self.access(idx, [0 if sz == 1 else st for sz, st in zip(ishape, istr)], names_idx)}")
+        self._check(f"ix{k}", size, "scatter_add")
+        names_post = self._nest(post, "r")
+        gstr = list(broadcast_access(gl, gshape)) if isinstance(gl, Strided) else []
+        value = self.access(gl, gstr, names_pre + names_idx + names_post)
+        ostr = c_strides(pre + (size,) + post)
+        oidx = self.index(0, list(ostr[:axis]) + list(ostr[axis + 1:]), names_pre + names_post)
+        ax = ostr[axis]
+        term = f"ix{k}" if ax == 1 else f"ix{k} * {ax}"
+        oa, ooff = self.base(out)
+        target = f"{oa}[{ooff} + {oidx} + {term}]" if oidx != "0" else f"{oa}[{ooff} + {term}]"
+        e.line(f"{target} = {self._wrap(f'{target} + {value}', out.dtype)}")
+        e.close(len(pre) + len(ishape) + len(post))
+
+    def k_one_hot(self, kernel: Kernel) -> None:
+        (idx,) = kernel.detail["ins"]
+        out = kernel.detail["out"]
+        n = kernel.detail["attrs"]["n"]
+        k, e = self.kernel_index, self.out
+        graph = self.s.graph
+        ishape = graph.nodes[graph.nodes[kernel.nodes[0]].inputs[0]].type.shape
+        self._fill(out, self.const(0, out.dtype), out.dtype)
+        names = self._nest(ishape, "q")
+        istr = list(idx.strides) if isinstance(idx, Strided) else []
+        e.line(f"ix{k} = {self.access(idx, [0 if sz == 1 else st for sz, st in zip(ishape, istr)], names)}")
+        self._check(f"ix{k}", n, "one_hot")
+        oa, ooff = self.base(out)
+        flat = self.index(0, [s * n for s in c_strides(ishape)], names)
+        pos = f"{ooff} + {flat} + ix{k}" if flat != "0" else f"{ooff} + ix{k}"
+        e.line(f"{oa}[{pos}] = {self.const(1, out.dtype)}")
+        e.close(len(ishape))
+
+    def k_concat(self, kernel: Kernel) -> None:
+        out = kernel.detail["out"]
+        axis = kernel.detail["attrs"]["axis"]
+        ostr = c_strides(out.shape)
+        start = 0
+        for src in kernel.detail["ins"]:
+            shape = src.shape if isinstance(src, Strided) else None
+            if shape is None:  # a scalar: its shape is the out shape with 1 on the axis
+                shape = tuple(1 if a == axis else d for a, d in enumerate(out.shape))
+            dst = Strided(out.buffer, out.offset + start * ostr[axis], shape, ostr, out.dtype)
+            self.k_copy(Kernel("copy", [], shape, {"src": src, "dst": dst}))
+            start += shape[axis]
+
+    def k_pad(self, kernel: Kernel) -> None:
+        (src,) = kernel.detail["ins"]
+        out = kernel.detail["out"]
+        attrs = kernel.detail["attrs"]
+        axis, before = attrs["axis"], attrs["before"]
+        self._fill(out, self.const(0, out.dtype), out.dtype)
+        ostr = c_strides(out.shape)
+        graph = self.s.graph
+        shape = graph.nodes[graph.nodes[kernel.nodes[0]].inputs[0]].type.shape
+        dst = Strided(out.buffer, out.offset + before * ostr[axis], shape, ostr, out.dtype)
+        self.k_copy(Kernel("copy", [], shape, {"src": src, "dst": dst}))
+
+
+def _array_type(dtype: str, ndim: int, readonly: bool) -> str:
+    return f"types.Array(types.{dtype}, {ndim}, 'C', readonly={readonly})"
+
+
+def generate(schedule: Schedule, key: str = "") -> str:
+    """The module source for ``schedule`` (deterministic: the same schedule gives the
+    same text, which the plan cache compares before importing)."""
+    gen = _Generator(schedule)
+    s = schedule
+    for k, kernel in enumerate(s.kernels):
+        gen.kernel(k, kernel)
+    body_lines = gen.out.lines or ["    pass"]
+    pdt = [DTYPES[d] for d in s.sources.parameter_dtypes]
+    params = [f"P_{d}" for d in pdt]
+    consts = [f"C{k}" for k in range(len(s.constants))]
+    inputs = [f"X{k}" for k in range(len(s.sources.inputs))]
+    flat_inputs = [f"x{k}" for k in range(len(s.sources.inputs))]
+    arenas = sorted(s.arena)
+    outs = sorted(s.out_arena)
+    w_names = [f"W_{DTYPES[d]}" for d in arenas]
+    o_names = [f"O_{DTYPES[d]}" for d in outs]
+    g = s.graph
+    lines = [
+        f"# Generated by TensorCode (codegen {CODEGEN_VERSION}) for plan {key}.",
+        "# Do not edit: the plan cache regenerates this file and compares it before use.",
+        "import numpy as np",
+        "",
+    ]
+    lines += gen.const_lines
+    lines.append("")
+    sig = ", ".join(params + consts + inputs)
+    body_sig = ", ".join(params + consts + flat_inputs + w_names + o_names)
+    # body: reads flat inputs (renamed x.. -> X.. inside)
+    lines.append(f"def body({body_sig}):")
+    for k in range(len(inputs)):
+        lines.append(f"    X{k} = x{k}")
+    lines += body_lines
+    lines.append("")
+
+    def input_checks(batch: bool) -> list[str]:
+        out = []
+        for k, i in enumerate(s.sources.inputs):
+            node = g.nodes[i]
+            shape = tuple(node.type.shape)
+            label = f'"{node.name}"' if node.name else f"%{i}"
+            if batch:
+                out.append(f"    if X{k}.shape[1:] != {shape!r} or "
+                           f"(X{k}.shape[0] != n and X{k}.shape[0] != 1):")
+            else:
+                out.append(f"    if X{k}.shape != {shape!r}:")
+            out.append(f"        raise ValueError('input {label}: expected shape "
+                       f"{list(shape)}{' after the case axis' if batch else ''}')")
+        return out
+
+    lines.append(f"def run({sig}):")
+    lines += input_checks(False)
+    for k, i in enumerate(s.sources.inputs):
+        lines.append(f"    x{k} = X{k}.reshape({max(g.nodes[i].type.size, 0)})")
+    for d, w in zip(arenas, w_names):
+        lines.append(f"    {w} = np.empty({s.arena[d]}, {NP[d]})")
+    for d, o in zip(outs, o_names):
+        lines.append(f"    {o} = np.empty({s.out_arena[d]}, {NP[d]})")
+    lines.append(f"    body({body_sig})")
+    lines.append(f"    return ({', '.join(o_names)}{',' if o_names else ''})")
+    lines.append("")
+    lines.append(f"def run_batch({sig}):")
+    lines.append("    n = 1")
+    for k in range(len(inputs)):
+        lines.append(f"    if X{k}.shape[0] != 1:")
+        lines.append(f"        n = X{k}.shape[0]")
+    lines += input_checks(True)
+    for d, w in zip(arenas, w_names):
+        lines.append(f"    {w} = np.empty({s.arena[d]}, {NP[d]})")
+    for d, o in zip(outs, o_names):
+        lines.append(f"    {o}_all = np.empty((n, {s.out_arena[d]}), {NP[d]})")
+    lines.append("    for c in range(n):")
+    for k, i in enumerate(s.sources.inputs):
+        lines.append(f"        x{k} = X{k}[c if X{k}.shape[0] != 1 else 0]"
+                     f".reshape({g.nodes[i].type.size})")
+    for o in o_names:
+        lines.append(f"        {o} = {o}_all[c]")
+    lines.append(f"        body({body_sig})")
+    lines.append(f"    return ({', '.join(o + '_all' for o in o_names)}{',' if o_names else ''})")
+    lines.append("")
+    # signatures, as text the plan evaluates with numba.types in scope
+    run_types = ([_array_type(d, 1, True) for d in s.sources.parameter_dtypes]
+                 + [_array_type(g.nodes[i].type.dtype, 1, True) for i in s.constants]
+                 + [_array_type(g.nodes[i].type.dtype, g.nodes[i].type.rank, True)
+                    for i in s.sources.inputs])
+    batch_types = (run_types[:len(params) + len(consts)]
+                   + [_array_type(g.nodes[i].type.dtype, g.nodes[i].type.rank + 1, True)
+                      for i in s.sources.inputs])
+    lines.append(f"RUN_SIGNATURE = {'(' + ', '.join(run_types) + (',' if run_types else '') + ')'!r}")
+    lines.append(f"BATCH_SIGNATURE = {'(' + ', '.join(batch_types) + (',' if batch_types else '') + ')'!r}")
+    lines.append(f"OUTPUT_DTYPES = {outs!r}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["generate", "CODEGEN_VERSION"]

@@ -1,0 +1,664 @@
+"""Entries, plans and the ahead-of-time plan cache.
+
+``network.entry(roots)`` is an ``Entry``; ``entry.lower(backend)`` optimizes the graph
+(``passes.optimize``), schedules it (``schedule.build``) and hands it to a backend:
+
+- ``"numba"`` (default): the generated module is written to
+  ``<cache>/plans/p_<hash>.py`` and compiled by Numba with ``cache=True``, so a second
+  process that lowers the same network loads machine code instead of compiling;
+- ``"reference"``: the NumPy interpreter running the same optimized graph.
+
+The cache directory is ``TENSORCODE_CACHE_DIR``, or ``tensorcode`` under the user's cache
+directory (``XDG_CACHE_HOME`` or ``~/.cache``). The key hashes the lowered IR (types,
+attrs, baked scalars, parameter offsets), the TensorCode, Numba, llvmlite and LLVM
+versions, the code generator's version and the CPU name and features. Before importing a
+cached module the plan regenerates its source and compares: a corrupt or foreign file is
+reported once as a warning and rewritten. Writers take a lock file per entry and replace
+files atomically, so processes filling the same entry at once do not corrupt it.
+
+``compile_stats()`` counts, in this process, Numba compilations and cache loads of plan
+code, so a test can prove a cache hit in a fresh process without timing anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+import threading
+import warnings
+from typing import Any, Iterable, Mapping, Sequence, TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
+from . import ir
+from .ir import DTYPES, Graph, Node, Type
+from .passes import canonical_order, optimize
+from .schedule import Schedule, Sources, build
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..runtime.network import Network
+    from ..runtime.parameters import Gradients, Parameters
+    from .tape import Adjoints
+
+BACKENDS = ("numba", "reference")
+ARTIFACT_FORMAT = "tensorcode.plan/1"
+
+_STATS_LOCK = threading.Lock()
+_STATS = {"compiled": 0, "cache_loaded": 0, "sources_written": 0, "corrupt_entries": 0,
+          "plans_lowered": 0, "memory_hits": 0}
+_MODULES: dict[str, Any] = {}
+_MODULE_LOCK = threading.Lock()
+
+
+def compile_stats() -> dict[str, int]:
+    """Counters for this process: ``compiled`` (Numba compilations of plan functions),
+    ``cache_loaded`` (plan functions loaded from the on-disk cache), ``sources_written``,
+    ``corrupt_entries`` (cache entries found damaged and rebuilt), ``plans_lowered`` and
+    ``memory_hits`` (lowerings served by a module already loaded in this process)."""
+    with _STATS_LOCK:
+        return dict(_STATS)
+
+
+def _count(key: str, n: int = 1) -> None:
+    with _STATS_LOCK:
+        _STATS[key] += n
+    if n and os.environ.get("TENSORCODE_LOG_COMPILES") and key in ("compiled", "cache_loaded"):
+        print(f"tensorcode: {key} {n}", file=sys.stderr)
+
+
+def cache_dir() -> pathlib.Path:
+    """``TENSORCODE_CACHE_DIR``, else ``tensorcode`` under the user's cache directory."""
+    env = os.environ.get("TENSORCODE_CACHE_DIR")
+    if env:
+        return pathlib.Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME")
+    root = pathlib.Path(base).expanduser() if base else pathlib.Path.home() / ".cache"
+    return root / "tensorcode"
+
+
+# ---------------------------------------------------------------------------------------
+# keys
+
+
+_ENVIRONMENT: str | None = None
+
+
+def environment_key() -> str:
+    """Versions and CPU that compiled code depends on."""
+    global _ENVIRONMENT
+    if _ENVIRONMENT is None:
+        import llvmlite
+        import llvmlite.binding as llvm
+        import numba
+
+        from .. import __version__
+        from .backends.numba import CODEGEN_VERSION
+
+        try:
+            cpu = llvm.get_host_cpu_name() + ":" + llvm.get_host_cpu_features().flatten()
+        except Exception:  # noqa: BLE001 - some builds cannot report features
+            cpu = llvm.get_host_cpu_name()
+        _ENVIRONMENT = json.dumps({
+            "tensorcode": __version__, "codegen": CODEGEN_VERSION,
+            "numba": numba.__version__, "llvmlite": llvmlite.__version__,
+            "llvm": ".".join(map(str, llvm.llvm_version_info)), "cpu": cpu,
+            "numpy": np.__version__, "python": sys.version_info[:2],
+        }, sort_keys=True)
+    return _ENVIRONMENT
+
+
+def ir_key(schedule: Schedule) -> str:
+    """The lowered IR as hashed: text form, parameter offsets, input order, and the
+    contents of the scalars baked into the code (array constants are arguments)."""
+    s = schedule
+    lines = [ir.describe(s.graph)]
+    lines.append("parameters " + json.dumps(sorted((i, d, o) for i, (d, o) in
+                                                   s.sources.parameters.items())))
+    lines.append("parameter_dtypes " + json.dumps(s.sources.parameter_dtypes))
+    lines.append("inputs " + json.dumps(s.sources.inputs))
+    for i, node in enumerate(s.graph.nodes):
+        if node.op == "leaf" and node.type.size == 1:
+            lines.append(f"scalar %{i} {node.value.reshape(-1)[0].item()!r}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# entries
+
+
+class Entry:
+    """The sub-program of a network computing ``roots`` (node ids), ready to lower."""
+
+    def __init__(self, network: "Network", roots: Sequence[int]) -> None:
+        roots = [int(r) for r in roots]
+        if not roots:
+            raise TensorCodeError("an entry needs at least one root")
+        for r in roots:
+            if not 0 <= r < len(network.graph.nodes):
+                raise TensorCodeError(f"root %{r} is not a node of this network")
+        self.network = network
+        self.roots = tuple(roots)
+
+    def graph(self) -> Graph:
+        """The network's graph with this entry's roots as outputs (before any pass)."""
+        return Graph(self.network.graph.nodes, self.roots)
+
+    def describe(self) -> str:
+        """The entry's program before lowering: what the roots depend on."""
+        from .passes import dce
+
+        return ir.describe(dce(self.graph()))
+
+    def optimized(self) -> tuple[Graph, Sources]:
+        """The optimized graph in canonical order, and where its sources come from."""
+        network = self.network
+        origin = {id(node): i for i, node in enumerate(network.graph.nodes)
+                  if node.op in ("parameter", "input")}
+        slots = {s.node: (k, s) for k, s in enumerate(network.layout.slots)}
+        graph = optimize(self.graph())
+
+        def rank(i: int, node: Node) -> tuple:
+            if node.op == "parameter":
+                return (slots[origin[id(node)]][0],)
+            if node.op == "input":
+                return (origin[id(node)],)
+            return (i,)
+        graph = canonical_order(graph, rank)
+        parameters, inputs, origins = {}, [], {}
+        for i, node in enumerate(graph.nodes):
+            if node.op == "parameter":
+                slot = slots[origin[id(node)]][1]
+                parameters[i] = (slot.dtype, slot.offset)
+                origins[i] = slot.node
+            elif node.op == "input":
+                inputs.append(i)
+                origins[i] = origin[id(node)]
+        sources = Sources(parameters, inputs, sorted(network.layout.sizes))
+        self._origins = origins
+        return graph, sources
+
+    def lower(self, backend: str = "numba") -> "Plan":
+        """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"numba"`` or
+        ``"reference"``)."""
+        if backend not in BACKENDS:
+            raise CompileError(f"unknown backend {backend!r}; use one of {list(BACKENDS)}")
+        graph, sources = self.optimized()
+        schedule = build(graph, sources)
+        _count("plans_lowered")
+        return Plan(self, schedule, backend, dict(self._origins))
+
+
+# ---------------------------------------------------------------------------------------
+# the numba cache
+
+
+@contextlib.contextmanager
+def _locked(path: pathlib.Path):
+    """An exclusive lock on ``path`` (a lock file) for the duration of the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            import fcntl
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not POSIX: atomic renames only
+            pass
+        try:
+            yield
+        finally:
+            try:
+                import fcntl
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            except ImportError:  # pragma: no cover
+                pass
+
+
+def _atomic_write(path: pathlib.Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+def _purge_numba_cache(directory: pathlib.Path, stem: str) -> None:
+    pycache = directory / "__pycache__"
+    if pycache.is_dir():
+        for f in pycache.glob(f"{stem}.*"):
+            with contextlib.suppress(OSError):
+                f.unlink()
+
+
+def _dispatcher_counts(dispatchers: Iterable[Any]) -> tuple[int, int]:
+    hits = misses = 0
+    for d in dispatchers:
+        stats = d.stats
+        hits += sum(stats.cache_hits.values())
+        misses += sum(stats.cache_misses.values())
+    return hits, misses
+
+
+class _CompiledModule:
+    """The loaded, jitted functions of one plan module."""
+
+    def __init__(self, key: str, module: Any) -> None:
+        import numba
+        from numba import types
+
+        self.key = key
+        self.module = module
+        options = dict(cache=True, nogil=True, error_model="numpy")
+        self.body = numba.njit(**options)(module.body)
+        module.body = self.body
+        scope = {"types": types}
+        self.run_signature = eval(compile(module.RUN_SIGNATURE,  # noqa: S307
+                                          "<signature>", "eval"), scope)
+        self.batch_signature_text = module.BATCH_SIGNATURE
+        self._options = options
+        before = _dispatcher_counts([self.body])
+        self.run = numba.njit(self.run_signature, **options)(module.run)
+        self._account([self.run], before)
+        self._batch = None
+        self._batch_lock = threading.Lock()
+        self.output_dtypes = list(module.OUTPUT_DTYPES)
+
+    def _account(self, dispatchers: list[Any], before: tuple[int, int]) -> None:
+        hits, misses = _dispatcher_counts(dispatchers + [self.body])
+        _count("cache_loaded", hits - before[0])
+        _count("compiled", misses - before[1])
+
+    def batch(self) -> Any:
+        with self._batch_lock:
+            if self._batch is None:
+                import numba
+                from numba import types
+
+                sig = eval(compile(self.batch_signature_text, "<signature>", "eval"),  # noqa: S307
+                           {"types": types})
+                before = _dispatcher_counts([self.body])
+                self._batch = numba.njit(sig, **self._options)(self.module.run_batch)
+                self._account([self._batch], before)
+            return self._batch
+
+
+def _load_module(path: pathlib.Path, key: str) -> Any:
+    name = f"tensorcode_plan_{key}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    # registered so Numba can find the module again when it loads cached code
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def compiled_module(schedule: Schedule) -> _CompiledModule:
+    """The compiled module for ``schedule``: from this process's memory, the on-disk
+    cache, or compiled now (and cached)."""
+    from .backends.numba import generate
+
+    key = hashlib.sha256((environment_key() + "\n" + ir_key(schedule)).encode()).hexdigest()[:32]
+    with _MODULE_LOCK:
+        if key in _MODULES:
+            _count("memory_hits")
+            return _MODULES[key]
+        source = generate(schedule, key)
+        directory = cache_dir() / "plans"
+        directory.mkdir(parents=True, exist_ok=True)
+        stem = f"p_{key}"
+        path = directory / f"{stem}.py"
+        with _locked(directory / f"{stem}.lock"):
+            existing = None
+            if path.exists():
+                try:
+                    existing = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError):
+                    existing = ""
+            if existing != source:
+                if existing is not None:
+                    _count("corrupt_entries")
+                    _warn_once(key, f"tensorcode: plan cache entry {path} was corrupt or "
+                                    "foreign; rebuilding it")
+                    _purge_numba_cache(directory, stem)
+                _atomic_write(path, source)
+                _count("sources_written")
+            try:
+                compiled = _CompiledModule(key, _load_module(path, key))
+            except Exception as error:  # noqa: BLE001 - a damaged numba cache file
+                if isinstance(error, (TensorCodeError,)):
+                    raise
+                _count("corrupt_entries")
+                _warn_once(key + ":numba", f"tensorcode: compiled cache for {path} could not "
+                                           f"be loaded ({type(error).__name__}); rebuilding it")
+                _purge_numba_cache(directory, stem)
+                compiled = _CompiledModule(key, _load_module(path, key))
+        _MODULES[key] = compiled
+        return compiled
+
+
+# ---------------------------------------------------------------------------------------
+# plans
+
+
+class Plan:
+    """A lowered, forward-only program: ``forward(parameters, feeds) -> PlanRun``.
+
+    ``call`` and ``bind`` are the low-overhead paths (see ``docs/compiler.md``)."""
+
+    def __init__(self, entry: Entry, schedule: Schedule, backend: str,
+                 origins: dict[int, int]) -> None:
+        self.entry = entry
+        self.network = entry.network
+        self.schedule = schedule
+        self.backend = backend
+        self.graph = schedule.graph
+        self._origins = origins
+        self._layout = self.network.layout
+        g = self.graph
+        # root positions: network node id -> list of root positions
+        self.roots = entry.roots
+        self._positions: dict[int, int] = {}
+        for k, r in enumerate(self.roots):
+            self._positions.setdefault(r, k)
+        self._out_dtypes = sorted(schedule.out_arena)
+        self._root_slices = []
+        for dtype, offset, shape in schedule.roots:
+            size = int(np.prod(shape, dtype=np.int64))
+            self._root_slices.append((self._out_dtypes.index(dtype), offset, offset + size,
+                                      tuple(shape)))
+        self._inputs = [origins[i] for i in schedule.sources.inputs]  # network input ids
+        self._defaults = [g.nodes[i].value for i in schedule.sources.inputs]
+        self._consts = [np.ascontiguousarray(g.nodes[i].value).reshape(-1)
+                        for i in schedule.constants]
+        self._param_dtypes = schedule.sources.parameter_dtypes
+        self._gradient_views: dict[int, Any] = {}
+        self._spans = [(slot.dtype, slot.offset, slot.offset + slot.size, slot.shape)
+                       for slot in self._layout.slots]
+        self.key = ""
+        self._compiled = None
+        if backend == "numba":
+            self._compiled = compiled_module(schedule)
+            self.key = self._compiled.key
+            self._run = self._compiled.run
+
+    # -- introspection ---------------------------------------------------------------
+    def describe(self) -> str:
+        """The lowered program: kernels, buffers and bytes."""
+        head = f"plan ({self.backend}){' ' + self.key if self.key else ''}: " \
+               f"{len(self.graph)} nodes from {len(self.network.graph)}"
+        return head + "\n" + self.schedule.describe()
+
+    def source(self) -> str:
+        """The generated module's source (numba backend)."""
+        if self._compiled is None:
+            raise TensorCodeError("the reference backend generates no source")
+        return pathlib.Path(self._compiled.module.__file__).read_text(encoding="utf-8")
+
+    def inputs(self) -> list[Any]:
+        """The input symbols this plan reads, in the order ``call`` and ``bind`` take."""
+        return [self.network.symbol(i) for i in self._inputs]
+
+    def parameters(self) -> "Parameters":
+        """A fresh table of the network's recorded initials."""
+        return self.network.parameters()
+
+    # -- running ---------------------------------------------------------------------
+    def _check_parameters(self, parameters: Any) -> None:
+        if getattr(parameters, "layout", None) is not self._layout:
+            self.network.check_parameters(parameters)
+
+    def _arguments(self, parameters: "Parameters") -> list[np.ndarray]:
+        buffers = parameters._buffers
+        return [buffers[d] for d in self._param_dtypes] + self._consts
+
+    def forward(self, parameters: "Parameters", feeds: Mapping[Any, Any] | None = None
+                ) -> "PlanRun":
+        """Run the plan: every root computed in one call."""
+        self._check_parameters(parameters)
+        checked = self.network.check_feeds(feeds) if feeds else {}
+        args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
+        if self.backend == "reference":
+            return PlanRun(self, self._reference(parameters, args), None)
+        try:
+            outs = self._run(*self._arguments(parameters), *args)
+        except (IndexError, ValueError) as error:
+            raise FeedError(str(error)) from None
+        return PlanRun(self, outs, None)
+
+    def forward_batch(self, parameters: "Parameters", feeds: Mapping[Any, Any]) -> "PlanRun":
+        """Run the plan over N cases: every fed input carries a leading axis of N cases
+        (the same N for all); unfed inputs take their default in every case. ``of``
+        returns arrays with a leading axis of N. The loop over cases is compiled."""
+        self._check_parameters(parameters)
+        fed: dict[int, np.ndarray] = {}
+        n = None
+        for symbol, value in (feeds or {}).items():
+            index = self.network.node_of(symbol) if hasattr(symbol, "builder") else None
+            if index is None:
+                raise FeedError(f"feed keys must be input symbols (Expr), got {symbol!r}")
+            node = self.network.graph.nodes[index]
+            if node.op != "input":
+                raise FeedError(f"feed for {symbol!r}: it is a {node.op}, not an input")
+            array = np.asarray(value)
+            if array.ndim == 0 or array.shape[1:] != node.type.shape:
+                raise FeedError(f"batched input {symbol!r}: expected [N, "
+                                f"{', '.join(map(str, node.type.shape))}], got "
+                                f"{list(array.shape)}")
+            if array.dtype.name != node.type.dtype:
+                if not isinstance(value, np.ndarray):
+                    array = array.astype(node.type.dtype)
+                else:
+                    raise FeedError(f"batched input {symbol!r}: expected {node.type.dtype}, "
+                                    f"got {array.dtype.name}")
+            if n is None:
+                n = array.shape[0]
+            elif array.shape[0] != n:
+                raise FeedError(f"batched inputs disagree on N: {n} and {array.shape[0]}")
+            fed[index] = np.ascontiguousarray(array)
+        n = 1 if n is None else n
+        if self.backend == "reference" or n == 0:
+            outs = self._reference_batch(parameters, fed, n)
+            return PlanRun(self, outs, n)
+        args = [fed[i] if i in fed else d[None] for i, d in zip(self._inputs, self._defaults)]
+        try:
+            outs = self._compiled.batch()(*self._arguments(parameters), *args)
+        except (IndexError, ValueError) as error:
+            raise FeedError(str(error)) from None
+        return PlanRun(self, outs, n)
+
+    def call(self, parameters: "Parameters", *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        """One call with inputs as C-contiguous arrays of their exact dtype, in
+        ``inputs()`` order; returns the roots as a tuple (views of one buffer per dtype)."""
+        return self.bind(parameters)(*inputs)
+
+    def bind(self, parameters: "Parameters") -> "BoundPlan":
+        """A callable ``f(*inputs) -> tuple of roots`` with the table's buffers bound:
+        no per-call validation of the table, one compiled call, views for results."""
+        self._check_parameters(parameters)
+        return BoundPlan(self, parameters)
+
+    # -- reference backend -------------------------------------------------------------
+    def _reference(self, parameters: "Parameters", inputs: list[np.ndarray]) -> tuple:
+        from .backends import reference
+
+        g = self.graph
+        values: dict[int, np.ndarray] = {}
+        buffers = parameters._buffers
+        for i, (dtype, offset) in self.schedule.sources.parameters.items():
+            t = g.nodes[i].type
+            values[i] = buffers[dtype][offset:offset + t.size].reshape(t.shape)
+        for i, value in zip(self.schedule.sources.inputs, inputs):
+            values[i] = value
+        reference.evaluate(g, values, g.outputs)
+        outs = [np.empty(self.schedule.out_arena[d], d) for d in self._out_dtypes]
+        for r, (k, a, b, shape) in zip(g.outputs, self._root_slices):
+            outs[k][a:b] = np.asarray(values[r]).reshape(-1)
+        return tuple(outs)
+
+    def _reference_batch(self, parameters: "Parameters", fed: dict[int, np.ndarray],
+                         n: int) -> tuple:
+        outs = [np.empty((n, self.schedule.out_arena[d]), d) for d in self._out_dtypes]
+        for c in range(n):
+            inputs = [fed[i][c] if i in fed else d for i, d in zip(self._inputs, self._defaults)]
+            for k, out in enumerate(self._reference(parameters, inputs)):
+                outs[k][c] = out
+        return tuple(outs)
+
+    # -- saving ----------------------------------------------------------------------
+    def save(self, directory: Any) -> pathlib.Path:
+        """Write this plan as a portable artifact (``plan.json`` and
+        ``values.safetensors``; no pickle, no code)."""
+        from .artifact import save_plan
+
+        return save_plan(self, pathlib.Path(directory))
+
+    @staticmethod
+    def load(directory: Any, network: "Network | None" = None, backend: str | None = None
+             ) -> "Plan":
+        """Rebuild a saved plan (validated; hits the plan cache when warm). With
+        ``network`` the plan runs on that network's tables; without, on a network
+        rebuilt from the artifact (``plan.network``). ``backend`` defaults to the one
+        the plan was saved with."""
+        from .artifact import load_plan
+
+        return load_plan(pathlib.Path(directory), network, backend)
+
+
+class BoundPlan:
+    """``plan.bind(parameters)``: call with the inputs in ``plan.inputs()`` order."""
+
+    __slots__ = ("plan", "parameters", "_fn", "_slices")
+
+    def __init__(self, plan: Plan, parameters: "Parameters") -> None:
+        import functools
+
+        self.plan = plan
+        self.parameters = parameters
+        self._slices = plan._root_slices
+        if plan.backend == "numba":
+            self._fn = functools.partial(plan._run, *plan._arguments(parameters))
+        else:
+            def fn(*inputs):
+                return plan._reference(parameters, list(inputs))
+            self._fn = fn
+
+    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        try:
+            outs = self._fn(*inputs)
+        except (IndexError, ValueError) as error:
+            raise FeedError(str(error)) from None
+        return tuple(outs[k][a:b].reshape(shape) for k, a, b, shape in self._slices)
+
+
+class PlanRun:
+    """The roots of one ``plan.forward`` (or ``forward_batch``): read with ``of``."""
+
+    __slots__ = ("plan", "_outs", "batch")
+
+    def __init__(self, plan: Plan, outs: tuple, batch: int | None) -> None:
+        self.plan = plan
+        self._outs = outs
+        self.batch = batch
+
+    def _position(self, symbol: Any) -> int:
+        plan = self.plan
+        index = plan.network.node_of(symbol)
+        position = plan._positions.get(index)
+        if position is None:
+            raise TensorCodeError(
+                f"{symbol!r} is not a root of this plan; lower an entry whose roots include "
+                f"it (this plan's roots are {', '.join('%' + str(r) for r in plan.roots)})")
+        return position
+
+    def of(self, symbol: Any) -> np.ndarray:
+        """The value of root ``symbol`` (with a leading case axis for a batch run)."""
+        k, a, b, shape = self.plan._root_slices[self._position(symbol)]
+        if self.batch is None:
+            return self._outs[k][a:b].reshape(shape)
+        return self._outs[k][:, a:b].reshape((self.batch,) + shape)
+
+    def recorded_gradients(self, adjoints: "Adjoints") -> "Gradients":
+        """The gradients ``adjoints`` recorded, as a table aligned with the parameters;
+        a view of the plan's output buffer when the gradient roots follow the table's
+        layout (as ``adjoints.roots()`` does for every parameter), a copy otherwise."""
+        from ..runtime.network import gradients_table
+        from ..runtime.parameters import Gradients
+
+        if self.batch is not None:
+            raise TensorCodeError("recorded_gradients reads one case; a batch run has "
+                                  f"{self.batch}: read run.of(gradient) per case instead")
+        plan = self.plan
+        views = plan._gradient_views.get(id(adjoints))
+        if views is None or views[0] is not adjoints:
+            views = (adjoints, _gradient_view_plan(plan, adjoints))
+            plan._gradient_views[id(adjoints)] = views
+        layout_view = views[1]
+        if layout_view is not None:
+            buffers = {d: self._outs[k][a:b] for d, (k, a, b) in layout_view.items()}
+            return _table(Gradients, plan._layout, buffers, plan._spans)
+        return gradients_table(plan.network, adjoints, self.of)
+
+
+def _table(cls: type, layout: Any, buffers: dict[str, np.ndarray],
+           spans: Sequence[tuple[str, int, int, tuple[int, ...]]]) -> Any:
+    """A table over ``buffers`` (flat, one per dtype, already checked against the
+    layout by construction) without re-deriving every slot's size on each call."""
+    table = object.__new__(cls)
+    for buffer in buffers.values():
+        buffer.flags.writeable = False
+    table._layout = layout
+    table._buffers = buffers
+    table._views = tuple(buffers[d][a:b].reshape(shape) for d, a, b, shape in spans)
+    return table
+
+
+def _gradient_view_plan(plan: Plan, adjoints: "Adjoints") -> dict | None:
+    """Where each dtype's gradients sit in the output arenas when they are laid out
+    exactly like the parameter table (every slot, in order, contiguous); else None."""
+    layout = plan._layout
+    network = plan.network
+    by_slot: dict[int, int] = {}
+    try:
+        for p, g in adjoints:
+            by_slot[layout.index(p)] = plan._positions[network.node_of(g)]
+    except (TensorCodeError, KeyError, TypeError):
+        return None
+    if len(by_slot) != len(layout.slots):
+        return None
+    result: dict[str, tuple[int, int, int]] = {}
+    for k, slot in enumerate(layout.slots):
+        # the first root position holding this gradient must sit at base + offset
+        out_k, a, b, shape = plan._root_slices[by_slot[k]]
+        if plan._out_dtypes[out_k] != slot.dtype or b - a != slot.size:
+            return None
+        base = a - slot.offset
+        if slot.dtype in result:
+            if result[slot.dtype][1] != base:
+                return None
+        else:
+            result[slot.dtype] = (out_k, base, base + layout.sizes[slot.dtype])
+    return {d: (k, a, b) for d, (k, a, b) in result.items()}
+
+
+__all__ = ["Entry", "Plan", "PlanRun", "BoundPlan", "compile_stats", "cache_dir",
+           "BACKENDS"]
