@@ -164,6 +164,13 @@ def stamp(value: Any) -> str:
     return digest.hexdigest()
 
 
+def _tracked(value: Any) -> bool:
+    """Whether identity can tell this value apart: Python shares equal scalars, strings
+    and ``None`` between unrelated places, so those are never matched by identity."""
+    return not isinstance(value, (int, float, complex, str, bytes, bool, type(None),
+                                  np.generic))
+
+
 # -- the session ----------------------------------------------------------------------------
 
 class Trace:
@@ -206,7 +213,7 @@ class Trace:
             inputs: list[Any] = []
             values: list[Any] = []
             for position, arg in enumerate(args):
-                found = self._by_id.get(id(arg))
+                found = self._by_id.get(id(arg)) if _tracked(arg) else None
                 if found is not None and self._calls[found].output is arg:
                     self._check_intact(found, "reused")
                     inputs.append(OutputRef(self.id, found))
@@ -227,7 +234,8 @@ class Trace:
                       else r for r in inputs]
             self._calls.append(Call(index, operation, tuple(inputs), output))
             self._stamps.append(stamp(output))
-            self._by_id[id(output)] = index
+            if _tracked(output):
+                self._by_id[id(output)] = index
         return output
 
     # -- reading ------------------------------------------------------------------------
@@ -245,10 +253,18 @@ class Trace:
         return self._released
 
     def ref(self, output: Any) -> OutputRef:
-        """The reference of a captured output, found by identity (never by value)."""
-        self._check_live("make a reference")
+        """The reference of a captured output, found by identity (never by value), or
+        of a ``Call`` of this trace (the handle for scalar outputs, which Python shares
+        between equal values and so cannot be told apart by identity)."""
         if isinstance(output, OutputRef):
             return self._check_ref(output)
+        if isinstance(output, Call):
+            return self._call_ref(output)
+        self._check_live("make a reference")
+        if not _tracked(output):
+            raise TensorCodeError(
+                f"a {type(output).__name__} output cannot be told apart from equal values by "
+                "identity; pass its call instead: session.ref(session.calls[index])")
         found = self._by_id.get(id(output))
         if found is None or self._calls[found].output is not output:
             raise TensorCodeError(
@@ -266,9 +282,16 @@ class Trace:
                                   f"{len(self._calls)} calls")
         return ref
 
+    def _call_ref(self, call: Call) -> OutputRef:
+        if not (0 <= call.index < len(self._calls) and self._calls[call.index] is call):
+            raise TensorCodeError("this Call belongs to another trace")
+        return OutputRef(self.id, call.index)
+
     def _resolve(self, target: Any) -> OutputRef:
         if isinstance(target, OutputRef):
             return self._check_ref(target)
+        if isinstance(target, Call):
+            return self._call_ref(target)
         if self._released:
             raise TensorCodeError("this trace was released; name outputs with OutputRef "
                                   "(session.ref(...) before release) instead of the value")
@@ -303,7 +326,7 @@ class Trace:
                                   f"'mse', got {loss!r}")
         with self._lock:
             ref = self._resolve(output)
-            found = self._by_id.get(id(target))
+            found = self._by_id.get(id(target)) if _tracked(target) else None
             if found is not None and self._calls[found].output is target:
                 raise TensorCodeError("a target must be feedback, not a captured prediction; "
                                       "pass the label or value the source supplied")
@@ -608,7 +631,8 @@ def _build(document: dict, operations: Mapping[str, Any], allow: dict, path: Any
                                                f"calls[{k}].output"))
         session._calls.append(Call(k, operations[call["operation"]], tuple(inputs), output))
         session._stamps.append(stamp(output))
-        session._by_id[id(output)] = k
+        if _tracked(output):
+            session._by_id[id(output)] = k
     for s, record in enumerate(document["supervision"]):
         target = codecs_module.decode(record["target"], allow, path, f"supervision[{s}].target")
         session._supervisions.append(Supervision(OutputRef(session.id, record["call"]),

@@ -419,3 +419,28 @@ def test_nonfinite_arrays_are_not_saved(tmp_path):
     with pytest.raises(TensorCodeError, match="finite"):
         session.save(tmp_path / "e.json", operations={"layer": layer})
     assert not (tmp_path / "e.json").exists()
+
+
+def test_scalar_outputs_are_named_by_their_call():
+    class Score(Operation):
+        qualified_name = "tests.Score"
+        replay = "external"
+
+        def __init__(self):
+            self._initialize()
+
+        def compute(self, value):
+            return 1
+
+    score = Score()
+    session = trace()
+    a, b = session.run(lambda: (score("x"), score("y")))
+    assert a is b  # Python shares the int: identity cannot tell the calls apart
+    with pytest.raises(TensorCodeError, match="session.calls"):
+        session.ref(a)
+    assert session.ref(session.calls[1]) == OutputRef(session.id, 1)
+    session.supervise(session.calls[0], 0, loss="mse", source="test")
+    assert session.supervisions[0].ref.call == 0
+    other = trace()
+    with pytest.raises(TensorCodeError, match="another trace"):
+        other.ref(session.calls[0])
