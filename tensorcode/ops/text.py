@@ -19,7 +19,6 @@ import numpy as np
 from .. import nn
 from ..compiler.functions import maximum
 from ..compiler.tape import Expr, Tape
-from ..errors import ShapeError
 from ..nn import init as initializers
 from .base import Operation, as_float_array, check_last_axis, row_bucket
 from .layers import _one_argument, _positive, _seed

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import math
 import sys
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
