@@ -398,3 +398,31 @@ def test_experiences_differing_in_unneeded_calls_share_a_plan():
     expected = np.log(np.exp(logits).sum()) - logits[head.label_index(label_b)]
     assert trainer.step(noisy) == pytest.approx(expected, rel=1e-5)
     assert len(trainer._steps) == 1
+
+
+def test_text_encoder_and_head_step_matches_a_numpy_gradient():
+    from tensorcode.ops.text import ngram_ids
+
+    encoder, head = program()
+    text, label = "refund refund my payment", "billing"   # a repeated n-gram
+    table = encoder.parameters.payloads()[0].astype(np.float64)
+    weights, bias = [p.astype(np.float64) for p in head.parameters.payloads()]
+    ids = ngram_ids(text, encoder.ngrams, encoder.buckets)
+    vector = table[ids].mean(axis=0)
+    logits = vector @ weights + bias
+    p = np.exp(logits - logits.max())
+    p /= p.sum()
+    d_logits = p - np.eye(3)[head.label_index(label)]
+    d_table = np.zeros_like(table)
+    for i in ids:
+        d_table[i] += (weights @ d_logits) / len(ids)
+    lr = 0.5
+    (session,) = experiences(encoder, head, [(text, label)])
+    loss = Trainer.from_ops({"encoder": encoder, "head": head}, lr=lr, backend=REF).step(session)
+    assert loss == pytest.approx(-np.log(p[head.label_index(label)]), rel=1e-5)
+    np.testing.assert_allclose(encoder.parameters.payloads()[0], table - lr * d_table,
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(head.parameters.payloads()[0],
+                               weights - lr * np.outer(vector, d_logits), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(head.parameters.payloads()[1], bias - lr * d_logits,
+                               rtol=1e-5, atol=1e-6)
