@@ -167,8 +167,9 @@ def _validate_array(node: dict, fail: Any) -> None:
     if not isinstance(shape, list) or not all(
             isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         fail("array shape must be a list of non-negative ints")
-    if not isinstance(data, list) or len(data) != int(np.prod(shape, dtype=np.int64)):
-        fail(f"array data must be a flat list of {int(np.prod(shape, dtype=np.int64))} numbers")
+    size = math.prod(shape)  # Python ints: a huge shape cannot wrap around
+    if not isinstance(data, list) or len(data) != size:
+        fail(f"array data must be a flat list of {size} numbers")
     if dtype == "bool":
         ok = all(isinstance(x, bool) for x in data)
     elif dtype.startswith("int"):

@@ -352,6 +352,7 @@ def tamper(path, document):
     ("wrong format", "format"),
     ("record not allowlisted", "supervision[0].target.by"),
     ("bad array", "calls[1].output"),
+    ("wrapping shape", "calls[1].output"),
     ("bad supervision call", "supervision[0].call"),
     ("qualified name", "operations.encoder.qualified_name"),
 ])
@@ -375,6 +376,8 @@ def test_every_validation_failure_raises_and_constructs_nothing(saved, case, fie
         document["supervision"][0]["target"]["v"]["by"]["name"] = "os.system"
     elif case == "bad array":
         document["calls"][1]["output"]["shape"] = [2]
+    elif case == "wrapping shape":
+        document["calls"][1]["output"].update(shape=[2 ** 32, 2 ** 32], v=[])
     elif case == "bad supervision call":
         document["supervision"][0]["call"] = 9
     elif case == "qualified name":
