@@ -177,8 +177,9 @@ def _validate_array(node: dict, fail: Any) -> None:
         ok = all(isinstance(x, int) and not isinstance(x, bool) and info.min <= x <= info.max
                  for x in data)
     else:
+        limit = float(np.finfo(dtype).max)  # finite here and after the cast to dtype
         ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                 for x in data)
+                 and abs(x) <= limit for x in data)
     if not ok:
         fail(f"array data must be finite {dtype} values")
 

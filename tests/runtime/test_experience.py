@@ -353,6 +353,7 @@ def tamper(path, document):
     ("record not allowlisted", "supervision[0].target.by"),
     ("bad array", "calls[1].output"),
     ("wrapping shape", "calls[1].output"),
+    ("overflowing float32", "calls[1].output"),
     ("bad supervision call", "supervision[0].call"),
     ("qualified name", "operations.encoder.qualified_name"),
 ])
@@ -378,6 +379,8 @@ def test_every_validation_failure_raises_and_constructs_nothing(saved, case, fie
         document["calls"][1]["output"]["shape"] = [2]
     elif case == "wrapping shape":
         document["calls"][1]["output"].update(shape=[2 ** 32, 2 ** 32], v=[])
+    elif case == "overflowing float32":
+        document["calls"][1]["output"]["v"][0] = 1e300
     elif case == "bad supervision call":
         document["supervision"][0]["call"] = 9
     elif case == "qualified name":
