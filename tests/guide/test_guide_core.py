@@ -6,6 +6,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tensorcode.guide import learning_rates, named_checkpoint, noisy_sine, spec_and_state, \
@@ -69,3 +70,13 @@ def test_example_script_runs_and_prints_its_lines():
     out = subprocess.run([sys.executable, str(ROOT / "examples/guide/named_checkpoint.py")],
                          capture_output=True, text=True, check=True)
     assert "restored == original, payload for payload: True" in out.stdout
+
+
+@pytest.mark.parametrize("example", [noisy_sine, two_moons])
+def test_compiled_training_matches_the_interpreter(example):
+    """The guide's compiled-training examples run on a forward-only plan by default; a
+    short run agrees with the reference interpreter's (float32 rounding aside)."""
+    compiled = example.run(steps=60)
+    interpreted = example.run(steps=60, backend="network")
+    assert "forward-only plan" in compiled.lines[0]
+    np.testing.assert_allclose(compiled.data["losses"], interpreted.data["losses"], rtol=2e-4)
