@@ -36,6 +36,8 @@ from typing import Any, Iterable, Mapping, Sequence, TYPE_CHECKING
 import numpy as np
 
 from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
+from ..runtime.network import gradients_table
+from ..runtime.parameters import Gradients
 from . import ir
 from .ir import DTYPES, Graph, Node, Type
 from .passes import canonical_order, optimize
@@ -183,15 +185,20 @@ class Entry:
         self._origins = origins
         return graph, sources
 
-    def lower(self, backend: str = "numba") -> "Plan":
+    def lower(self, backend: str = "numba", approximate: bool | None = None) -> "Plan":
         """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"numba"`` or
-        ``"reference"``)."""
+        ``"reference"``). ``approximate`` (default: on unless the environment sets
+        ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``
+        as a vectorizable approximation within ``approx.TANH_ULP_BOUND`` ulp; float64
+        and the reference backend are always exact."""
         if backend not in BACKENDS:
             raise CompileError(f"unknown backend {backend!r}; use one of {list(BACKENDS)}")
+        if approximate is None:
+            approximate = os.environ.get("TENSORCODE_EXACT_MATH", "") not in ("1", "true", "yes")
         graph, sources = self.optimized()
         schedule = build(graph, sources)
         _count("plans_lowered")
-        return Plan(self, schedule, backend, dict(self._origins))
+        return Plan(self, schedule, backend, dict(self._origins), bool(approximate))
 
 
 # ---------------------------------------------------------------------------------------
@@ -312,17 +319,18 @@ def _load_module(path: pathlib.Path, key: str) -> Any:
     return module
 
 
-def compiled_module(schedule: Schedule) -> _CompiledModule:
+def compiled_module(schedule: Schedule, approximate: bool = True) -> _CompiledModule:
     """The compiled module for ``schedule``: from this process's memory, the on-disk
     cache, or compiled now (and cached)."""
     from .backends.numba import generate
 
-    key = hashlib.sha256((environment_key() + "\n" + ir_key(schedule)).encode()).hexdigest()[:32]
+    text = f"{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}"
+    key = hashlib.sha256(text.encode()).hexdigest()[:32]
     with _MODULE_LOCK:
         if key in _MODULES:
             _count("memory_hits")
             return _MODULES[key]
-        source = generate(schedule, key)
+        source = generate(schedule, key, approximate)
         directory = cache_dir() / "plans"
         directory.mkdir(parents=True, exist_ok=True)
         stem = f"p_{key}"
@@ -366,7 +374,7 @@ class Plan:
     ``call`` and ``bind`` are the low-overhead paths (see ``docs/compiler.md``)."""
 
     def __init__(self, entry: Entry, schedule: Schedule, backend: str,
-                 origins: dict[int, int]) -> None:
+                 origins: dict[int, int], approximate: bool = True) -> None:
         self.entry = entry
         self.network = entry.network
         self.schedule = schedule
@@ -396,8 +404,9 @@ class Plan:
                        for slot in self._layout.slots]
         self.key = ""
         self._compiled = None
+        self.approximate = approximate and backend == "numba"
         if backend == "numba":
-            self._compiled = compiled_module(schedule)
+            self._compiled = compiled_module(schedule, self.approximate)
             self.key = self._compiled.key
             self._run = self._compiled.run
 
@@ -601,9 +610,6 @@ class PlanRun:
         """The gradients ``adjoints`` recorded, as a table aligned with the parameters;
         a view of the plan's output buffer when the gradient roots follow the table's
         layout (as ``adjoints.roots()`` does for every parameter), a copy otherwise."""
-        from ..runtime.network import gradients_table
-        from ..runtime.parameters import Gradients
-
         if self.batch is not None:
             raise TensorCodeError("recorded_gradients reads one case; a batch run has "
                                   f"{self.batch}: read run.of(gradient) per case instead")
@@ -614,7 +620,8 @@ class PlanRun:
             plan._gradient_views[id(adjoints)] = views
         layout_view = views[1]
         if layout_view is not None:
-            buffers = {d: self._outs[k][a:b] for d, (k, a, b) in layout_view.items()}
+            outs = self._outs
+            buffers = {d: outs[k][a:b] for d, k, a, b in layout_view}
             return _table(Gradients, plan._layout, buffers, plan._spans)
         return gradients_table(plan.network, adjoints, self.of)
 
@@ -628,11 +635,11 @@ def _table(cls: type, layout: Any, buffers: dict[str, np.ndarray],
         buffer.flags.writeable = False
     table._layout = layout
     table._buffers = buffers
-    table._views = tuple(buffers[d][a:b].reshape(shape) for d, a, b, shape in spans)
+    table._views = tuple([buffers[d][a:b].reshape(shape) for d, a, b, shape in spans])
     return table
 
 
-def _gradient_view_plan(plan: Plan, adjoints: "Adjoints") -> dict | None:
+def _gradient_view_plan(plan: Plan, adjoints: "Adjoints") -> list | None:
     """Where each dtype's gradients sit in the output arenas when they are laid out
     exactly like the parameter table (every slot, in order, contiguous); else None."""
     layout = plan._layout
@@ -657,7 +664,7 @@ def _gradient_view_plan(plan: Plan, adjoints: "Adjoints") -> dict | None:
                 return None
         else:
             result[slot.dtype] = (out_k, base, base + layout.sizes[slot.dtype])
-    return {d: (k, a, b) for d, (k, a, b) in result.items()}
+    return [(d, k, a, b) for d, (k, a, b) in result.items()]
 
 
 __all__ = ["Entry", "Plan", "PlanRun", "BoundPlan", "compile_stats", "cache_dir",

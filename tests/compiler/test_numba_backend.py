@@ -216,3 +216,45 @@ def test_bind_and_bad_indices(classifier):
         plan.forward(parameters, {syms["idx"]: np.full((32, 3), 27)})
     with pytest.raises(tc.FeedError, match="expected shape"):
         bound(np.zeros((31, 3), np.int64), y)
+
+
+# ---------------------------------------------------------------------------------------
+# the float32 tanh approximation
+
+
+def test_float32_tanh_approximation_is_within_its_ulp_bound():
+    from tensorcode.compiler.backends.approx import TANH_ULP_BOUND, tanh_float32, ulp_distance
+
+    rng = np.random.default_rng(11)
+    xs = np.concatenate([rng.uniform(-10, 10, 400_000), rng.normal(0, 0.05, 100_000),
+                         rng.uniform(-1, 1, 200_000),
+                         [0.0, -0.0, 3e-4, -3e-4, 7.9, -7.9, 8.0, 1e30, -1e30]]
+                        ).astype(np.float32)
+    tape = tc.Tape()
+    x = tape.input(xs, name="x")
+    y = x.tanh()
+    network = tape.into_network()
+    plan = network.entry([y]).lower("numba")
+    assert plan.approximate
+    got = plan.forward(network.parameters()).of(y)
+    exact = np.tanh(xs.astype(np.float64)).astype(np.float32)
+    assert ulp_distance(got, exact).max() <= TANH_ULP_BOUND
+    assert ulp_distance(got, tanh_float32(xs)).max() <= 1  # the NumPy model of the code
+    special = np.array([np.nan, np.inf, -np.inf], np.float32)
+    out = plan.forward(network.parameters(), {x: np.resize(special, xs.shape)}).of(y)[:3]
+    assert np.isnan(out[0]) and out[1] == 1 and out[2] == -1
+
+
+def test_exact_math_can_be_asked_for():
+    tape = tc.Tape()
+    xs = np.linspace(-6, 6, 1001, dtype=np.float32)
+    x = tape.input(xs, name="x")
+    y = x.tanh()
+    network = tape.into_network()
+    plan = network.entry([y]).lower("numba", approximate=False)
+    assert not plan.approximate and "np.tanh(" in plan.source()
+    from tensorcode.compiler.backends.approx import ulp_distance
+
+    got = plan.forward(network.parameters()).of(y)
+    exact = np.tanh(xs.astype(np.float64)).astype(np.float32)
+    assert ulp_distance(got, exact).max() <= 2  # libm tanhf: within 2 ulp

@@ -95,8 +95,9 @@ def _coalesce(dims: Sequence[int], vectors: Sequence[Sequence[int]]
 
 
 class _Generator:
-    def __init__(self, schedule: Schedule) -> None:
+    def __init__(self, schedule: Schedule, approximate: bool = True) -> None:
         self.s = schedule
+        self.approximate = approximate
         self.consts: dict[tuple[str, Any], str] = {}
         self.const_lines: list[str] = []
         self.out = _Emitter()
@@ -242,7 +243,10 @@ class _Generator:
                         fn = "np.maximum" if node.op == "max" else "np.minimum"
                         e.line(f"{target} = {fn}({target}, {x})")
                 continue
-            e.line(f"v{i} = {self._expr(node, loads)}")
+            if node.op == "tanh" and node.type.dtype == "float32" and self.approximate:
+                self._tanh32(i, f"v{node.inputs[0]}")
+            else:
+                e.line(f"v{i} = {self._expr(node, loads)}")
             if i in store_vec:
                 e.line(f"{self.access(stores[i], store_vec[i], names)} = v{i}")
         close_level(len(dims))
@@ -260,6 +264,22 @@ class _Generator:
                 e.line(f"{array}[{self.index(offset, [1], [v])}] = "
                        f"{array}[{self.index(offset, [1], [v])}] / {count}")
                 e.close()
+
+    def _tanh32(self, i: int, x: str) -> None:
+        """float32 tanh as the vectorizable rational function of ``approx.py``."""
+        from .approx import TANH_CLAMP, TANH_DENOMINATOR, TANH_NUMERATOR, TANH_TINY
+
+        e, f = self.out, "float32"
+        hi, lo = self.const(TANH_CLAMP, f), self.const(-TANH_CLAMP, f)
+        e.line(f"c{i} = {hi} if {x} > {hi} else ({lo} if {x} < {lo} else {x})")
+        e.line(f"s{i} = c{i} * c{i}")
+        e.line(f"p{i} = {self.const(TANH_NUMERATOR[-1], f)}")
+        for a in TANH_NUMERATOR[-2::-1]:
+            e.line(f"p{i} = p{i} * s{i} + {self.const(a, f)}")
+        e.line(f"q{i} = {self.const(TANH_DENOMINATOR[-1], f)}")
+        for b in TANH_DENOMINATOR[-2::-1]:
+            e.line(f"q{i} = q{i} * s{i} + {self.const(b, f)}")
+        e.line(f"v{i} = {x} if np.abs({x}) < {self.const(TANH_TINY, f)} else p{i} * c{i} / q{i}")
 
     def _count(self, r: int) -> int:
         node = self.s.graph.nodes[r]
@@ -523,10 +543,11 @@ def _array_type(dtype: str, ndim: int, readonly: bool) -> str:
     return f"types.Array(types.{dtype}, {ndim}, 'C', readonly={readonly})"
 
 
-def generate(schedule: Schedule, key: str = "") -> str:
+def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str:
     """The module source for ``schedule`` (deterministic: the same schedule gives the
-    same text, which the plan cache compares before importing)."""
-    gen = _Generator(schedule)
+    same text, which the plan cache compares before importing). ``approximate`` turns
+    on the float32 approximations of ``approx.py``."""
+    gen = _Generator(schedule, approximate)
     s = schedule
     for k, kernel in enumerate(s.kernels):
         gen.kernel(k, kernel)

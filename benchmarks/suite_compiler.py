@@ -1,0 +1,102 @@
+"""The compiler suite: one training step of W1..W5 per peer, cold and warm lowering.
+
+Rows per workload: the TensorCode Numba plan (baseline), the reference interpreter on
+the same lowered plan, plain NumPy, a hand-written Numba step, and PyTorch eager and JAX
+jit when installed (each in its own process). Then W2's cold lowering (fresh process,
+empty cache) and a fresh process's time to its first step with a warm cache, with JAX's
+fresh-process time to its first jitted step beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from .compiler_workloads import (WORKLOADS, fresh_process_script, hand_numba_step, make_data,
+                                 numpy_step, repeats, tensorcode_step)
+from .harness import Row, median_time, module_available
+
+SUITE = "compiler"
+
+
+def _framework_rows(kind: str, quick: bool) -> list[dict]:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (f"import sys; sys.path.insert(0, {here!r}); "
+            f"from benchmarks.compiler_workloads import main; "
+            f"main([{kind!r}, {'quick' if quick else 'full'!r}])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=1800)
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr[-2000:])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _fresh(kind: str, cache: str) -> dict:
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", fresh_process_script(kind, cache)],
+                            capture_output=True, text=True, timeout=600)
+    wall = time.perf_counter() - start
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr[-2000:])
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    data["wall"] = wall
+    return data
+
+
+def run(quick: bool = False) -> list[Row]:
+    rows: list[Row] = []
+    for name, spec in WORKLOADS.items():
+        workload = spec["title"]
+        data = make_data(spec)
+        n = repeats(name, quick)
+        step, note, plan = tensorcode_step(spec, data, "numba")
+        value = median_time(step, repeat=n, warmup=3)
+        rows.append(Row(SUITE, workload, "tensorcode", value * 1e6, note=f"numba plan; {note}",
+                        baseline=True))
+        if name != "W5" or not quick:
+            ref_step, _, _ = tensorcode_step(spec, data, "reference")
+            rows.append(Row(SUITE, workload, "reference interpreter",
+                            median_time(ref_step, repeat=max(3, n // 4), warmup=1) * 1e6,
+                            note="same lowered plan, NumPy per node"))
+        rows.append(Row(SUITE, workload, "numpy",
+                        median_time(numpy_step(spec, data), repeat=n, warmup=2) * 1e6,
+                        note="hand-written NumPy"))
+        hand, hand_note = hand_numba_step(name, spec, data)
+        rows.append(Row(SUITE, workload, "hand numba", median_time(hand, repeat=n, warmup=3) * 1e6,
+                        note=hand_note))
+    for kind, module in (("torch", "torch"), ("jax", "jax")):
+        if not module_available(module):
+            rows.append(Row(SUITE, WORKLOADS["W1"]["title"], f"{kind} (not installed)", 0.0,
+                            note="install it to compare"))
+            continue
+        try:
+            for r in _framework_rows(kind, quick):
+                rows.append(Row(SUITE, WORKLOADS[r["workload"]]["title"], r["peer"], r["value"],
+                                note=r["note"]))
+        except Exception as error:  # noqa: BLE001 - report, do not abort the suite
+            rows.append(Row(SUITE, WORKLOADS["W1"]["title"], f"{kind} (failed)", 0.0,
+                            note=str(error).splitlines()[-1][:80]))
+    # cold and warm lowering of W2 in fresh processes
+    with tempfile.TemporaryDirectory(prefix="tensorcode-bench-cache-") as cache:
+        cold = _fresh("tensorcode", cache)
+        warm = _fresh("tensorcode", cache)
+    rows.append(Row(SUITE, "W2 cold lowering (fresh process)", "tensorcode", cold["lower"],
+                    unit="s", baseline=True,
+                    note=f"empty cache; compiled {cold['stats']['compiled']} functions"))
+    rows.append(Row(SUITE, "W2 warm: process start to 1st step", "tensorcode", warm["wall"],
+                    unit="s", baseline=True,
+                    note=f"cache hit: compiled {warm['stats']['compiled']}, loaded "
+                         f"{warm['stats']['cache_loaded']}; lower() {warm['lower']:.2f}s"))
+    if module_available("jax"):
+        try:
+            jax_fresh = _fresh("jax", "")
+            rows.append(Row(SUITE, "W2 warm: process start to 1st step", "jax jit",
+                            jax_fresh["wall"], unit="s", note="import + trace + compile"))
+        except Exception as error:  # noqa: BLE001
+            rows.append(Row(SUITE, "W2 warm: process start to 1st step", "jax (failed)", 0.0,
+                            unit="s", note=str(error).splitlines()[-1][:80]))
+    return rows

@@ -1,0 +1,62 @@
+"""Vectorizable float32 approximations of transcendental functions.
+
+LLVM here has no vector math library, so ``np.tanh`` on float32 in compiled code is a
+scalar libm call that also stops the loop around it from vectorizing (1.6-2x of a small
+MLP's step). As XLA and Eigen do, the Numba backend instead evaluates float32 ``tanh`` as
+a clamped rational function of plain multiplies, adds and one divide, which vectorizes.
+float64 always stays exact, and ``lower(approximate=False)`` (or the environment
+variable ``TENSORCODE_EXACT_MATH=1``) turns the approximation off.
+
+``TANH_ULP_BOUND``: the largest error, in float32 units in the last place against the
+correctly rounded tanh, measured over a third of all float32 in [1e-4, 9.5] (both signs)
+and 16 million random points: 7 ulp (mean 0.9 ulp); the tests check a fresh sample
+against that bound. Inputs below 4e-4 in magnitude return ``x`` (exact to rounding);
+beyond +-7.905 the result is +-1; NaN stays NaN.
+
+The coefficients are Eigen's (``ptanh_float``), a [13/6] minimax rational function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TANH_ULP_BOUND = 7
+TANH_CLAMP = 7.90531110763549805
+TANH_TINY = 0.0004
+TANH_NUMERATOR = (4.89352455891786e-03, 6.37261928875436e-04, 1.48572235717979e-05,
+                  5.12229709037114e-08, -8.60467152213735e-11, 2.00018790482477e-13,
+                  -2.76076847742355e-16)  # x^1, x^3, ..., x^13
+TANH_DENOMINATOR = (4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04,
+                    1.19825839466702e-06)  # x^0, x^2, x^4, x^6
+
+
+def tanh_float32(x: np.ndarray) -> np.ndarray:
+    """The approximation in NumPy, operation for operation as the generated code does
+    it (for tests and for reading)."""
+    f = np.float32
+    x = np.asarray(x, dtype=np.float32)
+    hi = f(TANH_CLAMP)
+    c = np.where(x > hi, hi, np.where(x < -hi, -hi, x))
+    x2 = c * c
+    p = f(TANH_NUMERATOR[-1])
+    for a in TANH_NUMERATOR[-2::-1]:
+        p = p * x2 + f(a)
+    p = p * c
+    q = f(TANH_DENOMINATOR[-1])
+    for b in TANH_DENOMINATOR[-2::-1]:
+        q = q * x2 + f(b)
+    with np.errstate(all="ignore"):
+        r = p / q
+    return np.where(np.abs(x) < f(TANH_TINY), x, r).astype(np.float32)
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distance in float32 ulps between two float32 arrays (same sign convention as
+    the bits, so -0 and +0 are 0 apart)."""
+    def ordered(v):
+        i = np.asarray(v, np.float32).view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+    return np.abs(ordered(a) - ordered(b))
+
+
+__all__ = ["tanh_float32", "ulp_distance", "TANH_ULP_BOUND"]

@@ -1,0 +1,31 @@
+"""``tensorcode compile`` and ``tensorcode bench``."""
+
+from __future__ import annotations
+
+import pytest
+
+from tensorcode import cli
+from tensorcode.bench_command import find_root
+
+from compiler_graphs import mlp_program
+
+
+def test_compile_warms_saved_plans(tmp_path, capsys):
+    network, value, adjoints, syms = mlp_program([2, 4, 1], batch=3)
+    network.entry(adjoints.roots()).lower("reference").save(tmp_path / "plans" / "a")
+    code = cli.main(["compile", str(tmp_path / "plans"), "--backend", "reference",
+                     "--describe"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "plans/a: ready" in out and "kernel 0" in out
+
+
+def test_compile_names_what_is_not_a_plan(tmp_path, capsys):
+    assert cli.main(["compile", str(tmp_path)]) == 1
+    assert "no plan.json" in capsys.readouterr().err
+
+
+def test_bench_needs_a_checkout(tmp_path, capsys):
+    assert cli.main(["bench", "--root", str(tmp_path)]) == 1
+    assert "no benchmarks/ folder" in capsys.readouterr().err
+    assert (find_root(None) / "benchmarks" / "harness.py").is_file()
