@@ -292,7 +292,7 @@ def _hand_kernels():
         return g, loss / n
 
     @njit(nogil=True)
-    def dense(x, y, labels, Ws, bs, lr, relu, ce, E, idx, moments, t, adam):
+    def dense(x, y, labels, Ws, bs, flat, lr, relu, ce, E, idx, moments, t, adam):
         """Batch-matrix MLP step with BLAS matmuls (W3, W4, W5)."""
         n = x.shape[0] if E.shape[0] == 0 else idx.shape[0]
         if E.shape[0] > 0:
@@ -308,9 +308,10 @@ def _hand_kernels():
         h = x
         for k in range(L):
             z = np.dot(h, Ws[k])
+            bias = bs[k]
             for i in range(z.shape[0]):
                 for j in range(z.shape[1]):
-                    v = z[i, j] + bs[k][j]
+                    v = z[i, j] + bias[j]
                     if k < L - 1:
                         v = max(v, np.float32(0)) if relu else np.tanh(v)
                     z[i, j] = v
@@ -328,7 +329,11 @@ def _hand_kernels():
         gb = [np.empty(1, np.float32)] * L
         for k in range(L - 1, -1, -1):
             gW[k] = np.dot(hs[k].T, g)
-            gb[k] = g.sum(axis=0)
+            colsum = np.zeros(g.shape[1], np.float32)
+            for i in range(g.shape[0]):
+                for j in range(g.shape[1]):
+                    colsum[j] += g[i, j]
+            gb[k] = colsum
             if k > 0 or E.shape[0] > 0:
                 g = np.dot(g, Ws[k].T)
                 if k > 0:
@@ -340,7 +345,6 @@ def _hand_kernels():
                             else:
                                 g[i, j] = g[i, j] * (np.float32(1) - a[i, j] * a[i, j])
         grads = []
-        params = []
         if E.shape[0] > 0:
             gE = np.zeros_like(E)
             dim = E.shape[1]
@@ -348,15 +352,12 @@ def _hand_kernels():
                 for c in range(idx.shape[1]):
                     for k in range(dim):
                         gE[idx[i, c], k] += g[i, c * dim + k]
-            grads.append(gE.reshape(-1))
-            params.append(E.reshape(-1))
+            grads.append(gE.ravel())
         for k in range(L):
-            grads.append(gW[k].reshape(-1))
-            params.append(Ws[k].reshape(-1))
+            grads.append(gW[k].ravel())
             grads.append(gb[k])
-            params.append(bs[k])
-        for q in range(len(params)):
-            p = params[q]
+        for q in range(len(flat)):
+            p = flat[q]
             gq = grads[q]
             if adam:
                 m, v = moments[2 * q], moments[2 * q + 1]
@@ -397,9 +398,12 @@ def hand_numba_step(name: str, spec: dict, data: dict):
     t = [0]
     ce = spec["loss"] == "ce"
 
+    flat = List(([E.reshape(-1)] if E.shape[0] else [])
+                + [a.reshape(-1) for wb in layers for a in wb])
+
     def step():
         t[0] += 1
-        dense(x, y2, labels, Ws, bs, float(lr), spec["act"] == "relu", ce, E, idx, moments,
+        dense(x, y2, labels, Ws, bs, flat, float(lr), spec["act"] == "relu", ce, E, idx, moments,
               t[0], spec["opt"] == "adam")
     return step, "np.dot (BLAS) + loops"
 

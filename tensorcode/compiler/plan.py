@@ -324,13 +324,15 @@ def compiled_module(schedule: Schedule, approximate: bool = True) -> _CompiledMo
     cache, or compiled now (and cached)."""
     from .backends.numba import generate
 
-    text = f"{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}"
+    source = generate(schedule, approximate=approximate)
+    # the key covers the generated code too, so any change to code generation (or to a
+    # scheduling constant) is a new entry rather than a mismatch
+    text = f"{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}\n{source}"
     key = hashlib.sha256(text.encode()).hexdigest()[:32]
     with _MODULE_LOCK:
         if key in _MODULES:
             _count("memory_hits")
             return _MODULES[key]
-        source = generate(schedule, key, approximate)
         directory = cache_dir() / "plans"
         directory.mkdir(parents=True, exist_ok=True)
         stem = f"p_{key}"
@@ -499,6 +501,20 @@ class Plan:
         """One call with inputs as C-contiguous arrays of their exact dtype, in
         ``inputs()`` order; returns the roots as a tuple (views of one buffer per dtype)."""
         return self.bind(parameters)(*inputs)
+
+    def raw_call(self, parameters: "Parameters") -> tuple[Any, list[tuple[int, int, int, tuple]]]:
+        """The lowest-overhead path: ``(fn, roots)`` where ``fn(*inputs)`` (inputs in
+        ``inputs()`` order, C-contiguous, exact dtypes) returns one flat output buffer
+        per dtype, and ``roots[k] = (buffer, start, stop, shape)`` says where root k
+        lies in them. Every call allocates its own buffers."""
+        self._check_parameters(parameters)
+        if self.backend == "numba":
+            import functools
+            fn = functools.partial(self._run, *self._arguments(parameters))
+        else:
+            def fn(*inputs):
+                return self._reference(parameters, list(inputs))
+        return fn, list(self._root_slices)
 
     def bind(self, parameters: "Parameters") -> "BoundPlan":
         """A callable ``f(*inputs) -> tuple of roots`` with the table's buffers bound:

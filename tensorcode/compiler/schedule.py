@@ -32,7 +32,8 @@ from .passes import REDUCE_OPS, VIEW_OPS, fuse, is_elementwise
 #: matmuls with at most this many multiply-adds run as generated loops; larger float
 #: matmuls call BLAS through ``np.dot`` on contiguous (or transposed) operands
 LOOP_MATMUL_LIMIT = 1 << 15
-#: arena offsets are rounded up to this many elements (64 bytes of float32)
+#: arena offsets of buffers of 64 elements or more are rounded up to this many elements
+#: (64 bytes of float32)
 ALIGN = 16
 
 
@@ -204,6 +205,15 @@ class Schedule:
                 lines.append(f"{format_node(i, node)}  @ X{self.sources.inputs.index(i)}")
             elif node.op == "leaf" and i in self.constants:
                 lines.append(f"{format_node(i, node)}  @ C{self.constants.index(i)}")
+            elif node.op == "leaf":
+                lines.append(f"{format_node(i, node)}  (baked into the code)")
+            elif node.op in VIEW_OPS and i not in self.registers and not any(
+                    i in k.nodes for k in self.kernels):
+                loc = self.locs.get(i)
+                where = "a baked scalar" if isinstance(loc, Scalar) else (
+                    f"{loc.buffer}[{loc.offset}] strides {list(loc.strides)}"
+                    if isinstance(loc, Strided) else "unused")
+                lines.append(f"{format_node(i, node)}  (view: {where})")
         for k, kernel in enumerate(self.kernels):
             head = f"kernel {k}: {kernel.kind}"
             if kernel.kind == "fused":
@@ -533,14 +543,18 @@ def _place(buffers: dict[str, Buffer]) -> dict[str, int]:
         for o in others:
             if offset + buf.size <= o.offset:
                 break
-            offset = max(offset, _align(o.offset + o.size))
+            offset = max(offset, _align(o.offset + o.size, buf.size))
         buf.offset = offset
         placed.setdefault(buf.dtype, []).append(buf)
         arena[buf.dtype] = max(arena.get(buf.dtype, 0), offset + buf.size)
     return arena
 
 
-def _align(n: int) -> int:
+def _align(n: int, size: int) -> int:
+    """Round a buffer's offset up to ``ALIGN`` elements, unless it is small enough
+    that the padding would cost more than it saves."""
+    if size < 4 * ALIGN:
+        return n
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
