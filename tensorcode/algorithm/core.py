@@ -17,16 +17,10 @@ import numpy as np
 from ..compiler import ir
 from ..compiler.subset import DTYPE, CompiledProgram, compile_program, normalize_parameters
 from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
+from ..files import atomic_write_bytes
 from ..runtime.parameters import Parameters
 from . import artifact
 from .executors import EXECUTORS, Executor, make_executor
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same directory, fsync, ``os.replace``, fsync the directory."""
-    from ..runtime.tensorfile import atomic_write
-
-    atomic_write(path, lambda handle: handle.write(data))
 
 
 class Algorithm:
@@ -189,7 +183,7 @@ class Algorithm:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the artifact atomically as JSON; returns the path."""
         path = Path(path)
-        _write_atomic(path, artifact.dumps(self.to_document()))
+        atomic_write_bytes(path, artifact.dumps(self.to_document()))
         return path
 
     @classmethod

@@ -20,7 +20,7 @@ from ..errors import ArtifactError
 from . import program as programs
 from .attempts import CaseSet
 from .cases import COVERED, Case, Contract, normalize_case, normalize_contract, to_json
-from .files import fsync_directory, read_json, write_json_atomic
+from ..files import atomic_write_json as write_json_atomic, read_json
 from .router import Router
 
 FORMAT = "tensorcode.distillation"
@@ -120,17 +120,8 @@ class Distillation:
         ``directory`` (created if needed); returns the directory."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        temporary = directory / f".{ARTIFACT}.{os.getpid()}.tmp"
-        try:
-            self.program.save(temporary)
-            data = temporary.read_bytes()
-            with open(temporary, "rb+") as stream:
-                os.fsync(stream.fileno())
-            os.replace(temporary, directory / ARTIFACT)
-        finally:
-            if temporary.exists():
-                temporary.unlink()
-        fsync_directory(directory)
+        self.program.save(directory / ARTIFACT)  # atomic; the record, written last, commits
+        data = (directory / ARTIFACT).read_bytes()
         write_json_atomic(directory / RECORD, self.record(hashlib.sha256(data).hexdigest()))
         return directory
 

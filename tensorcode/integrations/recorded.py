@@ -59,7 +59,7 @@ class RecordedModel:
 def load_replies(path: str | os.PathLike) -> list[str]:
     """Validated replies from a recording file (``ArtifactError`` names what is wrong)."""
     path = Path(path)
-    from ..distill.files import read_json
+    from ..files import read_json
 
     document: Any = read_json(path, MAX_FILE_BYTES)
     if not isinstance(document, dict):
@@ -78,7 +78,7 @@ def load_replies(path: str | os.PathLike) -> list[str]:
 
 def save_replies(path: str | os.PathLike, replies: Sequence[str], note: str = "") -> None:
     """Write a recording atomically (temp file, fsync, replace, fsync the directory)."""
-    from ..distill.files import write_json_atomic
+    from ..files import atomic_write_json as write_json_atomic
 
     document: dict[str, Any] = {"format": FORMAT, "version": VERSION}
     if note:

@@ -29,7 +29,8 @@ import numpy as np
 
 from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
 from .parameters import Layout, Parameters, Table
-from .tensorfile import (DATA_DIGEST_PLACEHOLDER, TensorFile, atomic_write, fsync_directory,
+from ..files import atomic_write, fsync_directory
+from .tensorfile import (DATA_DIGEST_PLACEHOLDER, TensorFile,
                          write_tensors)
 
 

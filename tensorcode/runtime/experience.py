@@ -23,7 +23,6 @@ import hashlib
 import inspect
 import json
 import os
-import tempfile
 import threading
 import uuid
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ArtifactError, TensorCodeError
+from ..files import atomic_write_bytes
 from . import experience_codecs as codecs_module
 
 FORMAT = "tensorcode.experience"
@@ -398,7 +398,7 @@ class Trace:
             document = self._document(operations, allow)
             text = json.dumps(document, ensure_ascii=False, allow_nan=False,
                               separators=(",", ":"))
-            atomic_write(path, text.encode("utf-8"))
+            atomic_write_bytes(path, text.encode("utf-8"))
             if release:
                 self.release()
 
@@ -467,31 +467,6 @@ def _root_overrides(example: Example, inputs: Any) -> dict[tuple[int, int], Any]
 
 
 # -- files ----------------------------------------------------------------------------------
-
-def atomic_write(path: Any, data: bytes) -> None:
-    """Temp file in the same directory, fsync, ``os.replace``, fsync the directory."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory handles
-        return
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
@@ -642,4 +617,4 @@ def _build(document: dict, operations: Mapping[str, Any], allow: dict, path: Any
 
 
 __all__ = ["trace", "Trace", "OutputRef", "ExternalRoot", "Call", "Supervision", "Example",
-           "load_experience", "current_trace", "FORMAT", "VERSION", "atomic_write"]
+           "load_experience", "current_trace", "FORMAT", "VERSION"]

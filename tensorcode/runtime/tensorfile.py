@@ -16,8 +16,7 @@ import json
 import os
 import pathlib
 import struct
-import uuid
-from typing import Any, BinaryIO, Callable, Mapping
+from typing import Any, BinaryIO, Mapping
 
 import numpy as np
 
@@ -31,37 +30,6 @@ _NUMPY = {code: name for name, code in DTYPES.items()}
 #: a header larger than this is refused before it is parsed
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 _CHUNK = 1 << 20  # small enough that a chunk is still in cache when it is hashed
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> Any:
-    """Write ``path`` through a temp file in the same directory: ``write(file)``, fsync,
-    ``os.replace``, fsync the directory. The file is complete or absent, never partial.
-    Returns what ``write`` returned."""
-    path = pathlib.Path(path)
-    temp = path.parent / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        with open(temp, "wb") as handle:
-            result = write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            temp.unlink()
-        except FileNotFoundError:
-            pass
-        raise
-    fsync_directory(path.parent)
-    return result
-
-
-def fsync_directory(directory: str | os.PathLike) -> None:
-    """Make a rename or unlink in ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 #: a 64-character stand-in a manifest may carry for the SHA-256 of the data section;
@@ -306,5 +274,5 @@ def read_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[s
     return tensors, tensor_file.metadata, whole, data.hexdigest()
 
 
-__all__ = ["atomic_write", "fsync_directory", "write_tensors", "read_tensors", "DTYPES",
+__all__ = ["write_tensors", "read_tensors", "DTYPES",
            "MAX_HEADER_BYTES"]

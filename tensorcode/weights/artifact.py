@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArtifactError, PatchError
-from ._files import write_atomic
+from ..files import atomic_write_bytes as write_atomic
 from .forms import Dense, LowRank, Projection, Sparse
 from .hashing import HASH_VERSION
 from .patch import Patch, TensorChange

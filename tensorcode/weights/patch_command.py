@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArtifactError, PatchError
-from ._files import write_atomic
+from ..files import atomic_write_bytes as write_atomic
 
 SCALES_FORMAT = "tensorcode.scales"
 

@@ -18,6 +18,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import tensorcode as tc
+from tensorcode import files
 from tensorcode.runtime import tensorfile
 from tensorcode.runtime.parameters import Gradients
 
@@ -114,7 +115,7 @@ def test_tensor_file_reader_agrees_with_safetensors(tmp_path):
     for name in arrays:
         assert ours[name].dtype == arrays[name].dtype
         np.testing.assert_array_equal(ours[name], arrays[name])
-    tensorfile.atomic_write(tmp_path / "ours.safetensors",
+    files.atomic_write(tmp_path / "ours.safetensors",
                             lambda f: tensorfile.write_tensors(f, arrays, {"k": "v"}))
     theirs = load_file(str(tmp_path / "ours.safetensors"))
     for name in arrays:
@@ -231,7 +232,7 @@ def rewrite_tensors(directory, manifest, change):
     path = directory / manifest["tensors"]["file"]
     tensors = {k: np.array(v) for k, v in load_file(str(path)).items()}
     change(tensors)
-    digest = tensorfile.atomic_write(path, lambda f: tensorfile.write_tensors(f, tensors))
+    digest = files.atomic_write(path, lambda f: tensorfile.write_tensors(f, tensors))
     manifest["tensors"]["sha256"] = digest
     (directory / "training.json").write_text(json.dumps(manifest))
 
