@@ -1,10 +1,11 @@
-"""``tensorcode compile``: warm the plan cache for saved plans.
+"""``tensorcode compile``: warm the plan cache for saved plans and saved networks.
 
 Each PATH is a plan directory written by ``plan.save(dir)`` (``plan.json`` and
-``values.safetensors``). The plan is validated, lowered and compiled into the cache
-(``TENSORCODE_CACHE_DIR`` or ``--cache-dir``), so the next process that loads it or
-lowers the same network starts without compiling. A PATH that holds ``*/plan.json``
-below it (a directory of saved plans) warms every one.
+``values.safetensors``), a directory of them, or a saved algorithm artifact (a network
+written by ``algorithm.save(path)``, whose compiled executor lowers it). Each is
+validated, lowered and compiled into the cache (``TENSORCODE_CACHE_DIR`` or
+``--cache-dir``), so the next process that loads it, or lowers the same network, starts
+without compiling.
 """
 
 from __future__ import annotations
@@ -28,15 +29,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--describe", action="store_true", help="print each lowered plan")
 
 
-def _plan_dirs(path: pathlib.Path) -> list[pathlib.Path]:
+def _targets(path: pathlib.Path) -> list[tuple[str, pathlib.Path]]:
     if (path / "plan.json").is_file():
-        return [path]
+        return [("plan", path)]
     if path.is_dir():
         found = sorted(p.parent for p in path.glob("*/plan.json"))
         if found:
-            return found
-    raise ArtifactError("is not a saved plan (no plan.json); save one with plan.save(dir)",
-                        path=path)
+            return [("plan", p) for p in found]
+    if path.is_file():
+        return [("algorithm", path)]
+    raise ArtifactError("is not a saved plan (no plan.json) nor a saved algorithm; save "
+                        "one with plan.save(dir) or algorithm.save(path)", path=path)
+
+
+def _warm_algorithm(path: pathlib.Path, backend: str):
+    try:
+        from ..algorithm import load
+    except ModuleNotFoundError as error:  # pragma: no cover - algorithm package absent
+        raise ArtifactError(f"cannot read algorithm artifacts here ({error})", path=path)
+    algorithm = load(path, executor="compiled" if backend == "numba" else "reference")
+    return getattr(getattr(algorithm, "_executor", None), "plan", None)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -44,19 +56,22 @@ def main(args: argparse.Namespace) -> int:
         os.environ["TENSORCODE_CACHE_DIR"] = str(pathlib.Path(args.cache_dir).resolve())
     from .plan import Plan, cache_dir, compile_stats
 
-    dirs = [d for p in args.paths for d in _plan_dirs(pathlib.Path(p))]
-    for directory in dirs:
+    targets = [t for p in args.paths for t in _targets(pathlib.Path(p))]
+    for kind, path in targets:
         before = compile_stats()
         start = time.perf_counter()
-        plan = Plan.load(directory, backend=args.backend)
+        if kind == "plan":
+            plan = Plan.load(path, backend=args.backend)
+        else:
+            plan = _warm_algorithm(path, args.backend)
         after = compile_stats()
         compiled = after["compiled"] - before["compiled"]
         loaded = after["cache_loaded"] - before["cache_loaded"]
         state = "compiled" if compiled else "already cached" if loaded else "ready"
-        print(f"{directory}: {state} ({plan.backend} plan {plan.key or '-'}, "
-              f"{len(plan.graph)} nodes, {len(plan.schedule.kernels)} kernels, "
-              f"{time.perf_counter() - start:.2f}s)")
-        if args.describe:
+        what = (f"{plan.backend} plan {plan.key or '-'}, {len(plan.graph)} nodes, "
+                f"{len(plan.schedule.kernels)} kernels" if plan is not None else kind)
+        print(f"{path}: {state} ({what}, {time.perf_counter() - start:.2f}s)")
+        if args.describe and plan is not None:
             print(plan.describe())
     print(f"cache: {cache_dir()}")
     return 0

@@ -398,6 +398,9 @@ class Plan:
                                       tuple(shape)))
         self._inputs = [origins[i] for i in schedule.sources.inputs]  # network input ids
         self._defaults = [g.nodes[i].value for i in schedule.sources.inputs]
+        self._input_types = {origins[i]: (g.nodes[i].type.shape, np.dtype(g.nodes[i].type.dtype))
+                             for i in schedule.sources.inputs}
+        self._batch_defaults = [d[None] for d in self._defaults]
         self._consts = [np.ascontiguousarray(g.nodes[i].value).reshape(-1)
                         for i in schedule.constants]
         self._param_dtypes = schedule.sources.parameter_dtypes
@@ -463,34 +466,36 @@ class Plan:
         self._check_parameters(parameters)
         fed: dict[int, np.ndarray] = {}
         n = None
+        expected = self._input_types
         for symbol, value in (feeds or {}).items():
-            index = self.network.node_of(symbol) if hasattr(symbol, "builder") else None
-            if index is None:
-                raise FeedError(f"feed keys must be input symbols (Expr), got {symbol!r}")
-            node = self.network.graph.nodes[index]
-            if node.op != "input":
-                raise FeedError(f"feed for {symbol!r}: it is a {node.op}, not an input")
-            array = np.asarray(value)
-            if array.ndim == 0 or array.shape[1:] != node.type.shape:
+            if getattr(symbol, "builder", None) is not self.network._tape:
+                self.network.check_feeds({symbol: value})  # raises the precise FeedError
+            index = symbol.index
+            if index not in expected:
+                node = self.network.graph.nodes[index]
+                if node.op != "input":
+                    raise FeedError(f"feed for {symbol!r}: it is a {node.op}, not an input")
+                continue  # an input this plan does not read
+            shape, dtype = expected[index]
+            array = value if isinstance(value, np.ndarray) else np.asarray(value)
+            if array.ndim == 0 or array.shape[1:] != shape:
                 raise FeedError(f"batched input {symbol!r}: expected [N, "
-                                f"{', '.join(map(str, node.type.shape))}], got "
-                                f"{list(array.shape)}")
-            if array.dtype.name != node.type.dtype:
-                if not isinstance(value, np.ndarray):
-                    array = array.astype(node.type.dtype)
-                else:
-                    raise FeedError(f"batched input {symbol!r}: expected {node.type.dtype}, "
-                                    f"got {array.dtype.name}")
+                                f"{', '.join(map(str, shape))}], got {list(array.shape)}")
+            if array.dtype != dtype:
+                if isinstance(value, np.ndarray):
+                    raise FeedError(f"batched input {symbol!r}: expected {dtype.name}, got "
+                                    f"{array.dtype.name}")
+                array = array.astype(dtype)
             if n is None:
                 n = array.shape[0]
             elif array.shape[0] != n:
                 raise FeedError(f"batched inputs disagree on N: {n} and {array.shape[0]}")
-            fed[index] = np.ascontiguousarray(array)
+            fed[index] = array if array.flags.c_contiguous else np.ascontiguousarray(array)
         n = 1 if n is None else n
         if self.backend == "reference" or n == 0:
             outs = self._reference_batch(parameters, fed, n)
             return PlanRun(self, outs, n)
-        args = [fed[i] if i in fed else d[None] for i, d in zip(self._inputs, self._defaults)]
+        args = [fed.get(i, d) for i, d in zip(self._inputs, self._batch_defaults)]
         try:
             outs = self._compiled.batch()(*self._arguments(parameters), *args)
         except (IndexError, ValueError) as error:

@@ -23,6 +23,9 @@ def test_compile_warms_saved_plans(tmp_path, capsys):
 def test_compile_names_what_is_not_a_plan(tmp_path, capsys):
     assert cli.main(["compile", str(tmp_path)]) == 1
     assert "no plan.json" in capsys.readouterr().err
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text("{}")
+    assert cli.main(["compile", str(bogus)]) == 1
 
 
 def test_bench_needs_a_checkout(tmp_path, capsys):
