@@ -22,22 +22,13 @@ import time
 
 import numpy as np
 
+from tensorcode.distill.spec import EXAMPLE_SOURCE
+
 from .harness import Row, median_time, module_available, run_in_subprocess
 
 SUITE = "router"
 
-SOURCE = '''
-def route(features, threshold):
-    billing = 0.0
-    for i in range(0, 4):
-        billing += features.slice(i, i + 1).reshape()
-    technical = features.slice(4, 8).sum()
-    other = features.slice(8, 12).max()
-    route = where(billing >= technical, 0.0, 1.0)
-    route = where(other > maximum(billing, technical), 2.0, route)
-    covered = where(features.sum() >= threshold, 1.0, 0.0)
-    return {"route": route, "covered": covered}
-'''
+SOURCE = EXAMPLE_SOURCE  # the guide-shaped router SUBSET_SPEC shows authors
 PARAMETERS = {"threshold": 0.5}
 INPUTS = {"features": (12,)}
 OUTPUTS = {"route": (), "covered": ()}

@@ -26,11 +26,11 @@ class FeedError(TensorCodeError):
     """A feed names an unknown or non-input symbol, or has the wrong type."""
 
 
-class CompileError(TensorCodeError):
-    """A program or graph could not be compiled.
+class SourceLocated:
+    """Mixin for errors that point into a source text (a program, an edit reply).
 
-    ``line`` and ``column`` are 1-based positions in the source when there is one;
-    ``excerpt`` is the offending source line with a caret under the column.
+    ``line`` and ``column`` are 1-based; ``excerpt`` is the offending source line with a
+    caret under the column. The message reads ``line L, column C: what was wrong``.
     """
 
     def __init__(self, message: str, line: int | None = None, column: int | None = None,
@@ -46,6 +46,10 @@ class CompileError(TensorCodeError):
         if excerpt:
             text = f"{text}\n{excerpt}"
         super().__init__(text)
+
+
+class CompileError(SourceLocated, TensorCodeError):
+    """A program or graph could not be compiled (with its place in the source, if any)."""
 
 
 class ArtifactError(TensorCodeError):

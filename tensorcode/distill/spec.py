@@ -14,8 +14,8 @@ EXAMPLE_INPUTS = {"features": (12,)}
 EXAMPLE_OUTPUTS = {"route": (), "covered": ()}
 EXAMPLE_PARAMETERS = {"threshold": 0.5}
 
-EXAMPLE = '''\
-```python
+#: the guide-shaped router the page shows (also the benchmark's and the tests' router)
+EXAMPLE_SOURCE = """\
 def route(features, threshold):
     # features: twelve 0/1 keyword indicators; threshold: a json parameter
     billing = 0.0
@@ -27,10 +27,10 @@ def route(features, threshold):
     route = where(other > maximum(billing, technical), 2.0, route)
     covered = where(features.sum() >= threshold, 1.0, 0.0)
     return {"route": route, "covered": covered}
-```
-```json
-{"threshold": 0.5}
-```'''
+"""
+
+#: the example as an author's reply: the program in a fenced block, then its parameters
+EXAMPLE = f"```python\n{EXAMPLE_SOURCE}```\n```json\n{{\"threshold\": 0.5}}\n```"
 
 
 def _build() -> str:

@@ -30,3 +30,16 @@ def gradient_reader(network: tc.Network, adjoints: tc.Adjoints, backend: str | N
         run = plan.forward(parameters)
         return float(run.of(adjoints.loss)), run.recorded_gradients(adjoints)
     return read_plan, f"forward-only plan over adjoints.roots() ({backend or 'default'} backend)"
+
+
+def descend(read: Callable[[tc.Parameters], tuple[float, tc.Gradients]],
+            parameters: tc.Parameters, steps: int, rate: Any
+            ) -> tuple[tc.Parameters, list[float]]:
+    """Plain gradient descent, the guide's loop: ``p - g * rate`` on every slot for
+    ``steps`` steps; returns the final table and the loss before each step."""
+    losses = []
+    for _ in range(steps):
+        value, gradients = read(parameters)
+        losses.append(value)
+        parameters = parameters.step(gradients, lambda p, g: p - g * rate)
+    return parameters, losses

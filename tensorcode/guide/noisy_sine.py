@@ -12,7 +12,7 @@ import numpy as np
 import tensorcode as tc
 
 from . import GuideResult
-from ._training import gradient_reader
+from ._training import descend, gradient_reader
 
 
 def run(quick: bool = False, steps: int = 1500, backend: str | None = None) -> GuideResult:
@@ -30,13 +30,7 @@ def run(quick: bool = False, steps: int = 1500, backend: str | None = None) -> G
     network = tape.into_network()
 
     read, how = gradient_reader(network, adjoints, backend)
-    rate = np.float32(0.002)
-    parameters = network.parameters()
-    losses = []
-    for _ in range(steps):
-        value, gradients = read(parameters)
-        losses.append(value)
-        parameters = parameters.step(gradients, lambda p, g: p - g * rate)
+    parameters, losses = descend(read, network.parameters(), steps, np.float32(0.002))
 
     grid = np.linspace(-3.0, 3.0, 96, dtype=np.float32).reshape(96, 1)
     fit = network.forward(parameters, {inputs: grid}).of(predicted).reshape(-1)

@@ -13,7 +13,7 @@ import numpy as np
 import tensorcode as tc
 
 from . import GuideResult
-from ._training import gradient_reader
+from ._training import descend, gradient_reader
 
 X_SPAN = (-1.5, 2.5)
 Y_SPAN = (-1.0, 1.5)
@@ -57,13 +57,7 @@ def run(quick: bool = False, steps: int = 2000, columns: int = 48, rows: int = 1
     network = tape.into_network()
 
     read, how = gradient_reader(network, adjoints, backend)
-    rate = np.float32(0.0003)
-    parameters = network.parameters()
-    losses = []
-    for _ in range(steps):
-        value, gradients = read(parameters)
-        losses.append(value)
-        parameters = parameters.step(gradients, lambda p, g: p - g * rate)
+    parameters, losses = descend(read, network.parameters(), steps, np.float32(0.0003))
 
     final = network.forward(parameters)
     accuracy = float(np.mean(np.sign(final.of(predicted)) == labels))

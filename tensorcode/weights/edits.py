@@ -22,7 +22,7 @@ import numpy as np
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from ..errors import PatchError
+from ..errors import PatchError, SourceLocated
 from .tensors import to_numpy
 
 #: Bounds on one reply; each has a keyword of the same name (lower case) on parse_edits.
@@ -32,25 +32,12 @@ MAX_DEPTH = 16
 MAX_NUMBERS = 4_000_000
 
 
-class EditError(PatchError):
+class EditError(SourceLocated, PatchError):
     """An edit statement that cannot be parsed or applied.
 
     ``line`` and ``column`` are 1-based and point at the offending part of the
     statement; ``excerpt`` is that source line with a caret under the column.
     """
-
-    def __init__(self, message: str, line: int | None = None, column: int | None = None,
-                 excerpt: str | None = None) -> None:
-        self.message = message
-        self.line = line
-        self.column = column
-        self.excerpt = excerpt
-        text = message
-        if line is not None:
-            text = f"line {line}, column {column}: {message}"
-        if excerpt:
-            text = f"{text}\n{excerpt}"
-        super().__init__(text)
 
 
 # -- the parsed form ----------------------------------------------------------------------

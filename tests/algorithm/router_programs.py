@@ -7,22 +7,12 @@ import itertools
 
 import numpy as np
 
+from tensorcode.distill.spec import EXAMPLE_SOURCE
+
 INPUTS = {"features": (12,)}
 OUTPUTS = {"route": (), "covered": ()}
 
-GROUPS = '''
-def route(features, threshold):
-    # billing keywords 0-3, technical 4-7, other 8-11
-    billing = 0.0
-    for i in range(0, 4):
-        billing += features.slice(i, i + 1).reshape()
-    technical = features.slice(4, 8).sum()
-    other = features.slice(8, 12).max()
-    route = where(billing >= technical, 0.0, 1.0)
-    route = where(other > maximum(billing, technical), 2.0, route)
-    covered = where(features.sum() >= threshold, 1.0, 0.0)
-    return {"route": route, "covered": covered}
-'''
+GROUPS = EXAMPLE_SOURCE  # billing keywords 0-3, technical 4-7, other 8-11
 GROUPS_PARAMETERS = {"threshold": 0.5}
 
 
