@@ -258,3 +258,29 @@ def test_exact_math_can_be_asked_for():
     got = plan.forward(network.parameters()).of(y)
     exact = np.tanh(xs.astype(np.float64)).astype(np.float32)
     assert ulp_distance(got, exact).max() <= 2  # libm tanhf: within 2 ulp
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value encountered")
+@pytest.mark.parametrize("backend", ["reference", "numba"])
+def test_roots_that_are_sources_views_or_repeated_and_odd_shapes(backend):
+    tape = tc.Tape()
+    w = tape.parameter(np.arange(6.0).reshape(2, 3), name="w")
+    s = tape.input(np.float64(2.0), name="s")  # a scalar input
+    e = tape.input(np.zeros((0, 3)), name="e")  # an empty one
+    c = tape.leaf(np.array([1.0, 2.0, 3.0]))
+    y = w * s + c
+    roots = [w, s, c, y, y, e.sum(axis=0) + y.sum(axis=0), e.mean(), w.T,
+             (w @ c).reshape(2, 1)]
+    network = tape.into_network()
+    plan = network.entry(roots).lower(backend)
+    with np.errstate(all="ignore"):
+        run = plan.forward(network.parameters(), {s: 3.0})
+        ref = network.forward(network.parameters(), {s: 3.0})
+        for root in roots:
+            got, want = run.of(root), ref.of(root)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, equal_nan=True)
+    with np.errstate(all="ignore"):
+        batch = plan.forward_batch(network.parameters(), {s: np.array([1.0, 2.0])})
+    assert batch.of(y).shape == (2, 2, 3)
+    np.testing.assert_allclose(batch.of(y)[1], network.forward(network.parameters(), {s: 2.0}).of(y))

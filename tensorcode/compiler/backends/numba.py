@@ -620,8 +620,12 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str
         lines.append(f"    {o}_all = np.empty((n, {s.out_arena[d]}), {NP[d]})")
     lines.append("    for c in range(n):")
     for k, i in enumerate(s.sources.inputs):
-        lines.append(f"        x{k} = X{k}[c if X{k}.shape[0] != 1 else 0]"
-                     f".reshape({g.nodes[i].type.size})")
+        case = f"c if X{k}.shape[0] != 1 else 0"
+        if g.nodes[i].type.rank == 0:  # a scalar per case: a one-element slice
+            lines.append(f"        j{k} = {case}")
+            lines.append(f"        x{k} = X{k}[j{k}:j{k} + 1]")
+        else:
+            lines.append(f"        x{k} = X{k}[{case}].reshape({g.nodes[i].type.size})")
     for o in o_names:
         lines.append(f"        {o} = {o}_all[c]")
     lines.append(f"        body({body_sig})")
