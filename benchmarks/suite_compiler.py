@@ -57,6 +57,12 @@ def run(quick: bool = False) -> list[Row]:
         value = median_time(step, repeat=n, warmup=3)
         rows.append(Row(SUITE, workload, "tensorcode", value * 1e6, note=f"numba plan; {note}",
                         baseline=True))
+        network = plan.network
+        parameters = network.parameters()
+        if name != "W5":
+            only = median_time(lambda: plan.forward(parameters), repeat=n, warmup=3)
+            rows.append(Row(SUITE, workload, "tensorcode plan only", only * 1e6,
+                            note="plan.forward alone: no gradient table, no update"))
         if name != "W5" or not quick:
             ref_step, _, _ = tensorcode_step(spec, data, "reference")
             rows.append(Row(SUITE, workload, "reference interpreter",
