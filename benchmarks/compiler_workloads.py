@@ -403,7 +403,7 @@ def hand_numba_step(name: str, spec: dict, data: dict):
         dense(x, y2, labels, Ws, bs, flat, float(lr), spec["act"] == "relu", ce, E, idx, moments,
               t[0], spec["opt"] == "adam")
     # (for W2 this batch-matrix form beats fused per-sample loops, small2: 62 vs 100 us)
-    return step, "np.dot (BLAS) + loops, np.tanh"
+    return step, "np.dot (BLAS) + loops" + (", np.tanh" if spec["act"] == "tanh" else "")
 
 
 # ---------------------------------------------------------------------------------------

@@ -55,8 +55,11 @@ def run(quick: bool = False) -> list[Row]:
         n = repeats(name, quick)
         step, note, plan = tensorcode_step(spec, data, "numba")
         value = median_time(step, repeat=n, warmup=3)
-        rows.append(Row(SUITE, workload, "tensorcode", value * 1e6, note=f"numba plan; {note}",
-                        baseline=True))
+        blas = ""
+        if name in ("W4", "W5") and os.environ.get("OPENBLAS_CORETYPE"):
+            blas = f"; OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}"
+        rows.append(Row(SUITE, workload, "tensorcode", value * 1e6,
+                        note=f"numba plan; {note}{blas}", baseline=True))
         network = plan.network
         parameters = network.parameters()
         if name != "W5":
