@@ -457,7 +457,8 @@ def build(graph: Graph, sources: Sources) -> Schedule:
                     b = add_copy(b, b_shape, node.type.dtype, None)
                 mode = "blas"
             else:
-                mode = "ikj" if n >= 4 else "ijk"
+                # narrow results: k outermost, so no output waits on the one before
+                mode = "ikj" if n >= 4 else "kij"
                 if mode == "ikj" and isinstance(b, Strided) and b.strides[-1] != 1 and n > 1:
                     b = add_copy(b, b.shape, node.type.dtype, None)
             kernels.append(Kernel("matmul", [i], node.type.shape,

@@ -399,6 +399,18 @@ class _Generator:
             return f"{arr}[{' + '.join(terms)}]"
 
         zero = self.const(0, dtype)
+        if d["mode"] == "kij":
+            e.open(f"mi{k}", m * n)
+            e.line(f"{oarr}[ob{k} + mi{k}] = {zero}")
+            e.close()
+            e.open(f"mk{k}", kk)
+            e.open(f"mi{k}", m)
+            e.open(f"mj{k}", n)
+            target = f"{oarr}[ob{k} + mi{k} * {n} + mj{k}]"
+            product = elem(a, f'mi{k}', f'mk{k}', f'ab{k}') + " * " + elem(b, f'mk{k}', f'mj{k}', f'bb{k}')
+            e.line(f"{target} = {self._wrap(f'{target} + {product}', dtype)}")
+            e.close(3 + len(batch))
+            return
         if d["mode"] == "ikj":
             e.open(f"mi{k}", m)
             e.open(f"mj{k}", n)
