@@ -222,27 +222,38 @@ def test_bind_and_bad_indices(classifier):
 # the float32 tanh approximation
 
 
-def test_float32_tanh_approximation_is_within_its_ulp_bound():
-    from tensorcode.compiler.backends.approx import TANH_ULP_BOUND, tanh_float32, ulp_distance
+def test_float32_approximations_are_within_their_ulp_bounds():
+    from tensorcode.compiler.backends.approx import (EXP_ULP_BOUND, TANH_ULP_BOUND,
+                                                     exp_float32, tanh_float32, ulp_distance)
 
     rng = np.random.default_rng(11)
     xs = np.concatenate([rng.uniform(-10, 10, 400_000), rng.normal(0, 0.05, 100_000),
-                         rng.uniform(-1, 1, 200_000),
+                         rng.uniform(-1, 1, 200_000), rng.uniform(-104, 89, 300_000),
+                         np.linspace(-104, -86, 20_000), np.linspace(86, 89, 20_000),
                          [0.0, -0.0, 3e-4, -3e-4, 7.9, -7.9, 8.0, 1e30, -1e30]]
                         ).astype(np.float32)
     tape = tc.Tape()
     x = tape.input(xs, name="x")
-    y = x.tanh()
+    roots = [x.tanh(), x.exp(), x.sigmoid()]
     network = tape.into_network()
-    plan = network.entry([y]).lower("numba")
-    assert plan.approximate
-    got = plan.forward(network.parameters()).of(y)
-    exact = np.tanh(xs.astype(np.float64)).astype(np.float32)
-    assert ulp_distance(got, exact).max() <= TANH_ULP_BOUND
-    assert ulp_distance(got, tanh_float32(xs)).max() <= 1  # the NumPy model of the code
-    special = np.array([np.nan, np.inf, -np.inf], np.float32)
-    out = plan.forward(network.parameters(), {x: np.resize(special, xs.shape)}).of(y)[:3]
-    assert np.isnan(out[0]) and out[1] == 1 and out[2] == -1
+    plan = network.entry(roots).lower("numba")
+    assert plan.approximate and "pow2_float32" in plan.source()
+    tanh, exp, sigmoid = (plan.forward(network.parameters()).of(r) for r in roots)
+    wide = xs.astype(np.float64)
+    with np.errstate(all="ignore"):
+        exact_exp = np.exp(wide).astype(np.float32)
+        exact_sigmoid = (1 / (1 + np.exp(-wide))).astype(np.float32)
+    assert ulp_distance(tanh, np.tanh(wide).astype(np.float32)).max() <= TANH_ULP_BOUND
+    assert ulp_distance(exp, exact_exp).max() <= EXP_ULP_BOUND
+    assert ulp_distance(sigmoid, exact_sigmoid).max() <= 4  # exp, one add, one divide
+    # the NumPy models in approx.py are what the generated code computes
+    assert ulp_distance(tanh, tanh_float32(xs)).max() <= 1
+    assert ulp_distance(exp, exp_float32(xs)).max() <= 1
+    special = np.resize(np.array([np.nan, np.inf, -np.inf], np.float32), xs.shape)
+    out = [plan.forward(network.parameters(), {x: special}).of(r)[:3] for r in roots]
+    assert np.isnan(out[0][0]) and out[0][1] == 1 and out[0][2] == -1
+    assert np.isnan(out[1][0]) and out[1][1] == np.inf and out[1][2] == 0
+    assert np.isnan(out[2][0]) and out[2][1] == 1 and out[2][2] == 0
 
 
 def test_exact_math_can_be_asked_for():

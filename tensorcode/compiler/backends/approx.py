@@ -1,4 +1,4 @@
-"""Vectorizable float32 approximations of transcendental functions.
+"""Vectorizable float32 approximations of transcendental functions (tanh, exp).
 
 LLVM here has no vector math library, so ``np.tanh`` on float32 in compiled code is a
 scalar libm call that also stops the loop around it from vectorizing (1.6-2x of a small
@@ -14,6 +14,14 @@ against that bound. Inputs below 4e-4 in magnitude return ``x`` (exact to roundi
 beyond +-7.905 the result is +-1; NaN stays NaN.
 
 The coefficients are Eigen's (``ptanh_float``), a [13/6] minimax rational function.
+
+``EXP_ULP_BOUND``: float32 ``exp`` (and so ``sigmoid``) is the Cephes scheme SIMD
+libraries use: ``x = n ln2 + r`` with ``ln2`` split in two, a degree-7 polynomial for
+``e**r``, and ``2**n`` built from exponent bits in two halves (so results that are
+subnormal come out right): at most 1 ulp from the correctly rounded exp over the whole
+float32 range (measured over 6 million points across [-104, 89] and dense sweeps of
+both ends; libm's own expf is also within 1 ulp). Above 88.7228 it gives inf, below
+-103.972 zero, NaN stays NaN.
 """
 
 from __future__ import annotations
@@ -28,6 +36,36 @@ TANH_NUMERATOR = (4.89352455891786e-03, 6.37261928875436e-04, 1.48572235717979e-
                   -2.76076847742355e-16)  # x^1, x^3, ..., x^13
 TANH_DENOMINATOR = (4.89352518554385e-03, 2.26843463243900e-03, 1.18534705686654e-04,
                     1.19825839466702e-06)  # x^0, x^2, x^4, x^6
+
+
+EXP_ULP_BOUND = 1
+EXP_HIGH = 88.72283935546875
+EXP_LOW = -103.97207708
+EXP_LOG2E = 1.44269504088896341
+EXP_LN2_HIGH = 0.693359375
+EXP_LN2_LOW = -2.12194440e-4
+EXP_POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+                  1.6666665459e-1, 5.0000001201e-1)  # Horner order, then r*r*p + r + 1
+
+
+def exp_float32(x: np.ndarray) -> np.ndarray:
+    """The float32 exp approximation in NumPy, operation for operation."""
+    f = np.float32
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        c = np.where(x > f(EXP_HIGH), f(EXP_HIGH), np.where(x < f(EXP_LOW), f(EXP_LOW), x))
+        n = np.floor(c * f(EXP_LOG2E) + f(0.5))
+        r = c - n * f(EXP_LN2_HIGH)
+        r = r - n * f(EXP_LN2_LOW)
+        y = f(EXP_POLYNOMIAL[0]) * r + f(EXP_POLYNOMIAL[1])
+        for coefficient in EXP_POLYNOMIAL[2:]:
+            y = y * r + f(coefficient)
+        y = y * (r * r) + r + f(1)
+        k = np.nan_to_num(n).astype(np.int32)
+        h = k >> 1
+        e = np.ldexp(np.ldexp(y, h).astype(np.float32), k - h).astype(np.float32)
+        out = np.where(x > f(EXP_HIGH), f(np.inf), np.where(x < f(EXP_LOW), f(0), e))
+    return np.where(np.isnan(x), x, out).astype(np.float32)
 
 
 def tanh_float32(x: np.ndarray) -> np.ndarray:
@@ -59,4 +97,4 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(ordered(a) - ordered(b))
 
 
-__all__ = ["tanh_float32", "ulp_distance", "TANH_ULP_BOUND"]
+__all__ = ["tanh_float32", "exp_float32", "ulp_distance", "TANH_ULP_BOUND", "EXP_ULP_BOUND"]

@@ -102,6 +102,7 @@ class _Generator:
         self.const_lines: list[str] = []
         self.out = _Emitter()
         self.kernel_index = 0
+        self.uses_pow2 = False
 
     # -- names ----------------------------------------------------------------------
     def const(self, value: Any, dtype: str) -> str:
@@ -243,8 +244,22 @@ class _Generator:
                         fn = "np.maximum" if node.op == "max" else "np.minimum"
                         e.line(f"{target} = {fn}({target}, {x})")
                 continue
-            if node.op == "tanh" and node.type.dtype == "float32" and self.approximate:
+            approx32 = node.type.dtype == "float32" and self.approximate
+            if node.op == "tanh" and approx32:
                 self._tanh32(i, f"v{node.inputs[0]}")
+            elif node.op == "exp" and approx32:
+                self._exp32(i, f"v{node.inputs[0]}")
+            elif node.op == "sigmoid":
+                # exp of -|x| never overflows: 1/(1+t) for x >= 0, t/(1+t) below
+                x, one = f"v{node.inputs[0]}", self.const(1, node.type.dtype)
+                e.line(f"m{i} = -np.abs({x})")
+                if approx32:
+                    self._exp32(i, f"m{i}", target=f"t{i}")
+                else:
+                    e.line(f"t{i} = np.exp(m{i})")
+                e.line(f"d{i} = {one} + t{i}")
+                e.line(f"v{i} = {one} / d{i} if {x} >= {self.const(0, node.type.dtype)} "
+                       f"else t{i} / d{i}")
             else:
                 e.line(f"v{i} = {self._expr(node, loads)}")
             if i in store_vec:
@@ -281,6 +296,30 @@ class _Generator:
             e.line(f"q{i} = q{i} * s{i} + {self.const(b, f)}")
         e.line(f"v{i} = {x} if np.abs({x}) < {self.const(TANH_TINY, f)} else p{i} * c{i} / q{i}")
 
+    def _exp32(self, i: int, x: str, target: str | None = None) -> None:
+        """float32 exp as the vectorizable scheme of ``approx.py``."""
+        from .approx import (EXP_HIGH, EXP_LN2_HIGH, EXP_LN2_LOW, EXP_LOG2E, EXP_LOW,
+                             EXP_POLYNOMIAL)
+
+        e, f = self.out, "float32"
+        self.uses_pow2 = True
+        target = target or f"v{i}"
+        hi, lo = self.const(EXP_HIGH, f), self.const(EXP_LOW, f)
+        e.line(f"c{i} = {hi} if {x} > {hi} else ({lo} if {x} < {lo} else {x})")
+        e.line(f"n{i}f = np.floor(c{i} * {self.const(EXP_LOG2E, f)} + {self.const(0.5, f)})")
+        e.line(f"r{i} = c{i} - n{i}f * {self.const(EXP_LN2_HIGH, f)}")
+        e.line(f"r{i} = r{i} - n{i}f * {self.const(EXP_LN2_LOW, f)}")
+        e.line(f"y{i} = {self.const(EXP_POLYNOMIAL[0], f)} * r{i} + "
+               f"{self.const(EXP_POLYNOMIAL[1], f)}")
+        for coefficient in EXP_POLYNOMIAL[2:]:
+            e.line(f"y{i} = y{i} * r{i} + {self.const(coefficient, f)}")
+        e.line(f"y{i} = y{i} * (r{i} * r{i}) + r{i} + {self.const(1, f)}")
+        e.line(f"k{i} = np.int32(n{i}f)")
+        e.line(f"h{i} = k{i} >> 1")
+        e.line(f"y{i} = (y{i} * pow2_float32(h{i})) * pow2_float32(k{i} - h{i})")
+        e.line(f"{target} = {self.const(np.inf, f)} if {x} > {hi} else "
+               f"({self.const(0, f)} if {x} < {lo} else (y{i} if {x} == {x} else {x}))")
+
     def _count(self, r: int) -> int:
         node = self.s.graph.nodes[r]
         shape = self.s.graph.nodes[node.inputs[0]].type.shape
@@ -312,9 +351,6 @@ class _Generator:
         op = node.op
         if op in UNARY:
             return self._wrap(UNARY[op].format(*args), dtype)
-        if op == "sigmoid":
-            one = self.const(1, dtype)
-            return f"{one} / ({one} + np.exp(-{args[0]}))"
         if op == "relu":
             return f"np.maximum({args[0]}, {self.const(0, dtype)})"
         if op == "astype":
@@ -580,6 +616,8 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str
         "import numpy as np",
         "",
     ]
+    if gen.uses_pow2:
+        lines.append("from tensorcode.compiler.backends.intrinsics import pow2_float32")
     lines += gen.const_lines
     lines.append("")
     sig = ", ".join(params + consts + inputs)
