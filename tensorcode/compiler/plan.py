@@ -188,9 +188,9 @@ class Entry:
     def lower(self, backend: str = "numba", approximate: bool | None = None) -> "Plan":
         """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"numba"`` or
         ``"reference"``). ``approximate`` (default: on unless the environment sets
-        ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``
-        as a vectorizable approximation within ``approx.TANH_ULP_BOUND`` ulp; float64
-        and the reference backend are always exact."""
+        ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``,
+        ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
+        ``backends/approx.py``; float64 and the reference backend are always exact."""
         if backend not in BACKENDS:
             raise CompileError(f"unknown backend {backend!r}; use one of {list(BACKENDS)}")
         if approximate is None:
