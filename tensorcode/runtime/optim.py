@@ -497,8 +497,7 @@ class Adam(Optimizer):
             _check_float(dtype)
         for dtype in layout.sizes:
             cast = np.dtype(dtype).type
-            select = np.array([s.dtype == dtype for s in layout.slots])
-            offsets, _ = _segments(layout, dtype, self.present)
+            offsets, select = layout.segments(dtype)
             result = self._output_buffer(dtype, params[dtype].shape[0])
             max_sq = self._buffer("max_exp_avg_sq", dtype) if self.amsgrad else \
                 np.zeros(0, dtype=dtype)
@@ -589,10 +588,8 @@ def _kernels():
 
 def _segments(layout: Layout, dtype: str, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Slot bounds within ``dtype``'s flat buffer and the matching ``present`` flags."""
-    slots = [(k, s) for k, s in enumerate(layout.slots) if s.dtype == dtype]
-    offsets = np.array([s.offset for _, s in slots] + [layout.sizes[dtype]], dtype=np.int64)
-    flags = np.array([present[k] for k, _ in slots], dtype=np.uint8)
-    return offsets, flags
+    offsets, slots = layout.segments(dtype)
+    return offsets, present[slots]
 
 
 def _signature(layout: Layout) -> tuple:

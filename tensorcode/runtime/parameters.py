@@ -7,6 +7,7 @@ new one, so cloning a table is an honest what-if that costs what the weights cos
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -24,10 +25,7 @@ class Slot:
     shape: tuple[int, ...]
     dtype: str
     offset: int
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+    size: int  # element count, kept so building a table's views does no arithmetic
 
     @property
     def label(self) -> str:
@@ -48,12 +46,30 @@ class Layout:
         built = []
         for node, name, shape, dtype in slots:
             offset = sizes.get(dtype, 0)
-            slot = Slot(node, name, tuple(shape), dtype, offset)
+            shape = tuple(int(d) for d in shape)
+            slot = Slot(node, name, shape, dtype, offset, math.prod(shape))
             sizes[dtype] = offset + slot.size
             built.append(slot)
         self.slots: tuple[Slot, ...] = tuple(built)
         self.sizes = sizes
+        self.numpy_dtypes = {dtype: np.dtype(dtype) for dtype in sizes}
         self._by_node = {slot.node: k for k, slot in enumerate(self.slots)}
+        self._segments: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def segments(self, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, slots)`` for ``dtype``'s flat buffer: the slots' start offsets
+        followed by the buffer's size (int64), and the indices of those slots in the table
+        (intp). Cached: a per-dtype update loop asks for them every step."""
+        cached = self._segments.get(dtype)
+        if cached is None:
+            slots = [k for k, s in enumerate(self.slots) if s.dtype == dtype]
+            offsets = np.array([self.slots[k].offset for k in slots] + [self.sizes.get(dtype, 0)],
+                               dtype=np.int64)
+            cached = (offsets, np.array(slots, dtype=np.intp))
+            for array in cached:
+                array.flags.writeable = False
+            self._segments[dtype] = cached
+        return cached
 
     def index(self, symbol: Any) -> int:
         from ..compiler.tape import Expr
@@ -81,12 +97,20 @@ class Table:
         self._buffers = dict(buffers)
         for dtype, size in layout.sizes.items():
             buffer = self._buffers[dtype]
-            if buffer.dtype.name != dtype or buffer.shape != (size,):
+            # (dtype objects compare fast; ``dtype.name`` builds a string each time)
+            if buffer.dtype != layout.numpy_dtypes[dtype] or buffer.shape != (size,):
                 raise ValueError(f"buffer for {dtype} must be flat [{size}] {dtype}")
             buffer.flags.writeable = False
-        self._views = tuple(
-            self._buffers[s.dtype][s.offset:s.offset + s.size].reshape(s.shape)
-            for s in layout.slots)
+        self._views: tuple[np.ndarray, ...] | None = None  # built on first read
+
+    def _payload_views(self) -> tuple[np.ndarray, ...]:
+        """Per-slot views, built lazily: a training loop that only hands flat buffers
+        from a plan to an optimizer never pays for them."""
+        if self._views is None:
+            buffers = self._buffers
+            self._views = tuple([buffers[s.dtype][s.offset:s.offset + s.size].reshape(s.shape)
+                                 for s in self._layout.slots])
+        return self._views
 
     # -- construction --------------------------------------------------------------------
     @classmethod
@@ -112,21 +136,21 @@ class Table:
 
     def of(self, symbol: Any) -> np.ndarray:
         """The payload of ``symbol`` (a read-only view)."""
-        return self._views[self._layout.index(symbol)]
+        return self._payload_views()[self._layout.index(symbol)]
 
     def payloads(self) -> list[np.ndarray]:
         """Every payload in recording order (read-only views)."""
-        return list(self._views)
+        return list(self._payload_views())
 
     def buffers(self) -> dict[str, np.ndarray]:
         """The flat per-dtype buffers (read-only), for one-loop updates."""
         return dict(self._buffers)
 
     def __len__(self) -> int:
-        return len(self._views)
+        return len(self._layout.slots)
 
     def __iter__(self) -> Iterator[np.ndarray]:
-        return iter(self._views)
+        return iter(self._payload_views())
 
     def clone(self):
         """An independent copy: a what-if costs exactly the payloads."""
@@ -136,7 +160,7 @@ class Table:
         """Payload-for-payload equality (exact)."""
         return (len(self) == len(other) and
                 all(a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
-                    for a, b in zip(self._views, other._views)))
+                    for a, b in zip(self._payload_views(), other._payload_views())))
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{s.label}: {s.dtype}{list(s.shape)}" for s in self._layout.slots)
@@ -185,7 +209,8 @@ class Parameters(Table):
         self._check_pair(gradients)
         exprs = getattr(self._layout.owner, "_exprs", None)
         buffers = {d: np.empty(n, dtype=d) for d, n in self._layout.sizes.items()}
-        for slot, p, g in zip(self._layout.slots, self._views, gradients._views):
+        for slot, p, g in zip(self._layout.slots, self._payload_views(),
+                              gradients._payload_views()):
             symbol = exprs[slot.node] if exprs is not None else slot.node
             result = _check_payload(slot, rule(symbol, p, g))
             buffers[slot.dtype][slot.offset:slot.offset + slot.size] = result.reshape(-1)
@@ -193,7 +218,7 @@ class Parameters(Table):
 
     def replace(self, updates: Mapping[Any, Any]) -> "Parameters":
         """A new table with some payloads replaced (``{symbol: array}``)."""
-        payloads = list(self._views)
+        payloads = list(self._payload_views())
         for symbol, value in updates.items():
             payloads[self._layout.index(symbol)] = value
         return Parameters._from_payloads(self._layout, payloads)
