@@ -156,7 +156,7 @@ def _uniform(node: Node) -> float | int | None:
         return None
     flat = node.value.reshape(-1)
     first = flat[0]
-    if np.isnan(first) if node.type.is_float else False:
+    if node.type.is_float and np.isnan(first):
         return None
     if flat.size > 1 and not np.all(flat == first):
         return None

@@ -35,17 +35,17 @@ from typing import Any, Iterable, Mapping, Sequence, TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
+from ..errors import CompileError, FeedError, TensorCodeError
 from ..runtime.network import gradients_table
 from ..runtime.parameters import Gradients
 from . import ir
-from .ir import DTYPES, Graph, Node, Type
+from .ir import Graph, Node
 from .passes import canonical_order, optimize
 from .schedule import Schedule, Sources, build
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..runtime.network import Network
-    from ..runtime.parameters import Gradients, Parameters
+    from ..runtime.parameters import Parameters
     from .tape import Adjoints
 
 BACKENDS = ("numba", "reference")

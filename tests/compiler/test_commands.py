@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tensorcode import cli
 from tensorcode.bench_command import find_root
 

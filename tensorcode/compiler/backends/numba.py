@@ -157,7 +157,7 @@ class _Generator:
         getattr(self, f"k_{kernel.kind}")(kernel)
 
     def k_fused(self, kernel: Kernel) -> None:
-        s, g, e = self.s, self.s.graph, self.out
+        g, e = self.s.graph, self.out
         space = tuple(kernel.space)
         loads: dict[int, Any] = kernel.detail["loads"]
         stores: dict[int, Strided] = kernel.detail["stores"]
@@ -229,7 +229,7 @@ class _Generator:
         for i in members:
             node = g.nodes[i]
             if node.op in ("sum", "mean", "max", "min"):
-                x = self._value(node.inputs[0], loads)
+                x = f"v{node.inputs[0]}"
                 if i in local:
                     if node.op in ("sum", "mean"):
                         e.line(f"a{i} += {x}")
@@ -339,9 +339,6 @@ class _Generator:
             return "0.0" if node.type.is_float else "0"
         return self._init(node)
 
-    def _value(self, j: int, loads: dict[int, Any]) -> str:
-        return f"v{j}"
-
     def _wrap(self, text: str, dtype: str) -> str:
         return f"np.int32({text})" if dtype == "int32" else text
 
@@ -382,7 +379,7 @@ class _Generator:
     def k_copy(self, kernel: Kernel) -> None:
         src, dst = kernel.detail["src"], kernel.detail["dst"]
         shape = dst.shape
-        vectors = [list(c_strides(shape) if False else dst.strides)]
+        vectors = [list(dst.strides)]
         if isinstance(src, Strided):
             vectors.append(list(broadcast_access(src, shape)))
         dims, vecs = _coalesce(shape, vectors)
