@@ -448,13 +448,18 @@ class Plan:
     def forward(self, parameters: "Parameters", feeds: Mapping[Any, Any] | None = None
                 ) -> "PlanRun":
         """Run the plan: every root computed in one call."""
-        self._check_parameters(parameters)
-        checked = self.network.check_feeds(feeds) if feeds else {}
-        args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
+        if getattr(parameters, "_layout", None) is not self._layout:
+            self.network.check_parameters(parameters)
+        if feeds:
+            checked = self.network.check_feeds(feeds)
+            args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
+        else:
+            args = self._defaults
         if self.backend == "reference":
-            return PlanRun(self, self._reference(parameters, args), None)
+            return PlanRun(self, self._reference(parameters, list(args)), None)
+        buffers = parameters._buffers
         try:
-            outs = self._run(*self._arguments(parameters), *args)
+            outs = self._run(*[buffers[d] for d in self._param_dtypes], *self._consts, *args)
         except (IndexError, ValueError) as error:
             raise FeedError(str(error)) from None
         return PlanRun(self, outs, None)
