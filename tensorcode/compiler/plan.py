@@ -405,8 +405,6 @@ class Plan:
                         for i in schedule.constants]
         self._param_dtypes = schedule.sources.parameter_dtypes
         self._gradient_views: dict[int, Any] = {}
-        self._spans = [(slot.dtype, slot.offset, slot.offset + slot.size, slot.shape)
-                       for slot in self._layout.slots]
         self.key = ""
         self._compiled = None
         self.approximate = approximate and backend == "numba"
@@ -648,20 +646,19 @@ class PlanRun:
         if layout_view is not None:
             outs = self._outs
             buffers = {d: outs[k][a:b] for d, k, a, b in layout_view}
-            return _table(Gradients, plan._layout, buffers, plan._spans)
+            return _table(Gradients, plan._layout, buffers)
         return gradients_table(plan.network, adjoints, self.of)
 
 
-def _table(cls: type, layout: Any, buffers: dict[str, np.ndarray],
-           spans: Sequence[tuple[str, int, int, tuple[int, ...]]]) -> Any:
-    """A table over ``buffers`` (flat, one per dtype, already checked against the
-    layout by construction) without re-deriving every slot's size on each call."""
+def _table(cls: type, layout: Any, buffers: dict[str, np.ndarray]) -> Any:
+    """A table over ``buffers`` (flat, one per dtype, right by construction) without
+    checking them again; its per-slot views are built when first read."""
     table = object.__new__(cls)
     for buffer in buffers.values():
         buffer.flags.writeable = False
     table._layout = layout
     table._buffers = buffers
-    table._views = tuple([buffers[d][a:b].reshape(shape) for d, a, b, shape in spans])
+    table._views = None
     return table
 
 
