@@ -30,3 +30,18 @@ def test_bench_needs_a_checkout(tmp_path, capsys):
     assert cli.main(["bench", "--root", str(tmp_path)]) == 1
     assert "no benchmarks/ folder" in capsys.readouterr().err
     assert (find_root(None) / "benchmarks" / "harness.py").is_file()
+
+
+def test_the_compile_then_run_example(tmp_path):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = dict(os.environ, TENSORCODE_CACHE_DIR=str(tmp_path / "cache"))
+    result = subprocess.run([sys.executable, str(root / "examples" / "compile_then_run.py")],
+                            capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "== after lowering ==" in result.stdout
+    assert "-> cache hit" in result.stdout
