@@ -32,7 +32,7 @@ class Algorithm:
         network = program.network
         by_node = {symbol.index: name for name, symbol in program.parameters.items()}
         payloads = [parameters[by_node[slot.node]] for slot in network.layout.slots]
-        self._table = Parameters._from_payloads(network.layout, payloads)
+        self._table = Parameters.from_payloads(network.layout, payloads)
         self._parameters = {name: self._table.of(symbol)
                             for name, symbol in program.parameters.items()}
         if isinstance(executor, Executor):

@@ -15,7 +15,7 @@ from . import ops
 from .ir import SOURCE_OPS, Node
 
 
-def _needs_gradient(nodes: Sequence[Node], wrt: set[int], upto: int) -> list[bool]:
+def needs_gradient(nodes: Sequence[Node], wrt: set[int], upto: int) -> list[bool]:
     """Which nodes depend on a ``wrt`` node through differentiable ops."""
     needs = [False] * (upto + 1)
     for i in range(upto + 1):
@@ -42,7 +42,7 @@ def gradients(nodes: Sequence[Node], loss: int, wrt: Sequence[int], builder: Any
         if not nodes[p].type.is_float:
             raise TrainingError(f"differentiate: %{p} ({nodes[p].type}) is not a float "
                                 "tensor and has no gradient")
-    needs = _needs_gradient(nodes, set(wrt), loss)
+    needs = needs_gradient(nodes, set(wrt), loss)
     adjoint: dict[int, Any] = {loss: builder.constant(1, loss_type.dtype)}
     for i in range(loss, -1, -1):
         if i not in adjoint or not needs[i]:

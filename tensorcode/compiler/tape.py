@@ -404,3 +404,12 @@ class Tape(Builder):
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+    def nodes(self) -> tuple[Node, ...]:
+        """The nodes recorded so far, in order (the IR a network would seal)."""
+        return tuple(self._nodes)
+
+    def parameters(self, since: int = 0) -> list[Expr]:
+        """The parameter symbols recorded so far (from node ``since`` on), in order."""
+        return [self._exprs[i] for i in range(since, len(self._nodes))
+                if self._nodes[i].op == "parameter"]

@@ -66,7 +66,7 @@ def parameters_to_torch(parameters: Parameters, requires_grad: bool = True
 def parameters_from_torch(tensors: Sequence["torch.Tensor"], like: Parameters) -> Parameters:
     """A table of ``like``'s layout holding copies of ``tensors`` (shapes and dtypes must
     match slot for slot)."""
-    return Parameters._from_payloads(like.layout,
+    return Parameters.from_payloads(like.layout,
                                      [t.detach().cpu().numpy() for t in tensors])
 
 

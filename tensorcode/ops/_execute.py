@@ -45,7 +45,7 @@ def rewrap(table: Parameters, layout: Any, cls: type = Parameters) -> Any:
             for a, b in zip(table.layout.slots, layout.slots)):
         raise TensorCodeError("internal: a parameter table does not match the recorded "
                               "layout slot for slot")
-    return cls._from_buffers(layout, table.buffers())
+    return cls.from_buffers(layout, table.buffers())
 
 
 class Executor:

@@ -131,13 +131,13 @@ class Operation:
 
     def load_payloads(self, payloads: Sequence[Any]) -> None:
         """Replace the table with copies of ``payloads`` (exact shapes, one per slot)."""
-        self._parameters = Parameters._from_payloads(self._state_network.layout,
+        self._parameters = Parameters.from_payloads(self._state_network.layout,
                                                      list(payloads))
 
     def _adopt_buffers(self, buffers: dict[str, np.ndarray]) -> None:
         """Take read-only flat buffers (one per dtype, exactly this table's sizes) as the
         new table without copying; the Trainer shares its buffers this way."""
-        self._parameters = Parameters._from_buffers(self._state_network.layout, buffers)
+        self._parameters = Parameters.from_buffers(self._state_network.layout, buffers)
 
     def named_parameters(self) -> list[tuple[str, np.ndarray]]:
         """``(path, payload)`` in recording order."""

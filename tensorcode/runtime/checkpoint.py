@@ -460,7 +460,7 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_file: TensorFil
                        error.field or "generator") from error
         restore_generator = True
 
-    restored = Parameters._from_buffers(layout, buffers)
+    restored = Parameters.from_buffers(layout, buffers)
     # everything is valid: commit (none of these can fail now)
     if commit_optimizer is not None:
         commit_optimizer()

@@ -69,7 +69,7 @@ class Network:
     # -- state ------------------------------------------------------------------------------
     def parameters(self) -> Parameters:
         """A fresh table holding copies of the recorded initials."""
-        return Parameters._from_payloads(
+        return Parameters.from_payloads(
             self.layout, [self.graph.nodes[i].value for i in self._parameter_ids])
 
     def check_parameters(self, parameters: Parameters) -> None:
@@ -148,7 +148,7 @@ def gradients_table(network: Network, adjoints: "Adjoints", read: Any) -> Gradie
     payloads = [np.zeros(s.shape, s.dtype) for s in network.layout.slots]
     for p, g in adjoints:
         payloads[network.layout.index(p)] = read(g)
-    return Gradients._from_payloads(network.layout, payloads)
+    return Gradients.from_payloads(network.layout, payloads)
 
 
 class Backward:
@@ -183,7 +183,7 @@ class Backward:
         network.check_parameters(parameters)
         slots = network.layout.slots
         grads = self._grads([s.node for s in slots])
-        return Gradients._from_payloads(network.layout, grads)
+        return Gradients.from_payloads(network.layout, grads)
 
     def of(self, symbol: Any) -> np.ndarray:
         """The gradient of the loss with respect to one parameter or input."""

@@ -167,7 +167,7 @@ class Optimizer:
     def _rebind(self, layout: Layout) -> None:
         self._layout = layout
         for key, table in self._tables.items():
-            self._tables[key] = StateTable._from_buffers(
+            self._tables[key] = StateTable.from_buffers(
                 layout, {d: b.view() for d, b in self._writable[key].items()})
 
     @property
@@ -202,7 +202,7 @@ class Optimizer:
         writable = {d: (np.zeros(n, dtype=d) if buffers is None else buffers[d])
                     for d, n in layout.sizes.items()}
         self._writable[key] = writable
-        self._tables[key] = StateTable._from_buffers(layout, {d: b.view() for d, b in
+        self._tables[key] = StateTable.from_buffers(layout, {d: b.view() for d, b in
                                                               writable.items()})
 
     def set_state(self, key: str, value: Table | Sequence[Any]) -> None:
@@ -217,7 +217,7 @@ class Optimizer:
                                       "layout than this optimizer's parameters")
             buffers = {d: b.copy() for d, b in value.buffers().items()}
         else:
-            buffers = StateTable._from_payloads(self._layout, list(value)).buffers()
+            buffers = StateTable.from_payloads(self._layout, list(value)).buffers()
             buffers = {d: np.array(b, copy=True) for d, b in buffers.items()}
         self._init_table(key, buffers)
 
@@ -421,7 +421,7 @@ class Sgd(Optimizer):
         if use_momentum:
             self.present[:] = 1
         self.steps += 1
-        return Parameters._from_buffers(layout, out)
+        return Parameters.from_buffers(layout, out)
 
 
 class Adam(Optimizer):
@@ -515,7 +515,7 @@ class Adam(Optimizer):
             out[dtype] = result
         self.steps = steps
         self.present[:] = 1
-        return Parameters._from_buffers(layout, out)
+        return Parameters.from_buffers(layout, out)
 
 
 class AdamW(Adam):

@@ -114,7 +114,7 @@ class Table:
 
     # -- construction --------------------------------------------------------------------
     @classmethod
-    def _from_payloads(cls, layout: Layout, payloads: Sequence[Any]) -> "Table":
+    def from_payloads(cls, layout: Layout, payloads: Sequence[Any]) -> "Table":
         """A table holding copies of ``payloads`` (one per slot, exact shapes)."""
         if len(payloads) != len(layout.slots):
             raise ShapeError(f"expected {len(layout.slots)} payloads, got {len(payloads)}")
@@ -125,7 +125,7 @@ class Table:
         return cls(layout, buffers)
 
     @classmethod
-    def _from_buffers(cls, layout: Layout, buffers: Mapping[str, np.ndarray]) -> "Table":
+    def from_buffers(cls, layout: Layout, buffers: Mapping[str, np.ndarray]) -> "Table":
         """A table that takes ownership of ``buffers`` (flat, one per dtype)."""
         return cls(layout, buffers)
 
@@ -221,7 +221,7 @@ class Parameters(Table):
         payloads = list(self._payload_views())
         for symbol, value in updates.items():
             payloads[self._layout.index(symbol)] = value
-        return Parameters._from_payloads(self._layout, payloads)
+        return Parameters.from_payloads(self._layout, payloads)
 
 
 def check_feed_type(name: str, expected_shape: tuple[int, ...], expected_dtype: str,

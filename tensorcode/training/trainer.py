@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..compiler import ir
-from ..compiler.autodiff import _needs_gradient
+from ..compiler.autodiff import needs_gradient
 from ..compiler.tape import Expr, Tape
 from ..errors import ArtifactError, TensorCodeError, TrainingError
 from ..ops._execute import lower, resolve_backend, rewrap
@@ -92,7 +92,7 @@ class Trainer:
                 spans[slot.dtype] = (start, slot.offset + slot.size)
             self._spans.append((op, spans))
             payloads += current
-        self._parameters = Parameters._from_payloads(self._layout, payloads)
+        self._parameters = Parameters.from_payloads(self._layout, payloads)
         self.optimizer = self._make_optimizer(optimizer)
         self._steps: dict[tuple, _Step] = {}
 
@@ -300,7 +300,7 @@ class Trainer:
         for _, op in self._owners:
             start = len(tape)
             built.append(op.build(tape))
-            wrt += [e for e in tape._exprs[start:] if tape._nodes[e.index].op == "parameter"]
+            wrt += tape.parameters(since=start)
         if len(wrt) != len(self._layout.slots):
             raise TensorCodeError("internal: an operation recorded a different number of "
                                   "parameters than its table holds")
@@ -436,11 +436,11 @@ def _target_signature(target: Any) -> Any:
 
 def _check_connected(tape: Tape, loss: Expr, wrt: list[Expr]) -> None:
     """``TrainingError`` unless some parameter reaches ``loss`` through gradients."""
-    nodes = tape._nodes
+    nodes = tape.nodes()
     if not ir.Type(loss.shape, loss.dtype).is_float:
         raise TrainingError(f"the loss is {loss.dtype}: nondifferentiable")
     indices = {p.index for p in wrt}
-    needs = _needs_gradient(nodes, indices, loss.index)
+    needs = needs_gradient(nodes, indices, loss.index)
     if needs[loss.index]:
         return
     reached: set[int] = set()

@@ -38,7 +38,7 @@ def gradient_stream(parameters, steps, seed=1):
 
 def run_ours(optimizer, parameters, grads, lrs):
     for g, lr in zip(grads, lrs):
-        parameters = optimizer.step(parameters, Gradients._from_payloads(parameters.layout, g),
+        parameters = optimizer.step(parameters, Gradients.from_payloads(parameters.layout, g),
                                     lr)
     return parameters
 

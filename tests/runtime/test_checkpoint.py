@@ -175,7 +175,7 @@ def _writer(directory: pathlib.Path, parameters, start: int) -> None:
     k = start
     while True:
         k += 1
-        table = parameters.step(Gradients._from_payloads(
+        table = parameters.step(Gradients.from_payloads(
             parameters.layout, [np.zeros(p.shape, p.dtype) for p in parameters.payloads()]),
             lambda p, g, k=k: np.full(p.shape, k, p.dtype))
         tc.checkpoint.save(directory, table, optimizer, steps=k, progress={"k": k})

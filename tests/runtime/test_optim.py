@@ -31,7 +31,7 @@ def table(shapes_dtypes, seed=0):
 
 
 def gradients_like(parameters, arrays):
-    return Gradients._from_payloads(parameters.layout, arrays)
+    return Gradients.from_payloads(parameters.layout, arrays)
 
 
 def random_gradients(parameters, rng):

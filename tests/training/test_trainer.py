@@ -165,7 +165,7 @@ def test_operations_outside_the_trainer_and_foreign_optimizers_are_refused():
         trainer.step(session)
     other = Linear(5, 5, backend=REF)
     adam = tc.optim.Adam(backend=REF)
-    adam.step(other.parameters, tc.Gradients._from_payloads(
+    adam.step(other.parameters, tc.Gradients.from_payloads(
         other.parameters.layout, [np.zeros((5, 5), np.float32), np.zeros(5, np.float32)]),
         lr=0.1)
     with pytest.raises(TrainingError, match="exactly"):
