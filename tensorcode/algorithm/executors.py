@@ -134,16 +134,11 @@ class CompiledExecutor(Executor):
         return call
 
     def _raw_call(self, parameters: Parameters) -> Callable | None:
-        """The plan's compiled function with the table's buffers bound, reading roots
-        straight out of its output buffer: the same compiled code ``bind`` runs, minus
-        building a view per root. ``None`` when the plan does not expose that layout."""
-        plan = self.plan
-        try:
-            plan._check_parameters(parameters)
-            run = functools.partial(plan._run, *plan._arguments(parameters))
-            slices = list(plan._root_slices)
-        except AttributeError:
-            return None
+        """The plan's ``raw_call`` (its compiled function with the table's buffers
+        bound), reading roots straight out of its output buffer: the same compiled code
+        ``bind`` runs, minus building a view per root. ``None`` when the program's shape
+        (several inputs) does not fit that path."""
+        run, slices = self.plan.raw_call(parameters)
         if len(slices) != len(self._output_names) or len(self._call_order) != 1:
             return None
         (only,) = self._call_order
