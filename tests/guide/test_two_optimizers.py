@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import subprocess
 import sys
@@ -44,8 +43,6 @@ def test_lines_print_each_curve_start_and_end(result):
         assert f"{curve[0]:.3f} -> {curve[-1]:.4f} over 400 steps" in line
 
 
-@pytest.mark.skipif(importlib.util.find_spec("tensorcode.compiler.plan") is None,
-                    reason="the compiler's plans are not available")
 def test_compiled_plan_reads_the_same_gradients():
     planned = two_optimizers.run(quick=True)
     reference = two_optimizers.run(quick=True, backend="network")
