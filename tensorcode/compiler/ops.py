@@ -1,10 +1,10 @@
 """The op registry: every primitive defined once.
 
 Each ``OpDef`` holds, for one primitive, its type rule (``infer``), its NumPy reference
-(``reference``) and its vector-Jacobian product (``vjp``), written with the same
-``Expr`` methods a user records with, so a gradient is more IR on a recording tape and
-an eager computation on the runtime's evaluating builder. Backends attach their
-lowering under ``lowerings[backend]``. Composite functions (softmax, cross_entropy,
+(``reference``), its vector-Jacobian product (``vjp``), written with the same ``Expr``
+methods a user records with, so a gradient is more IR on a recording tape and an eager
+computation on the runtime's evaluating builder, and, for elementwise ops, its lowering
+(``lowerings["numba"]``: the scalar expression the Numba backend emits in fused loops). Composite functions (softmax, cross_entropy,
 layer_norm, gelu, ...) are built from these primitives in ``functions.py``.
 
 Conventions: NumPy broadcasting for elementwise ops, with gradients summed back to each
@@ -55,10 +55,18 @@ REGISTRY: dict[str, OpDef] = {}
 
 
 def register(name: str, kind: str, infer: InferRule, reference: ReferenceRule,
-             vjp: VjpRule | None) -> OpDef:
+             vjp: VjpRule | None, scalar: str | None = None) -> OpDef:
+    """Add a primitive. ``scalar`` is an elementwise op's lowering: one NumPy-scalar
+    expression with ``{0}``, ``{1}``, ``{2}`` for the operands' values, ``{one}`` and
+    ``{zero}`` for constants of the result dtype, ``{zero0}`` for a zero of operand 0's
+    dtype and ``{np_dtype}`` for the result's NumPy scalar type; the Numba backend
+    emits it inside its fused loops (``lowerings["numba"]``). Reductions, shape, index
+    and matmul ops are lowered by ``kind`` (the schedule and the backend's loops)."""
     if name in REGISTRY:
         raise ValueError(f"op {name!r} is already registered")
     op = OpDef(name, kind, infer, reference, vjp)
+    if scalar is not None:
+        op.lowerings["numba"] = scalar
     REGISTRY[name] = op
     return op
 
@@ -157,33 +165,36 @@ def _unary_infer(name: str, floats_only: bool) -> InferRule:
 
 
 def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], vjp: VjpRule | None,
-           floats_only: bool = True) -> None:
+           scalar: str, floats_only: bool = True) -> None:
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         (x,) = arrays
         with np.errstate(all="ignore"):
             return np.asarray(fn(x)).astype(x.dtype, copy=False)
-    register(name, "unary", _unary_infer(name, floats_only), reference, vjp)
+    register(name, "unary", _unary_infer(name, floats_only), reference, vjp, scalar)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.exp(-np.logaddexp(0, -x))
 
 
-_unary("neg", np.negative, lambda g, i, o, a, w: [-g], floats_only=False)
-_unary("exp", np.exp, lambda g, i, o, a, w: [g * o])
-_unary("log", np.log, lambda g, i, o, a, w: [g / i[0]])
-_unary("tanh", np.tanh, lambda g, i, o, a, w: [g * (1 - o * o)])
-_unary("sigmoid", _sigmoid, lambda g, i, o, a, w: [g * o * (1 - o)])
+_unary("neg", np.negative, lambda g, i, o, a, w: [-g], "-{0}", floats_only=False)
+_unary("exp", np.exp, lambda g, i, o, a, w: [g * o], "np.exp({0})")
+_unary("log", np.log, lambda g, i, o, a, w: [g / i[0]], "np.log({0})")
+_unary("tanh", np.tanh, lambda g, i, o, a, w: [g * (1 - o * o)], "np.tanh({0})")
+# exp of -|x| never overflows: 1/(1+exp(-x)) for x >= 0, exp(x)/(1+exp(x)) below
+_unary("sigmoid", _sigmoid, lambda g, i, o, a, w: [g * o * (1 - o)],
+       "({one} / ({one} + np.exp(-{0})) if {0} >= {zero} else "
+       "np.exp({0}) / ({one} + np.exp({0})))")
 _unary("relu", lambda x: np.maximum(x, 0), lambda g, i, o, a, w: [g * (i[0] > 0)],
+       "np.maximum({0}, {zero})", floats_only=False)
+_unary("sqrt", np.sqrt, lambda g, i, o, a, w: [g * 0.5 / o], "np.sqrt({0})")
+_unary("abs", np.abs, lambda g, i, o, a, w: [g * ((i[0] > 0) - (i[0] < 0))], "np.abs({0})",
        floats_only=False)
-_unary("sqrt", np.sqrt, lambda g, i, o, a, w: [g * 0.5 / o])
-_unary("abs", np.abs, lambda g, i, o, a, w: [g * ((i[0] > 0) - (i[0] < 0))],
-       floats_only=False)
-_unary("sin", np.sin, lambda g, i, o, a, w: [g * i[0].cos()])
-_unary("cos", np.cos, lambda g, i, o, a, w: [-(g * i[0].sin())])
+_unary("sin", np.sin, lambda g, i, o, a, w: [g * i[0].cos()], "np.sin({0})")
+_unary("cos", np.cos, lambda g, i, o, a, w: [-(g * i[0].sin())], "np.cos({0})")
 # detach: identity whose gradient is zero (JAX's stop_gradient); keeps composites such
 # as logsumexp from differentiating their stabilizing max.
-_unary("detach", lambda x: x.copy(), None, floats_only=False)
+_unary("detach", lambda x: x.copy(), None, "{0}", floats_only=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -201,12 +212,12 @@ def _binary_infer(name: str, floats_only: bool) -> InferRule:
 
 
 def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], vjp: VjpRule | None,
-            floats_only: bool = False, kind: str = "binary") -> None:
+            scalar: str, floats_only: bool = False, kind: str = "binary") -> None:
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         a, b = arrays
         with np.errstate(all="ignore"):
             return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
-    register(name, kind, _binary_infer(name, floats_only), reference, vjp)
+    register(name, kind, _binary_infer(name, floats_only), reference, vjp, scalar)
 
 
 def _vjp_add(g, i, o, a, w):
@@ -254,19 +265,20 @@ def _true_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(a, b)
 
 
-_binary("add", np.add, _vjp_add)
-_binary("sub", np.subtract, _vjp_sub)
-_binary("mul", np.multiply, _vjp_mul)
-_binary("div", _true_divide, _vjp_div, floats_only=True)
-_binary("pow", np.power, _vjp_pow, floats_only=True)
-_binary("maximum", np.maximum, _vjp_maximum)
-_binary("minimum", np.minimum, _vjp_minimum)
+_binary("add", np.add, _vjp_add, "{0} + {1}")
+_binary("sub", np.subtract, _vjp_sub, "{0} - {1}")
+_binary("mul", np.multiply, _vjp_mul, "{0} * {1}")
+_binary("div", _true_divide, _vjp_div, "{0} / {1}", floats_only=True)
+_binary("pow", np.power, _vjp_pow, "{0} ** {1}", floats_only=True)
+_binary("maximum", np.maximum, _vjp_maximum, "np.maximum({0}, {1})")
+_binary("minimum", np.minimum, _vjp_minimum, "np.minimum({0}, {1})")
 
-COMPARISONS = {"lt": np.less, "le": np.less_equal, "gt": np.greater,
-               "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal}
-for _name, _fn in COMPARISONS.items():
+COMPARISONS = {"lt": (np.less, "<"), "le": (np.less_equal, "<="), "gt": (np.greater, ">"),
+               "ge": (np.greater_equal, ">="), "eq": (np.equal, "=="),
+               "ne": (np.not_equal, "!=")}
+for _name, (_fn, _symbol) in COMPARISONS.items():
     # 0/1 in the operand's dtype; a comparison is a step function, so no gradient.
-    _binary(_name, _fn, None, kind="binary")
+    _binary(_name, _fn, None, f"({{one}} if {{0}} {_symbol} {{1}} else {{zero}})")
 
 
 # ---------------------------------------------------------------------------------------
@@ -292,7 +304,8 @@ def _where_vjp(g, i, o, a, w):
             unbroadcast(g.builder.apply("where", [cond, zero, g]), y.shape) if w[2] else None]
 
 
-register("where", "where", _where_infer, _where_reference, _where_vjp)
+register("where", "where", _where_infer, _where_reference, _where_vjp,
+         "({1} if {0} != {zero0} else {2})")
 
 
 # ---------------------------------------------------------------------------------------
@@ -508,7 +521,7 @@ def _astype_vjp(g, i, o, a, w):
 
 register("astype", "unary", _astype_infer,
          lambda arrays, attrs: arrays[0].astype(attrs["dtype"]),
-         _astype_vjp)
+         _astype_vjp, "{np_dtype}({0})")
 
 
 # ---------------------------------------------------------------------------------------

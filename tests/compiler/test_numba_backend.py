@@ -108,6 +108,16 @@ def test_every_op_lowers_and_matches(all_ops):
     assert any(f"np.{dtype}(" in line for line in constants)
 
 
+def test_every_elementwise_op_carries_its_lowering_in_the_registry():
+    """Elementwise ops are lowered from their registry entry (one place per op);
+    reductions, shape, index and matmul ops are lowered by kind."""
+    structural = {"reduce", "shape", "index", "matmul"}
+    for name, op in ops.REGISTRY.items():
+        if op.kind in structural:
+            continue
+        assert isinstance(op.lowerings.get("numba"), str), f"{name} has no numba lowering"
+
+
 def test_integer_programs():
     network, roots = int_program()
     plan = network.entry(roots).lower("numba")

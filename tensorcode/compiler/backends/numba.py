@@ -28,36 +28,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import CompileError
+from .. import ops
 from ..ir import DTYPES
 from ..schedule import Kernel, Scalar, Schedule, Strided, broadcast_access, c_strides
 
 #: bump when generated code changes meaning (part of every cache key)
-CODEGEN_VERSION = "1"
+CODEGEN_VERSION = "2"
 
 NP = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
       "int64": "np.int64"}
 
-UNARY = {
-    "neg": "-{0}",
-    "exp": "np.exp({0})",
-    "log": "np.log({0})",
-    "tanh": "np.tanh({0})",
-    "sqrt": "np.sqrt({0})",
-    "abs": "np.abs({0})",
-    "sin": "np.sin({0})",
-    "cos": "np.cos({0})",
-    "detach": "{0}",
-}
-BINARY = {
-    "add": "{0} + {1}",
-    "sub": "{0} - {1}",
-    "mul": "{0} * {1}",
-    "div": "{0} / {1}",
-    "pow": "{0} ** {1}",
-    "maximum": "np.maximum({0}, {1})",
-    "minimum": "np.minimum({0}, {1})",
-}
-COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
 class _Emitter:
@@ -249,14 +229,11 @@ class _Generator:
                 self._tanh32(i, f"v{node.inputs[0]}")
             elif node.op == "exp" and approx32:
                 self._exp32(i, f"v{node.inputs[0]}")
-            elif node.op == "sigmoid":
-                # exp of -|x| never overflows: 1/(1+t) for x >= 0, t/(1+t) below
+            elif node.op == "sigmoid" and approx32:
+                # the registry's overflow-free form, with the exp approximation shared
                 x, one = f"v{node.inputs[0]}", self.const(1, node.type.dtype)
                 e.line(f"m{i} = -np.abs({x})")
-                if approx32:
-                    self._exp32(i, f"m{i}", target=f"t{i}")
-                else:
-                    e.line(f"t{i} = np.exp(m{i})")
+                self._exp32(i, f"m{i}", target=f"t{i}")
                 e.line(f"d{i} = {one} + t{i}")
                 e.line(f"v{i} = {one} / d{i} if {x} >= {self.const(0, node.type.dtype)} "
                        f"else t{i} / d{i}")
@@ -346,20 +323,12 @@ class _Generator:
         args = [f"v{j}" for j in node.inputs]
         dtype = node.type.dtype
         op = node.op
-        if op in UNARY:
-            return self._wrap(UNARY[op].format(*args), dtype)
-        if op == "relu":
-            return f"np.maximum({args[0]}, {self.const(0, dtype)})"
-        if op == "astype":
-            return f"{NP[dtype]}({args[0]})"
-        if op in BINARY:
-            return self._wrap(BINARY[op].format(*args), dtype)
-        if op in COMPARE:
-            return (f"({self.const(1, dtype)} if {args[0]} {COMPARE[op]} {args[1]} "
-                    f"else {self.const(0, dtype)})")
-        if op == "where":
-            zero = self.const(0, self.s.graph.nodes[node.inputs[0]].type.dtype)
-            return f"({args[1]} if {args[0]} != {zero} else {args[2]})"
+        template = ops.REGISTRY[op].lowerings.get("numba") if op in ops.REGISTRY else None
+        if template is not None:
+            operand = self.s.graph.nodes[node.inputs[0]].type.dtype if node.inputs else dtype
+            text = template.format(*args, one=self.const(1, dtype), zero=self.const(0, dtype),
+                                   zero0=self.const(0, operand), np_dtype=NP[dtype])
+            return self._wrap(text, dtype)
         raise CompileError(f"numba backend: no scalar lowering for op {op!r}")
 
     def _fill(self, loc: Strided, value: str, dtype: str) -> None:
