@@ -87,6 +87,17 @@ def normalize_cases(cases: Sequence[Any], contract: Contract, what: str) -> list
     return [normalize_case(case, contract, f"{what}[{i}]") for i, case in enumerate(cases)]
 
 
+def paired_cases(cases: Sequence[Any], targets: Sequence[Any], inputs: Contract,
+                 outputs: Contract) -> tuple[list[Case], list[Case]]:
+    """New cases and their targets, each validated against its contract, one per case."""
+    new_cases = normalize_cases(cases, inputs, "cases")
+    new_targets = normalize_cases(targets, outputs, "targets")
+    if len(new_cases) != len(new_targets):
+        raise TensorCodeError(f"{len(new_cases)} cases but {len(new_targets)} targets; give "
+                              "one target per case")
+    return new_cases, new_targets
+
+
 def infer_contract(targets: Sequence[Any], what: str) -> Contract:
     """The output contract implied by the first target (names and shapes)."""
     if not targets:

@@ -23,7 +23,7 @@ from ..compiler.tape import Tape
 from ..errors import TensorCodeError, TrainingError
 from . import program as programs
 from .attempts import CaseSet
-from .cases import COVERED, case_key, normalize_cases
+from .cases import COVERED, case_key, paired_cases
 from .result import Distillation
 
 
@@ -43,11 +43,7 @@ def fit(result: Distillation, cases: Sequence[Mapping[str, Any]],
         raise TensorCodeError(f"steps must be a non-negative integer, got {steps!r}")
     if not (isinstance(lr, (int, float)) and lr > 0):
         raise TensorCodeError(f"lr must be a positive number, got {lr!r}")
-    new_cases = normalize_cases(cases, result.inputs, "cases")
-    new_targets = normalize_cases(targets, result.outputs, "targets")
-    if len(new_cases) != len(new_targets):
-        raise TensorCodeError(f"{len(new_cases)} cases but {len(new_targets)} targets; give "
-                              "one target per case")
+    new_cases, new_targets = paired_cases(cases, targets, result.inputs, result.outputs)
     start = result.parameters
     if not start:
         raise TrainingError("the program declares no parameters, so there is nothing to fit; "

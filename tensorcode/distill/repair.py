@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import TensorCodeError
 from . import program as programs
 from .attempts import Attempt, CaseSet, score, search, select
-from .cases import case_key, normalize_cases
+from .cases import case_key, paired_cases
 from .loop import build_report
 from .report import one_line
 from .result import Distillation
@@ -33,11 +33,7 @@ def repair(program: Distillation, author: Any, cases: Sequence[Mapping[str, Any]
                               f"Distillation.load(dir)), got {type(program).__name__}")
     if not isinstance(attempts, int) or attempts < 1:
         raise TensorCodeError(f"attempts must be a positive integer, got {attempts!r}")
-    new_cases = normalize_cases(cases, program.inputs, "cases")
-    new_targets = normalize_cases(targets, program.outputs, "targets")
-    if len(new_cases) != len(new_targets):
-        raise TensorCodeError(f"{len(new_cases)} cases but {len(new_targets)} targets; give "
-                              "one target per case")
+    new_cases, new_targets = paired_cases(cases, targets, program.inputs, program.outputs)
     hidden = {case_key(c) for c in program.acceptance.cases}
     kept = [(c, t) for c, t in zip(new_cases, new_targets) if case_key(c) not in hidden]
     excluded = len(new_cases) - len(kept)

@@ -443,14 +443,7 @@ def _check_connected(tape: Tape, loss: Expr, wrt: list[Expr]) -> None:
     needs = needs_gradient(nodes, indices, loss.index)
     if needs[loss.index]:
         return
-    reached: set[int] = set()
-    stack = [loss.index]
-    while stack:
-        i = stack.pop()
-        if i in reached:
-            continue
-        reached.add(i)
-        stack.extend(nodes[i].inputs)
+    reached = set(ir.closure(ir.Graph(nodes), [loss.index]))
     if reached & indices:
         raise TrainingError("the loss depends on the parameters only through steps without "
                             "gradients (comparisons, integer or recorded values): it is "
