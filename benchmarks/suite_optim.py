@@ -38,7 +38,7 @@ def _ours(n: int, quick: bool) -> list[Row]:
     for k in range(TENSORS):
         tape.parameter(rng.standard_normal(n // TENSORS).astype(np.float32), name=f"p{k}")
     parameters = tape.into_network().parameters()
-    gradients = Gradients._from_payloads(parameters.layout, [
+    gradients = Gradients.from_payloads(parameters.layout, [
         rng.standard_normal(n // TENSORS).astype(np.float32) for _ in range(TENSORS)])
     rows = []
     for name, make in [("sgd-momentum", lambda b: tc.optim.Sgd(momentum=0.9, backend=b)),

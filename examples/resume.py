@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pathlib
 import signal
 import subprocess
 import sys
