@@ -33,7 +33,7 @@ from ..ir import DTYPES
 from ..schedule import Kernel, Scalar, Schedule, Strided, broadcast_access, c_strides
 
 #: bump when generated code changes meaning (part of every cache key)
-CODEGEN_VERSION = "2"
+CODEGEN_VERSION = "3"
 
 NP = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
       "int64": "np.int64"}
@@ -613,7 +613,9 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str
     lines.append(f"def run({sig}):")
     lines += input_checks(False)
     for k, i in enumerate(s.sources.inputs):
-        lines.append(f"    x{k} = X{k}.reshape({max(g.nodes[i].type.size, 0)})")
+        # the body reads inputs flat; a rank-1 input already is (and reshape costs a call)
+        flat = "" if g.nodes[i].type.rank == 1 else f".reshape({max(g.nodes[i].type.size, 0)})"
+        lines.append(f"    x{k} = X{k}{flat}")
     for d, w in zip(arenas, w_names):
         lines.append(f"    {w} = np.empty({s.arena[d]}, {NP[d]})")
     for d, o in zip(outs, o_names):
@@ -634,6 +636,10 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str
         lines.append(f"    {w} = np.empty({s.arena[d]}, {NP[d]})")
     for d, o in zip(outs, o_names):
         lines.append(f"    {o}_all = np.empty((n, {s.out_arena[d]}), {NP[d]})")
+    for k, i in enumerate(s.sources.inputs):
+        # cases as rows of a 2-D view, reshaped once here rather than once per case
+        if g.nodes[i].type.rank > 1:
+            lines.append(f"    X{k} = X{k}.reshape(X{k}.shape[0], {g.nodes[i].type.size})")
     lines.append("    for c in range(n):")
     for k, i in enumerate(s.sources.inputs):
         case = f"c if X{k}.shape[0] != 1 else 0"
@@ -641,7 +647,7 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str
             lines.append(f"        j{k} = {case}")
             lines.append(f"        x{k} = X{k}[j{k}:j{k} + 1]")
         else:
-            lines.append(f"        x{k} = X{k}[{case}].reshape({g.nodes[i].type.size})")
+            lines.append(f"        x{k} = X{k}[{case}]")
     for o in o_names:
         lines.append(f"        {o} = {o}_all[c]")
     lines.append(f"        body({body_sig})")
