@@ -144,8 +144,9 @@ class CompiledExecutor(Executor):
         (only,) = self._call_order
         picks = [(name, k, a, b, shape)
                  for name, (k, a, b, shape) in zip(self._output_names, slices)]
-        if all(shape == () and k == 0 for _, k, _, _, shape in picks):
-            return _scalar_reader(run, only, [(name, a) for name, _, a, _, _ in picks])
+        if all(shape == () for _, _, _, _, shape in picks):
+            scalars = self.plan.scalar_call(parameters)
+            return _scalar_reader(scalars, only, [name for name, *_ in picks])
 
         def call_general(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
             outs = run(feeds[only])
@@ -167,34 +168,36 @@ class CompiledExecutor(Executor):
         return {name: run.of(symbol) for name, symbol in self.output_items}
 
 
-def _scalar_reader(run: Callable, only: str, positions: list[tuple[str, int]]) -> Callable:
-    """A single-call function for programs whose outputs are all scalars. Literal dicts
-    for the common one to three outputs: a comprehension costs more than the call."""
-    if len(positions) == 1:
-        (n0, a0), = positions
+def _scalar_reader(run: Callable, only: str, names: list[str]) -> Callable:
+    """A single-call function for programs whose outputs are all scalars: the plan's
+    ``scalar_call`` returns the numbers themselves, each handed back as
+    ``numpy.float64`` (the subset's one dtype). Literal dicts for the common one to
+    three outputs: a comprehension costs more than the call."""
+    f64 = np.float64
+    if len(names) == 1:
+        (n0,) = names
 
         def one(feeds):
-            out = run(feeds[only])[0]
-            return {n0: out[a0]}
+            (v0,) = run(feeds[only])
+            return {n0: f64(v0)}
         return one
-    if len(positions) == 2:
-        (n0, a0), (n1, a1) = positions
+    if len(names) == 2:
+        n0, n1 = names
 
         def two(feeds):
-            out = run(feeds[only])[0]
-            return {n0: out[a0], n1: out[a1]}
+            v0, v1 = run(feeds[only])
+            return {n0: f64(v0), n1: f64(v1)}
         return two
-    if len(positions) == 3:
-        (n0, a0), (n1, a1), (n2, a2) = positions
+    if len(names) == 3:
+        n0, n1, n2 = names
 
         def three(feeds):
-            out = run(feeds[only])[0]
-            return {n0: out[a0], n1: out[a1], n2: out[a2]}
+            v0, v1, v2 = run(feeds[only])
+            return {n0: f64(v0), n1: f64(v1), n2: f64(v2)}
         return three
 
     def many(feeds):
-        out = run(feeds[only])[0]
-        return {name: out[a] for name, a in positions}
+        return {name: f64(v) for name, v in zip(names, run(feeds[only]))}
     return many
 
 

@@ -280,7 +280,9 @@ class _CompiledModule:
         self._options = options
         before = _dispatcher_counts([self.body])
         self.run = numba.njit(self.run_signature, **options)(module.run)
+        module.run = self.run  # run_scalars calls it
         self._account([self.run], before)
+        self._scalars = None
         self._batch = None
         self._batch_lock = threading.Lock()
         self.output_dtypes = list(module.OUTPUT_DTYPES)
@@ -289,6 +291,18 @@ class _CompiledModule:
         hits, misses = _dispatcher_counts(dispatchers + [self.body])
         _count("cache_loaded", hits - before[0])
         _count("compiled", misses - before[1])
+
+    def scalars(self) -> Any:
+        """``run_scalars``, compiled on first use (only all-scalar plans have it)."""
+        with self._batch_lock:
+            if self._scalars is None:
+                import numba
+
+                before = _dispatcher_counts([self.body, self.run])
+                self._scalars = numba.njit(self.run_signature, **self._options)(
+                    self.module.run_scalars)
+                self._account([self._scalars, self.run], before)
+            return self._scalars
 
     def batch(self) -> Any:
         with self._batch_lock:
@@ -523,6 +537,24 @@ class Plan:
             def fn(*inputs):
                 return self._reference(parameters, list(inputs))
         return fn, list(self._root_slices)
+
+    def scalar_call(self, parameters: "Parameters") -> Any:
+        """For a plan whose roots are all scalars: ``fn(*inputs)`` (as for ``raw_call``)
+        returning the roots as a tuple of Python numbers, the compiled code handing back
+        the numbers themselves rather than an output buffer. ``None`` when some root is
+        not a scalar."""
+        if any(shape for _, _, _, shape in self._root_slices):
+            return None
+        self._check_parameters(parameters)
+        if self.backend == "numba":
+            import functools
+            return functools.partial(self._compiled.scalars(), *self._arguments(parameters))
+        slices = list(self._root_slices)
+
+        def fn(*inputs):
+            outs = self._reference(parameters, list(inputs))
+            return tuple(outs[k][a].item() for k, a, _, _ in slices)
+        return fn
 
     def bind(self, parameters: "Parameters") -> "BoundPlan":
         """A callable ``f(*inputs) -> tuple of roots`` with the table's buffers bound:

@@ -110,6 +110,24 @@ def test_bind_returns_roots_in_order():
     assert_close(loss, network.forward(parameters).of(value), "float32")
 
 
+@pytest.mark.parametrize("backend", ["reference", "numba"])
+def test_scalar_call_returns_the_scalar_roots_as_numbers(backend):
+    tape = tc.Tape()
+    x = tape.input(np.array([1.0, -2.0, 3.0]), name="x")
+    w = tape.parameter(np.array([0.5, 0.25, 2.0]), name="w")
+    total = (x * w).sum()
+    count = (x > 0).astype("int64").sum()
+    vector = x * w
+    network = tape.into_network()
+    parameters = network.parameters()
+    plan = network.entry([total, count]).lower(backend)
+    call = plan.scalar_call(parameters)
+    values = call(np.array([4.0, 1.0, -1.0]))
+    assert values == (0.25, 2)  # 4*0.5 + 1*0.25 - 1*2; two positive entries
+    assert type(values[0]) is float and type(values[1]) is int
+    assert network.entry([total, vector]).lower("reference").scalar_call(parameters) is None
+
+
 def test_describe_before_and_after_lowering():
     network, value, adjoints, syms = mlp_program([2, 4, 1], batch=3)
     entry = network.entry(adjoints.roots())

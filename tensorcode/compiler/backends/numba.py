@@ -9,6 +9,8 @@
 - ``run(P_.., C.., X..)``: checks the input shapes, allocates the scratch arena ``W_..``
   and the output arenas inside the call (so threads calling one plan never share
   scratch), calls ``body`` and returns the output arenas, one per dtype;
+- ``run_scalars(P_.., C.., X..)`` (only when every root is a scalar): ``run``'s roots
+  as a tuple of numbers, so a single call boxes no output array;
 - ``run_batch(P_.., C.., X..)``: the same over N cases, each input with a leading axis of
   N (or 1, broadcast to every case), the loop over cases inside the compiled code.
 
@@ -33,7 +35,7 @@ from ..ir import DTYPES
 from ..schedule import Kernel, Scalar, Schedule, Strided, broadcast_access, c_strides
 
 #: bump when generated code changes meaning (part of every cache key)
-CODEGEN_VERSION = "3"
+CODEGEN_VERSION = "4"
 
 NP = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
       "int64": "np.int64"}
@@ -626,6 +628,13 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str
     lines += body_lines
     lines.append(f"    return ({', '.join(o_names)}{',' if o_names else ''})")
     lines.append("")
+    if s.roots and all(not shape for _, _, shape in s.roots):
+        # every root a scalar: return the numbers themselves (no array to box per call)
+        picks = ", ".join(f"outs[{outs.index(d)}][{offset}]" for d, offset, _ in s.roots)
+        lines.append(f"def run_scalars({sig}):")
+        lines.append(f"    outs = run({sig})")
+        lines.append(f"    return ({picks},)")
+        lines.append("")
     lines.append(f"def run_batch({sig}):")
     lines.append("    n = 1")
     for k in range(len(inputs)):
