@@ -172,12 +172,15 @@ class Table:
                                   "or entry than these parameters")
 
 
+_NUMPY_DTYPES = {name: np.dtype(name) for name in ("float32", "float64", "int32", "int64")}
+
+
 def _check_payload(slot: Slot, payload: Any) -> np.ndarray:
     array = np.asarray(payload)
     if array.shape != slot.shape:
         raise ShapeError(f"parameter {slot.label}: expected shape {list(slot.shape)}, got "
                          f"{list(array.shape)}")
-    if array.dtype.name != slot.dtype:
+    if array.dtype != _NUMPY_DTYPES[slot.dtype]:  # (``dtype.name`` builds a string)
         if not np.can_cast(array.dtype, slot.dtype, casting="same_kind"):
             raise DTypeError(f"parameter {slot.label}: expected {slot.dtype}, got "
                              f"{array.dtype.name}")
