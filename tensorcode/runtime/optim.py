@@ -399,15 +399,15 @@ class Sgd(Optimizer):
 
     def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
         layout = parameters.layout
-        params, grads = parameters.buffers(), gradients.buffers()
+        params, grads = parameters._buffers, gradients._buffers  # read only here
         out = {}
         use_momentum = self.momentum != 0
         for dtype in layout.sizes:
             _check_float(dtype)
         for dtype in layout.sizes:
-            cast = np.dtype(dtype).type
+            cast = layout.numpy_dtypes[dtype].type
             buffer = self._buffer("momentum_buffer", dtype) if use_momentum else \
-                np.zeros(0, dtype=dtype)
+                _empty(dtype)
             offsets, present = _segments(layout, dtype, self.present)
             result = self._output_buffer(dtype, params[dtype].shape[0])
             args = (params[dtype], grads[dtype], buffer, result, offsets, present,
@@ -483,7 +483,7 @@ class Adam(Optimizer):
 
     def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
         layout = parameters.layout
-        params, grads = parameters.buffers(), gradients.buffers()
+        params, grads = parameters._buffers, gradients._buffers  # read only here
         beta1, beta2 = self.betas
         steps = self.steps + 1
         # PyTorch computes these in Python floats from the step count, per parameter.
@@ -496,11 +496,11 @@ class Adam(Optimizer):
         for dtype in layout.sizes:
             _check_float(dtype)
         for dtype in layout.sizes:
-            cast = np.dtype(dtype).type
+            cast = layout.numpy_dtypes[dtype].type
             offsets, select = layout.segments(dtype)
             result = self._output_buffer(dtype, params[dtype].shape[0])
             max_sq = self._buffer("max_exp_avg_sq", dtype) if self.amsgrad else \
-                np.zeros(0, dtype=dtype)
+                _empty(dtype)
             args = (params[dtype], grads[dtype], self._buffer("exp_avg", dtype),
                     self._buffer("exp_avg_sq", dtype), max_sq, result, offsets,
                     (-step_size[select]).astype(dtype),
@@ -608,7 +608,17 @@ def _check_float(dtype: str) -> None:
                          f"{dtype}; keep integer state out of the trained table")
 
 
+#: zero-length stand-ins for state a configuration does not keep (passed every step)
+_EMPTY = {name: np.zeros(0, dtype=name) for name in FLOAT_DTYPES}
+
+
+def _empty(dtype: str) -> np.ndarray:
+    return _EMPTY[dtype]
+
+
 def _check_lr(lr: Any, field: str = "lr") -> float:
+    if type(lr) is float and 0.0 <= lr < math.inf:  # the common case, checked cheaply
+        return lr
     if isinstance(lr, bool) or not isinstance(lr, (int, float, np.integer, np.floating)):
         raise TypeError(f"{field} must be a real number, got {lr!r}")
     lr = float(lr)
