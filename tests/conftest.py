@@ -1,10 +1,17 @@
 """Shared test set-up: one plan cache directory per test session, so compiled plans are
-reused across tests instead of compiled again, and never written into the user's cache."""
+reused across tests instead of compiled again, and never written into the user's cache.
+Set ``TENSORCODE_TEST_CACHE_DIR`` to keep (and reuse) a cache across test runs; otherwise
+the session's temporary cache is removed when the session ends."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
-_CACHE = os.environ.get("TENSORCODE_TEST_CACHE_DIR") or tempfile.mkdtemp(prefix="tensorcode-test-cache-")
+_KEEP = os.environ.get("TENSORCODE_TEST_CACHE_DIR")
+_CACHE = _KEEP or tempfile.mkdtemp(prefix="tensorcode-test-cache-")
 os.environ["TENSORCODE_CACHE_DIR"] = _CACHE
+if not _KEEP:
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
