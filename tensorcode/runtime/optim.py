@@ -654,7 +654,7 @@ def _betas(betas: Any, error: type = ValueError, name: str = "betas") -> tuple[f
     for i, b in enumerate(pair):
         if not 0.0 <= b < 1.0:
             raise error(f"{name}[{i}] must be in [0, 1), got {b}")
-    return pair  # type: ignore[return-value]
+    return pair[0], pair[1]
 
 
 def _torch_flags(group: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
