@@ -17,13 +17,13 @@ from .errors import TensorCodeError
 
 #: subcommand -> (module implementing it, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("tensorcode.demo", "run the main job: the guide's examples on embedded data"),
-    "compile": ("tensorcode.compiler.compile_command",
+    "demo": ("tensorcode.commands.demo", "run the main job: the guide's examples on embedded data"),
+    "compile": ("tensorcode.commands.compile",
                 "warm the plan cache for a saved network or plan"),
-    "bench": ("tensorcode.bench_command", "run the benchmark harness (ratios against peers)"),
-    "route": ("tensorcode.distill.route_command",
+    "bench": ("tensorcode.commands.bench", "run the benchmark harness (ratios against peers)"),
+    "route": ("tensorcode.commands.route",
               "serve a saved distilled program: JSON lines in, answers out"),
-    "patch": ("tensorcode.weights.patch_command",
+    "patch": ("tensorcode.commands.patch",
               "render, diff and apply weight patches on safetensors files"),
 }
 

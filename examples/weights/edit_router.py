@@ -14,7 +14,7 @@ weights have a flaw: the "refund" keyword argues for *technical*. The script
    against.
 
     python examples/weights/edit_router.py
-    python examples/weights/edit_router.py --executor reference --out ./patch-demo
+    python examples/weights/edit_router.py --executor reference --output ./patch-demo
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--executor", default="compiled", choices=algorithms.EXECUTORS)
     parser.add_argument("--reply", default=str(HERE / "reply.txt"),
                         help="the recorded edit reply (edit statements)")
-    parser.add_argument("--out", help="directory for the patch file (default: a temporary one)")
+    parser.add_argument("-o", "--output", help="directory for the patch file (default: a temporary one)")
     args = parser.parse_args(argv)
 
     router = algorithms.compile(SOURCE, inputs={"features": (6,)}, outputs={"scores": (3,)},
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
         author={"kind": "recorded reply", "file": pathlib.Path(args.reply).name})
 
     # 3. Save, reload (validated), apply with hash checks, and compare behaviour.
-    directory = pathlib.Path(args.out) if args.out else pathlib.Path(tempfile.mkdtemp())
+    directory = pathlib.Path(args.output) if args.output else pathlib.Path(tempfile.mkdtemp())
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "refund-fix.patch.json"
     patch.save(path)

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..compiler import ir, ops
+from ..compiler import ir, primitives
 from ..compiler.subset import (DTYPE, MAX_NODES, MAX_PARAMETER_ELEMENTS, MAX_TENSOR_ELEMENTS,
                                CompiledProgram)
 from ..compiler.tape import Expr, Tape
@@ -223,9 +223,9 @@ def from_document(document: Any, path: Any = None) -> tuple[CompiledProgram, dic
         if set(spec) != allowed:
             raise read.fail(field, f"a {op!r} node has exactly the fields {sorted(allowed)}, "
                             f"found {sorted(spec)}")
-        if op not in ir.SOURCE_OPS and op not in ops.REGISTRY:
+        if op not in ir.SOURCE_OPS and op not in primitives.REGISTRY:
             raise read.fail(f"{field}.op", f"unknown op {op!r:.60}; this TensorCode knows "
-                            f"{ops.primitive_names()}")
+                            f"{primitives.primitive_names()}")
         shape = read.shape(spec["shape"], f"{field}.shape")
         if spec["dtype"] != DTYPE:
             raise read.fail(f"{field}.dtype", f"expected {DTYPE!r}, found {spec['dtype']!r:.40}")

@@ -19,7 +19,7 @@ from typing import Any, TYPE_CHECKING
 import numpy as np
 
 from ..errors import ArtifactError, TensorCodeError
-from . import ir, ops
+from . import ir, primitives
 from .ir import DTYPES, Type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -176,7 +176,7 @@ def load_plan(directory: pathlib.Path, network: "Network | None", backend: str |
     for i, nd in enumerate(node_docs):
         field = f"graph.nodes[{i}]"
         op = r.get(nd, "op", str, f"{field}.op")
-        if op not in ir.SOURCE_OPS and op not in ops.REGISTRY:
+        if op not in ir.SOURCE_OPS and op not in primitives.REGISTRY:
             raise r.fail(f"{field}.op", f"unknown op {op!r}")
         inputs = r.int_list(nd, "inputs", f"{field}.inputs")
         shape = r.int_list(nd, "shape", f"{field}.shape")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..errors import ShapeError, TrainingError
-from . import ops
+from . import primitives
 from .ir import SOURCE_OPS, Node
 
 
@@ -22,7 +22,7 @@ def needs_gradient(nodes: Sequence[Node], wrt: set[int], upto: int) -> list[bool
         node = nodes[i]
         if i in wrt:
             needs[i] = True
-        elif node.op not in SOURCE_OPS and ops.REGISTRY[node.op].differentiable:
+        elif node.op not in SOURCE_OPS and primitives.REGISTRY[node.op].differentiable:
             needs[i] = any(needs[j] for j in node.inputs)
     return needs
 
@@ -51,7 +51,7 @@ def gradients(nodes: Sequence[Node], loss: int, wrt: Sequence[int], builder: Any
         if node.op in SOURCE_OPS:
             continue
         wants = [needs[j] for j in node.inputs]
-        rule = ops.REGISTRY[node.op].vjp
+        rule = primitives.REGISTRY[node.op].vjp
         assert rule is not None  # needs[i] implies a differentiable op
         inputs = [expr_of(j) for j in node.inputs]
         grads = rule(adjoint[i], inputs, expr_of(i), node.attr_dict, wants)

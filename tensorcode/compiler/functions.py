@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 
 from ..errors import DTypeError, ShapeError
-from . import ops
+from . import primitives
 from .ir import canonical_dtype
 from .tape import Expr, _as_array
 
@@ -48,7 +48,7 @@ def concat(exprs: Sequence[Any], axis: int = 0) -> Expr:
     exprs = list(exprs)
     anchor = _first_expr(*exprs)
     lifted = [anchor.builder.lift(x, anchor) for x in exprs]
-    axis = ops.normalize_axis("concat", axis, anchor.ndim)
+    axis = primitives.normalize_axis("concat", axis, anchor.ndim)
     return anchor.builder.apply("concat", lifted, {"axis": axis})
 
 
@@ -68,7 +68,7 @@ def stop_gradient(x: Expr) -> Expr:
 
 def logsumexp(x: Expr, axis: Any = None, keepdims: bool = False) -> Expr:
     """``log(sum(exp(x)))`` over ``axis``, shifted by the (detached) max for stability."""
-    axes = ops.normalize_axes("logsumexp", axis, x.ndim)
+    axes = primitives.normalize_axes("logsumexp", axis, x.ndim)
     shift = x.max(axis=axes, keepdims=True).detach()
     result = (x - shift).exp().sum(axis=axes, keepdims=True).log() + shift
     if not keepdims:

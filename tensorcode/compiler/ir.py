@@ -4,7 +4,7 @@ A ``Graph`` is a tuple of ``Node`` in topological order; a node's id is its inde
 its inputs are ids of earlier nodes. Every node carries a static ``Type`` (shape and
 dtype) fixed at record time. Source nodes are ``parameter`` (with its initial),
 ``input`` (with its default feed) and ``leaf`` (a constant); every other node is a pure
-op from the registry in ``ops.py``. There are no in-place ops and no aliasing, so every
+op from the registry in ``primitives.py``. There are no in-place ops and no aliasing, so every
 pass is a function from one graph to another.
 """
 
@@ -200,7 +200,7 @@ def verify(graph: Graph) -> None:
     Every pass's output goes through this, so a pass that breaks an invariant is
     caught where it happened rather than as a wrong number later.
     """
-    from . import ops  # local: ops imports ir
+    from . import primitives  # local: primitives imports ir
 
     for index, node in enumerate(graph.nodes):
         where = f"node %{index} ({node.op})"
@@ -218,11 +218,11 @@ def verify(graph: Graph) -> None:
                 raise CompileError(
                     f"{where}: value has type {Type.of(node.value)} but the node says {node.type}")
             continue
-        if node.op not in ops.REGISTRY:
+        if node.op not in primitives.REGISTRY:
             raise CompileError(f"{where}: unknown op {node.op!r}")
         in_types = [graph.nodes[j].type for j in node.inputs]
         try:
-            expected = ops.REGISTRY[node.op].infer(in_types, node.attr_dict)
+            expected = primitives.REGISTRY[node.op].infer(in_types, node.attr_dict)
         except Exception as error:  # the type rule's own error, re-raised with the node
             raise CompileError(f"{where}: {error}") from error
         if expected != node.type:

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from . import ops
+from . import primitives
 from .ir import SOURCE_OPS, Graph, Node, Type, closure, freeze_attrs, verify
 
 #: ops whose every output element depends on one element of each input (fusable)
@@ -46,7 +46,7 @@ class _Rewriter:
 
     def apply(self, op: str, inputs: Sequence[int], attrs: dict | tuple = ()) -> int:
         frozen = attrs if isinstance(attrs, tuple) else freeze_attrs(attrs)
-        rule = ops.REGISTRY[op]
+        rule = primitives.REGISTRY[op]
         out = rule.infer([self.nodes[j].type for j in inputs], dict(frozen))
         return self.add(Node(op, tuple(inputs), frozen, out))
 
@@ -134,7 +134,7 @@ def fold_constants(graph: Graph, limit: int = FOLD_LIMIT) -> Graph:
             if new.type.size <= max(limit, in_size) or new.type.size <= in_size:
                 try:
                     with np.errstate(all="ignore"):
-                        value = ops.REGISTRY[new.op].reference(
+                        value = primitives.REGISTRY[new.op].reference(
                             [rewriter.nodes[j].value for j in new.inputs], new.attr_dict)
                     value = np.asarray(value).astype(new.type.dtype, copy=False)
                 except Exception:  # noqa: BLE001 - leave it for the run to report
@@ -235,8 +235,8 @@ def simplify(graph: Graph) -> Graph:
                 out = src
             elif src != ins[0]:
                 out = rw.apply("broadcast_to", [src], {"shape": t.shape})
-        if out is None and ops.REGISTRY.get(op) is not None and \
-                ops.REGISTRY[op].kind in ELEMENTWISE_KINDS and op != "astype":
+        if out is None and primitives.REGISTRY.get(op) is not None and \
+                primitives.REGISTRY[op].kind in ELEMENTWISE_KINDS and op != "astype":
             # drop explicit broadcasts the op's own broadcasting makes redundant
             stripped = list(ins)
             for k, j in enumerate(ins):
@@ -244,7 +244,7 @@ def simplify(graph: Graph) -> Graph:
                     trial = list(stripped)
                     trial[k] = nodes[j].inputs[0]
                     try:
-                        rule = ops.REGISTRY[op].infer([nodes[x].type for x in trial],
+                        rule = primitives.REGISTRY[op].infer([nodes[x].type for x in trial],
                                                       new.attr_dict)
                     except Exception:  # noqa: BLE001
                         continue
@@ -310,7 +310,7 @@ def optimize(graph: Graph, rounds: int = 4) -> Graph:
 
 
 def is_elementwise(node: Node) -> bool:
-    return node.op not in SOURCE_OPS and ops.REGISTRY[node.op].kind in ELEMENTWISE_KINDS
+    return node.op not in SOURCE_OPS and primitives.REGISTRY[node.op].kind in ELEMENTWISE_KINDS
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import ops
+from . import primitives
 from .ir import DTYPES, SOURCE_OPS, Graph, Node, format_node
 from .passes import REDUCE_OPS, VIEW_OPS, fuse, is_elementwise
 
@@ -249,7 +249,7 @@ class Schedule:
 def _matmul_dims(node: Node, a: Node, b: Node) -> tuple[tuple[int, ...], int, int, int]:
     a_shape = a.type.shape if a.type.rank >= 2 else (1,) + a.type.shape
     b_shape = b.type.shape if b.type.rank >= 2 else b.type.shape + (1,)
-    batch = ops.broadcast_shapes("matmul", a_shape[:-2], b_shape[:-2])
+    batch = primitives.broadcast_shapes("matmul", a_shape[:-2], b_shape[:-2])
     return batch, a_shape[-2], a_shape[-1], b_shape[-1]
 
 

@@ -2,7 +2,7 @@
 
 Every operation on an ``Expr`` goes through its builder's ``apply(op, inputs, attrs)``.
 A ``Tape`` records the op as a node of the IR; an ``Eager`` builder evaluates it at
-once with the op's NumPy reference. The VJP rules in ``ops.py`` are written against
+once with the op's NumPy reference. The VJP rules in ``primitives.py`` are written against
 ``Expr`` methods only, so the same rules record gradients as IR (``differentiate``) and
 compute them eagerly at run time (``run.backward``), and the two cannot drift apart.
 """
@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Sequence, TYPE_CHECKING
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, TensorCodeError
-from . import ops
+from . import primitives
 from .ir import Node, Type, canonical_dtype, freeze_attrs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -161,7 +161,7 @@ class Expr:
 
     # -- reductions ----------------------------------------------------------------------
     def _reduce(self, op: str, axis: Any, keepdims: bool) -> "Expr":
-        axes = ops.normalize_axes(op, axis, self.ndim)
+        axes = primitives.normalize_axes(op, axis, self.ndim)
         return self._apply(op, axis=axes, keepdims=bool(keepdims))
 
     def sum(self, axis: Any = None, keepdims: bool = False) -> "Expr":
@@ -197,7 +197,7 @@ class Expr:
             axes = tuple(axes[0])
         if not axes:
             axes = tuple(reversed(range(self.ndim)))
-        axes = tuple(ops.normalize_axis("transpose", a, self.ndim) for a in axes)
+        axes = tuple(primitives.normalize_axis("transpose", a, self.ndim) for a in axes)
         return self._apply("transpose", axes=axes)
 
     @property
@@ -217,7 +217,7 @@ class Expr:
         """Elements ``start:stop`` along ``axis`` (negative bounds count from the end)."""
         if self.ndim == 0:
             raise ShapeError("slice: cannot slice a scalar; reshape it first")
-        axis = ops.normalize_axis("slice", axis, self.ndim)
+        axis = primitives.normalize_axis("slice", axis, self.ndim)
         size = self.shape[axis]
         begin, end, step = slice(start, stop).indices(size)
         if (start is not None and not -size <= start <= size) or (
@@ -230,7 +230,7 @@ class Expr:
         """Gather along ``axis`` (an embedding lookup when ``axis`` is 0)."""
         if not isinstance(indices, Expr):
             indices = self.builder.constant(_as_array(indices))
-        axis = ops.normalize_axis("take", axis, self.ndim)
+        axis = primitives.normalize_axis("take", axis, self.ndim)
         return self.builder.apply("take", [self, self.builder.lift(indices, self)],
                                   {"axis": axis})
 
@@ -275,7 +275,7 @@ class Eager(Builder):
     def apply(self, op: str, inputs: Sequence[Expr], attrs: dict[str, Any] | None = None
               ) -> Expr:
         attrs = dict(freeze_attrs(attrs))
-        rule = ops.REGISTRY[op]
+        rule = primitives.REGISTRY[op]
         out_type = rule.infer([x.type for x in inputs], attrs)
         value = rule.reference([x.value for x in inputs], attrs)
         return Expr(self, -1, out_type, value)
@@ -362,13 +362,13 @@ class Tape(Builder):
     def apply(self, op: str, inputs: Sequence[Expr], attrs: dict[str, Any] | None = None
               ) -> Expr:
         self._check_open()
-        if op not in ops.REGISTRY:
+        if op not in primitives.REGISTRY:
             raise TensorCodeError(f"unknown op {op!r}")
         for x in inputs:
             if x.builder is not self:
                 raise TensorCodeError("an operand was recorded on a different tape")
         frozen = freeze_attrs(attrs)
-        out_type = ops.REGISTRY[op].infer([x.type for x in inputs], dict(frozen))
+        out_type = primitives.REGISTRY[op].infer([x.type for x in inputs], dict(frozen))
         return self._add(Node(op, tuple(x.index for x in inputs), frozen, out_type))
 
     # -- gradients -----------------------------------------------------------------------

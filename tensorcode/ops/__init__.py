@@ -2,7 +2,7 @@
 
 ``Operation`` is the base; ``Linear``, ``Mlp``, ``Embedding``, ``TextEncoder`` and
 ``Classifier`` are ready to use. (The op *registry* of primitives is a different thing:
-``tensorcode.compiler.ops``.)
+``tensorcode.compiler.primitives``.)
 """
 
 from .base import Operation, canonical_json

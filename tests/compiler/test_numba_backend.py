@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tensorcode as tc
-from tensorcode.compiler import ops
+from tensorcode.compiler import primitives
 
 from compiler_graphs import assert_close, mlp_program, random_program
 
@@ -98,11 +98,11 @@ def compare(dtype, network, loss, adjoints, extras, plan, reference):
 def test_every_op_lowers_and_matches(all_ops):
     dtype, network, loss, adjoints, extras, plan, reference = all_ops
     recorded = {n.op for n in network.graph.nodes}
-    assert set(ops.REGISTRY) - {"astype"} <= recorded | {"astype"}, \
-        set(ops.REGISTRY) - recorded
+    assert set(primitives.REGISTRY) - {"astype"} <= recorded | {"astype"}, \
+        set(primitives.REGISTRY) - recorded
     lowered = {n.op for n in plan.graph.nodes}
     # detach is the identity in a forward-only plan; every other op is compiled
-    assert set(ops.REGISTRY) - {"detach"} <= lowered, set(ops.REGISTRY) - lowered
+    assert set(primitives.REGISTRY) - {"detach"} <= lowered, set(primitives.REGISTRY) - lowered
     compare(dtype, network, loss, adjoints, extras, plan, reference)
     constants = [line for line in plan.source().splitlines() if line.startswith("K")]
     assert any(f"np.{dtype}(" in line for line in constants)
@@ -112,7 +112,7 @@ def test_every_elementwise_op_carries_its_lowering_in_the_registry():
     """Elementwise ops are lowered from their registry entry (one place per op);
     reductions, shape, index and matmul ops are lowered by kind."""
     structural = {"reduce", "shape", "index", "matmul"}
-    for name, op in ops.REGISTRY.items():
+    for name, op in primitives.REGISTRY.items():
         if op.kind in structural:
             continue
         assert isinstance(op.lowerings.get("numba"), str), f"{name} has no numba lowering"

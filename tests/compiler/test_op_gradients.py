@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tensorcode as tc
-from tensorcode.compiler import ops
+from tensorcode.compiler import primitives
 
 EPS = 1e-6
 
@@ -351,5 +351,5 @@ def test_detach_has_zero_gradient():
 
 def test_every_registered_op_has_a_gradient_case():
     """A new op is one registry entry plus one gradient test: this keeps that promise."""
-    missing = sorted(set(ops.REGISTRY) - COVERED)
+    missing = sorted(set(primitives.REGISTRY) - COVERED)
     assert not missing, f"ops without a gradient test: {missing}"

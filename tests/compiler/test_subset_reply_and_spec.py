@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tensorcode.compiler import ops, subset
+from tensorcode.compiler import primitives, subset
 from tensorcode.compiler.subset import compile_program, parse_reply
 from tensorcode.compiler.subset_syntax import GRAMMAR_PATH, parser
 from tensorcode.distill.spec import (EXAMPLE, EXAMPLE_INPUTS, EXAMPLE_OUTPUTS,
@@ -82,13 +82,13 @@ def test_spec_example_compiles_and_is_one_page():
 
 def test_every_table_entry_is_a_registry_op_and_is_documented():
     for name, op in {**subset.UNARY_FUNCTIONS, **subset.BINARY_FUNCTIONS}.items():
-        assert op in ops.REGISTRY, op
+        assert op in primitives.REGISTRY, op
         assert re.search(rf"\b{name}\b", SUBSET_SPEC), name
     for name, used in {**subset.OTHER_FUNCTIONS, **subset.METHODS}.items():
-        assert all(op in ops.REGISTRY for op in used), name
+        assert all(op in primitives.REGISTRY for op in used), name
         assert re.search(rf"\b{name}\b", SUBSET_SPEC), name
     for symbol, op in {**subset.OPERATORS, **subset.COMPARISONS}.items():
-        assert op in ops.REGISTRY, op
+        assert op in primitives.REGISTRY, op
         assert symbol in SUBSET_SPEC, symbol
     for symbol in subset.INTEGER_OPERATORS:
         assert symbol in SUBSET_SPEC

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import CompileError
-from .. import ops
+from .. import primitives
 from ..ir import DTYPES
 from ..schedule import Kernel, Scalar, Schedule, Strided, broadcast_access, c_strides
 
@@ -325,7 +325,7 @@ class _Generator:
         args = [f"v{j}" for j in node.inputs]
         dtype = node.type.dtype
         op = node.op
-        template = ops.REGISTRY[op].lowerings.get("numba") if op in ops.REGISTRY else None
+        template = primitives.REGISTRY[op].lowerings.get("numba") if op in primitives.REGISTRY else None
         if template is not None:
             operand = self.s.graph.nodes[node.inputs[0]].type.dtype if node.inputs else dtype
             text = template.format(*args, one=self.const(1, dtype), zero=self.const(0, dtype),

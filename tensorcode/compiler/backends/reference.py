@@ -10,7 +10,7 @@ from typing import Iterable, MutableMapping
 
 import numpy as np
 
-from .. import ops
+from .. import primitives
 from ..ir import Graph, closure
 
 
@@ -33,7 +33,7 @@ def evaluate(graph: Graph, values: MutableMapping[int, np.ndarray], roots: Itera
             continue
         if node.op in ("parameter", "input"):
             raise KeyError(f"no value supplied for {node.op} %{i}")
-        result = ops.REGISTRY[node.op].reference([values[j] for j in node.inputs],
+        result = primitives.REGISTRY[node.op].reference([values[j] for j in node.inputs],
                                                  node.attr_dict)
         result = np.asarray(result)
         if result.dtype.name != node.type.dtype:

@@ -12,7 +12,7 @@ import pathlib
 import subprocess
 import sys
 
-from .errors import TensorCodeError
+from ..errors import TensorCodeError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

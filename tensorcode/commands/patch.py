@@ -170,7 +170,7 @@ def _read_text(path: str) -> str:
 # -- actions ------------------------------------------------------------------------------
 
 def _render(args: argparse.Namespace) -> int:
-    from .render import render
+    from ..weights.render import render
 
     tensors, _ = read_safetensors(args.checkpoint)
     if args.names:
@@ -192,7 +192,7 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _edit(args: argparse.Namespace) -> int:
-    from .patch import Patch
+    from ..weights.patch import Patch
 
     base, _ = read_safetensors(args.base)
     scales = read_scales(args.scales) if args.scales else None
@@ -205,7 +205,7 @@ def _edit(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from .patch import diff
+    from ..weights.patch import diff
 
     base, _ = read_safetensors(args.base)
     edited, _ = read_safetensors(args.edited)
@@ -217,7 +217,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from .patch import Patch
+    from ..weights.patch import Patch
 
     patch = Patch.load(args.patch)
     tensors, metadata = read_safetensors(args.checkpoint)
@@ -230,7 +230,7 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from .patch import Patch
+    from ..weights.patch import Patch
 
     patch = Patch.load(args.patch)
     if args.json:

@@ -1,4 +1,4 @@
-"""The op registry: every primitive defined once.
+"""The primitive registry: every primitive defined once.
 
 Each ``OpDef`` holds, for one primitive, its type rule (``infer``), its NumPy reference
 (``reference``), its vector-Jacobian product (``vjp``), written with the same ``Expr``

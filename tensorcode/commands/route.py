@@ -33,8 +33,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .result import Distillation
-    from .router import decide
+    from ..distill.result import Distillation
+    from ..distill.router import decide
 
     program = Distillation.load(args.directory, executor=args.executor)
     outputs = list(program.outputs)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from tensorcode import cli
-from tensorcode.bench_command import find_root
+import numpy as np
 
-from compiler_graphs import mlp_program
+import tensorcode as tc
+from tensorcode import cli
+from tensorcode.commands.bench import find_root
 
 
 def test_compile_warms_saved_plans(tmp_path, capsys):
-    network, value, adjoints, syms = mlp_program([2, 4, 1], batch=3)
+    tape = tc.Tape()
+    mlp = tc.nn.Mlp(tape, [2, 4, 1], "tanh", init=tc.init.xavier(0))
+    error = mlp(tape.input(np.ones((3, 2), np.float32), name="x")) - 1.0
+    adjoints = tape.differentiate((error * error).sum(), mlp.parameters())
+    network = tape.into_network()
     network.entry(adjoints.roots()).lower("reference").save(tmp_path / "plans" / "a")
     code = cli.main(["compile", str(tmp_path / "plans"), "--backend", "reference",
                      "--describe"])

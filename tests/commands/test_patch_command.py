@@ -11,7 +11,8 @@ from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
 from tensorcode.errors import TensorCodeError
-from tensorcode.weights import Patch, patch_command, render, tensor_sha256
+from tensorcode.commands import patch as patch_command
+from tensorcode.weights import Patch, render, tensor_sha256
 
 
 def run(*argv: str) -> int:

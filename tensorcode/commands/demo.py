@@ -12,12 +12,12 @@ import importlib
 import pathlib
 import time
 
-from . import guide
+from .. import guide
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plots", metavar="DIR", help="also write every plate into DIR")
-    parser.add_argument("--out", metavar="DIR", default="tensorcode-demo",
+    parser.add_argument("-o", "--output", metavar="DIR", default="tensorcode-demo",
                         help="where to save the distilled router (default: ./tensorcode-demo)")
     parser.add_argument("--only", action="append", choices=guide.GUIDE,
                         help="run only this guide example (repeatable)")
@@ -41,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"== {result.title} ({name}, {elapsed:.2f} s)")
         print("\n".join(result.lines))
         if args.plots:
-            from .guide.plates import save_plates
+            from ..guide.plates import save_plates
 
             for path in save_plates(result, pathlib.Path(args.plots)):
                 print(f"plate written to {path}")
@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.only:
         tickets = _distill_example()
         if tickets is not None:
-            save_dir = pathlib.Path(args.out) / "ticket-router"
+            save_dir = pathlib.Path(args.output) / "ticket-router"
             print("== distilled ticket router")
             print("\n".join(tickets.run_example(save_dir)))
     return 0
