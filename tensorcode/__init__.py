@@ -4,28 +4,60 @@ lower them to fast CPU executors.
 The public surface is small: ``Tape`` records, ``Network`` runs, ``Parameters`` is the
 caller's state; ``tc.nn``, ``tc.init``, ``tc.checkpoint`` and ``tc.random`` hold the
 building blocks. Heavy imports (numba) stay lazy: ``import tensorcode`` never loads them.
+The runtime's modules load on first use too, so ``import tensorcode.compiler`` (which runs
+this file first) loads the compiler alone: dependencies point products -> runtime ->
+compiler, never back.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .compiler.functions import (concat, cross_entropy, gelu, layer_norm, log_softmax,
                                  logsumexp, maximum, minimum, mse, one_hot, softmax,
                                  stop_gradient, where)
+from .compiler.network import Backward, Network, Run
+from .compiler.plan import Plan
+from .compiler.tables import Gradients, Parameters
 from .compiler.tape import Adjoints, Expr, Tape
 from .errors import (ArtifactError, CompileError, DistillationError, DTypeError, FeedError,
                      PatchError, ShapeError, TensorCodeError, TrainingError)
-from .nn import init
-from . import nn
-from .runtime import checkpoint, random
-from .runtime import optim
-from .runtime.network import Backward, Network, Run
-from .runtime.parameters import Gradients, Parameters
-from .runtime.experience import OutputRef, trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from . import nn
+    from .nn import init
+    from .runtime import checkpoint, optim, random
+    from .runtime.experience import OutputRef, trace
+
+#: public names served from the runtime and the layers above it, loaded when first read:
+#: name -> (module, attribute)
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "nn": ("tensorcode.nn", None),
+    "init": ("tensorcode.nn.init", None),
+    "checkpoint": ("tensorcode.runtime.checkpoint", None),
+    "random": ("tensorcode.runtime.random", None),
+    "optim": ("tensorcode.runtime.optim", None),
+    "trace": ("tensorcode.runtime.experience", "trace"),
+    "OutputRef": ("tensorcode.runtime.experience", "OutputRef"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load a runtime name on first use (PEP 562) and keep it as a module attribute."""
+    try:
+        module_name, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'tensorcode' has no attribute {name!r}") from None
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Tape", "Expr", "Adjoints", "Network", "Run", "Backward", "Parameters", "Gradients",
+    "Tape", "Expr", "Adjoints", "Network", "Run", "Backward", "Parameters", "Gradients", "Plan",
     "where", "maximum", "minimum", "concat", "one_hot", "stop_gradient", "logsumexp",
     "log_softmax", "softmax", "cross_entropy", "layer_norm", "gelu", "mse",
     "nn", "init", "checkpoint", "random", "optim",

@@ -18,7 +18,7 @@ from ..compiler import ir
 from ..compiler.subset import DTYPE, CompiledProgram, compile_program, normalize_parameters
 from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
 from ..files import atomic_write_bytes
-from ..runtime.parameters import Parameters
+from ..compiler.tables import Parameters
 from . import artifact
 from .executors import EXECUTORS, Executor, make_executor
 

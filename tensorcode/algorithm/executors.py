@@ -19,7 +19,7 @@ import numpy as np
 
 from ..compiler.subset import CompiledProgram
 from ..errors import CompileError, TensorCodeError
-from ..runtime.parameters import Parameters
+from ..compiler.tables import Parameters
 
 EXECUTORS = ("compiled", "reference")
 
@@ -120,10 +120,10 @@ class CompiledExecutor(Executor):
         """One compiled call per case with the table bound. Results are views of the
         buffer that call allocated (no two calls share one); scalar outputs are read
         out as ``numpy.float64``."""
-        fast = self._raw_call(parameters)
+        bound = self.plan.bind(parameters)  # the plan's public low-overhead path
+        fast = self._flat_call(bound)
         if fast is not None:
             return fast
-        bound = self.plan.bind(parameters)  # the plan's public low-overhead path
         names = self._output_names
         order = self._call_order
 
@@ -133,20 +133,19 @@ class CompiledExecutor(Executor):
                     for name, value in zip(names, values)}
         return call
 
-    def _raw_call(self, parameters: Parameters) -> Callable | None:
-        """The plan's ``raw_call`` (its compiled function with the table's buffers
-        bound), reading roots straight out of its output buffer: the same compiled code
-        ``bind`` runs, minus building a view per root. ``None`` when the program's shape
-        (several inputs) does not fit that path."""
-        run, slices = self.plan.raw_call(parameters)
+    def _flat_call(self, bound: Any) -> Callable | None:
+        """The bound plan's ``flat`` form, reading roots straight out of its output
+        buffer (or its ``scalars`` form when every output is a scalar): the same
+        compiled code as calling ``bound``, minus building a view per root. ``None`` when
+        the program's shape (several inputs) does not fit that path."""
+        run, slices = bound.flat
         if len(slices) != len(self._output_names) or len(self._call_order) != 1:
             return None
         (only,) = self._call_order
         picks = [(name, k, a, b, shape)
                  for name, (k, a, b, shape) in zip(self._output_names, slices)]
         if all(shape == () for _, _, _, _, shape in picks):
-            scalars = self.plan.scalar_call(parameters)
-            return _scalar_reader(scalars, only, [name for name, *_ in picks])
+            return _scalar_reader(bound.scalars, only, [name for name, *_ in picks])
 
         def call_general(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
             outs = run(feeds[only])
@@ -170,7 +169,7 @@ class CompiledExecutor(Executor):
 
 def _scalar_reader(run: Callable, only: str, names: list[str]) -> Callable:
     """A single-call function for programs whose outputs are all scalars: the plan's
-    ``scalar_call`` returns the numbers themselves, each handed back as
+    ``bound.scalars`` returns the numbers themselves, each handed back as
     ``numpy.float64`` (the subset's one dtype). Literal dicts for the common one to
     three outputs: a comprehension costs more than the call."""
     f64 = np.float64

@@ -23,7 +23,7 @@ from . import ir, primitives
 from .ir import DTYPES, Type
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..runtime.network import Network
+    from .network import Network
     from .plan import Plan
 
 FORMAT = "tensorcode.plan/1"

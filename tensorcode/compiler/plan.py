@@ -36,16 +36,16 @@ from typing import Any, Iterable, Mapping, Sequence, TYPE_CHECKING
 import numpy as np
 
 from ..errors import CompileError, FeedError, TensorCodeError
-from ..runtime.network import gradients_table
-from ..runtime.parameters import Gradients
 from . import ir
 from .ir import Graph, Node
 from .passes import canonical_order, optimize
+from .network import gradients_table
 from .schedule import Schedule, Sources, build
+from .tables import Gradients
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..runtime.network import Network
-    from ..runtime.parameters import Parameters
+    from .network import Network
+    from .tables import Parameters
     from .tape import Adjoints
 
 BACKENDS = ("numba", "reference")
@@ -385,9 +385,10 @@ def compiled_module(schedule: Schedule, approximate: bool = True) -> _CompiledMo
 
 
 class Plan:
-    """A lowered, forward-only program: ``forward(parameters, feeds) -> PlanRun``.
-
-    ``call`` and ``bind`` are the low-overhead paths (see ``docs/compiler.md``)."""
+    """A lowered, forward-only program with three call paths: ``forward(parameters,
+    feeds) -> PlanRun`` (validated feeds by symbol), ``forward_batch`` (N cases in one
+    compiled loop) and ``bind(parameters)`` (the low-overhead path every executor and
+    operation uses; see ``BoundPlan`` and ``docs/compiler.md``)."""
 
     def __init__(self, entry: Entry, schedule: Schedule, backend: str,
                  origins: dict[int, int], approximate: bool = True) -> None:
@@ -454,13 +455,13 @@ class Plan:
             self.network.check_parameters(parameters)
 
     def _arguments(self, parameters: "Parameters") -> list[np.ndarray]:
-        buffers = parameters._buffers
+        buffers = parameters.buffers()
         return [buffers[d] for d in self._param_dtypes] + self._consts
 
     def forward(self, parameters: "Parameters", feeds: Mapping[Any, Any] | None = None
                 ) -> "PlanRun":
         """Run the plan: every root computed in one call."""
-        if getattr(parameters, "_layout", None) is not self._layout:
+        if getattr(parameters, "layout", None) is not self._layout:
             self.network.check_parameters(parameters)
         if feeds:
             checked = self.network.check_feeds(feeds)
@@ -469,7 +470,7 @@ class Plan:
             args = self._defaults
         if self.backend == "reference":
             return PlanRun(self, self._reference(parameters, list(args)), None)
-        buffers = parameters._buffers
+        buffers = parameters.buffers()
         try:
             outs = self._run(*[buffers[d] for d in self._param_dtypes], *self._consts, *args)
         except (IndexError, ValueError) as error:
@@ -485,7 +486,7 @@ class Plan:
         n = None
         expected = self._input_types
         for symbol, value in (feeds or {}).items():
-            if getattr(symbol, "builder", None) is not self.network._tape:
+            if not self.network.owns(symbol):
                 self.network.check_feeds({symbol: value})  # raises the precise FeedError
             index = symbol.index
             if index not in expected:
@@ -519,46 +520,11 @@ class Plan:
             raise FeedError(str(error)) from None
         return PlanRun(self, outs, n)
 
-    def call(self, parameters: "Parameters", *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
-        """One call with inputs as C-contiguous arrays of their exact dtype, in
-        ``inputs()`` order; returns the roots as a tuple (views of one buffer per dtype)."""
-        return self.bind(parameters)(*inputs)
-
-    def raw_call(self, parameters: "Parameters") -> tuple[Any, list[tuple[int, int, int, tuple]]]:
-        """The lowest-overhead path: ``(fn, roots)`` where ``fn(*inputs)`` (inputs in
-        ``inputs()`` order, C-contiguous, exact dtypes) returns one flat output buffer
-        per dtype, and ``roots[k] = (buffer, start, stop, shape)`` says where root k
-        lies in them. Every call allocates its own buffers."""
-        self._check_parameters(parameters)
-        if self.backend == "numba":
-            import functools
-            fn = functools.partial(self._run, *self._arguments(parameters))
-        else:
-            def fn(*inputs):
-                return self._reference(parameters, list(inputs))
-        return fn, list(self._root_slices)
-
-    def scalar_call(self, parameters: "Parameters") -> Any:
-        """For a plan whose roots are all scalars: ``fn(*inputs)`` (as for ``raw_call``)
-        returning the roots as a tuple of Python numbers, the compiled code handing back
-        the numbers themselves rather than an output buffer. ``None`` when some root is
-        not a scalar."""
-        if any(shape for _, _, _, shape in self._root_slices):
-            return None
-        self._check_parameters(parameters)
-        if self.backend == "numba":
-            import functools
-            return functools.partial(self._compiled.scalars(), *self._arguments(parameters))
-        slices = list(self._root_slices)
-
-        def fn(*inputs):
-            outs = self._reference(parameters, list(inputs))
-            return tuple(outs[k][a].item() for k, a, _, _ in slices)
-        return fn
-
     def bind(self, parameters: "Parameters") -> "BoundPlan":
         """A callable ``f(*inputs) -> tuple of roots`` with the table's buffers bound:
-        no per-call validation of the table, one compiled call, views for results."""
+        no per-call validation of the table, one compiled call, views for results. The
+        bound plan also offers the two lowest-overhead forms of the same call,
+        ``bound.flat`` and ``bound.scalars`` (see ``BoundPlan``)."""
         self._check_parameters(parameters)
         return BoundPlan(self, parameters)
 
@@ -568,7 +534,7 @@ class Plan:
 
         g = self.graph
         values: dict[int, np.ndarray] = {}
-        buffers = parameters._buffers
+        buffers = parameters.buffers()
         for i, (dtype, offset) in self.schedule.sources.parameters.items():
             t = g.nodes[i].type
             values[i] = buffers[dtype][offset:offset + t.size].reshape(t.shape)
@@ -610,9 +576,22 @@ class Plan:
 
 
 class BoundPlan:
-    """``plan.bind(parameters)``: call with the inputs in ``plan.inputs()`` order."""
+    """``plan.bind(parameters)``: call with the inputs in ``plan.inputs()`` order.
 
-    __slots__ = ("plan", "parameters", "_fn", "_slices")
+    Inputs are C-contiguous arrays of their exact dtypes. Three forms of one call:
+
+    - ``bound(*inputs)``: the roots as a tuple of views of that call's output buffers;
+    - ``bound.flat``: ``(fn, roots)`` where ``fn(*inputs)`` returns the flat output
+      buffers (one per dtype) and ``roots[k] = (buffer, start, stop, shape)`` says where
+      root k lies in them: no view is built per root;
+    - ``bound.scalars``: for a plan whose roots are all scalars, ``fn(*inputs)`` returning
+      the roots as a tuple of Python numbers (the compiled code hands back the numbers,
+      no output buffer is boxed); ``None`` when some root is not a scalar.
+
+    Every call allocates its own output buffers, so results never alias between calls.
+    """
+
+    __slots__ = ("plan", "parameters", "_fn", "_slices", "_scalars")
 
     def __init__(self, plan: Plan, parameters: "Parameters") -> None:
         import functools
@@ -620,6 +599,7 @@ class BoundPlan:
         self.plan = plan
         self.parameters = parameters
         self._slices = plan._root_slices
+        self._scalars: Any = None
         if plan.backend == "numba":
             self._fn = functools.partial(plan._run, *plan._arguments(parameters))
         else:
@@ -633,6 +613,34 @@ class BoundPlan:
         except (IndexError, ValueError) as error:
             raise FeedError(str(error)) from None
         return tuple(outs[k][a:b].reshape(shape) for k, a, b, shape in self._slices)
+
+    @property
+    def flat(self) -> tuple[Any, list[tuple[int, int, int, tuple]]]:
+        """``(fn, roots)``: the compiled call returning flat output buffers, and where
+        each root lies in them."""
+        return self._fn, list(self._slices)
+
+    @property
+    def scalars(self) -> Any:
+        """``fn(*inputs) -> tuple of Python numbers`` when every root is a scalar, else
+        ``None``; compiled on first use."""
+        if any(shape for _, _, _, shape in self._slices):
+            return None
+        if self._scalars is None:
+            plan = self.plan
+            if plan.backend == "numba":
+                import functools
+                self._scalars = functools.partial(plan._compiled.scalars(),
+                                                  *plan._arguments(self.parameters))
+            else:
+                slices = list(self._slices)
+                fn = self._fn
+
+                def numbers(*inputs):
+                    outs = fn(*inputs)
+                    return tuple(outs[k][a].item() for k, a, _, _ in slices)
+                self._scalars = numbers
+        return self._scalars
 
 
 class PlanRun:
@@ -678,20 +686,8 @@ class PlanRun:
         if layout_view is not None:
             outs = self._outs
             buffers = {d: outs[k][a:b] for d, k, a, b in layout_view}
-            return _table(Gradients, plan._layout, buffers)
+            return Gradients.adopt(plan._layout, buffers)
         return gradients_table(plan.network, adjoints, self.of)
-
-
-def _table(cls: type, layout: Any, buffers: dict[str, np.ndarray]) -> Any:
-    """A table over ``buffers`` (flat, one per dtype, right by construction) without
-    checking them again; its per-slot views are built when first read."""
-    table = object.__new__(cls)
-    for buffer in buffers.values():
-        buffer.flags.writeable = False
-    table._layout = layout
-    table._buffers = buffers
-    table._views = None
-    return table
 
 
 def _gradient_view_plan(plan: Plan, adjoints: "Adjoints") -> list | None:

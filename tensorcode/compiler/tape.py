@@ -19,7 +19,7 @@ from . import primitives
 from .ir import Node, Type, canonical_dtype, freeze_attrs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..runtime.network import Network
+    from .network import Network
 
 
 def _as_array(value: Any, dtype: Any = None) -> np.ndarray:
@@ -389,11 +389,12 @@ class Tape(Builder):
     # -- sealing -------------------------------------------------------------------------
     def into_network(self) -> "Network":
         """Seal the recording into an immutable ``Network``."""
-        from ..runtime.network import Network
+        from .network import Network  # local: the network module records through tapes
 
         self._check_open()
-        self._network = Network._from_tape(self, tuple(self._nodes))
-        return self._network
+        network = Network(self)
+        self._network = network
+        return network
 
     @staticmethod
     def record(fn: Callable[["Tape"], Any]) -> tuple["Network", Any]:
@@ -404,6 +405,10 @@ class Tape(Builder):
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+    def symbol(self, index: int) -> Expr:
+        """The ``Expr`` recorded as node ``index``."""
+        return self._exprs[index]
 
     def nodes(self) -> tuple[Node, ...]:
         """The nodes recorded so far, in order (the IR a network would seal)."""

@@ -20,7 +20,7 @@ except ModuleNotFoundError as error:  # pragma: no cover - exercised only withou
 
 from ..errors import TensorCodeError
 from ..runtime.optim import Adam, AdamW, Optimizer, Sgd
-from ..runtime.parameters import Parameters
+from ..compiler.tables import Parameters
 
 #: which torch.optim class a built-in optimizer's state belongs to
 TORCH_CLASSES = {"Sgd": "SGD", "Adam": "Adam", "AdamW": "AdamW"}

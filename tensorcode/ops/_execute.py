@@ -14,7 +14,7 @@ import numpy as np
 
 from ..compiler.tape import Expr
 from ..errors import CompileError, TensorCodeError
-from ..runtime.parameters import Parameters
+from ..compiler.tables import Parameters
 
 #: The backend operations and trainers lower to when none is named.
 DEFAULT_BACKEND = "numba"

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..compiler.tape import Expr, Tape
 from ..errors import ShapeError, TensorCodeError
-from ..runtime.parameters import Parameters
+from ..compiler.tables import Parameters
 from . import _execute
 
 #: What ``replay`` may do with a call of an operation: ``"pure"`` operations are

@@ -28,7 +28,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
-from .parameters import Layout, Parameters, Table
+from ..compiler.tables import Layout, Parameters, Table
 from ..files import atomic_write, fsync_directory
 from .tensorfile import (DATA_DIGEST_PLACEHOLDER, TensorFile,
                          write_tensors)

@@ -24,7 +24,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 
 from ..errors import DTypeError, TensorCodeError
-from .parameters import Gradients, Layout, Parameters, Table
+from ..compiler.tables import Gradients, Layout, Parameters, Table
 
 #: dtypes the built-in update loops support
 FLOAT_DTYPES = ("float32", "float64")
@@ -399,7 +399,7 @@ class Sgd(Optimizer):
 
     def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
         layout = parameters.layout
-        params, grads = parameters._buffers, gradients._buffers  # read only here
+        params, grads = parameters.buffers(), gradients.buffers()
         out = {}
         use_momentum = self.momentum != 0
         for dtype in layout.sizes:
@@ -483,7 +483,7 @@ class Adam(Optimizer):
 
     def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
         layout = parameters.layout
-        params, grads = parameters._buffers, gradients._buffers  # read only here
+        params, grads = parameters.buffers(), gradients.buffers()
         beta1, beta2 = self.betas
         steps = self.steps + 1
         # PyTorch computes these in Python floats from the step count, per parameter.

@@ -31,7 +31,7 @@ from ..errors import ArtifactError, TensorCodeError, TrainingError
 from ..ops._execute import lower, resolve_backend, rewrap
 from ..ops.base import Operation
 from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
-from ..runtime.parameters import Gradients, Parameters
+from ..compiler.tables import Gradients, Parameters
 from ..runtime.random import Generator
 from .losses import LossFn, record_loss
 from .tool import Tool

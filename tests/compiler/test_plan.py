@@ -111,7 +111,7 @@ def test_bind_returns_roots_in_order():
 
 
 @pytest.mark.parametrize("backend", ["reference", "numba"])
-def test_scalar_call_returns_the_scalar_roots_as_numbers(backend):
+def test_bound_scalars_return_the_scalar_roots_as_numbers(backend):
     tape = tc.Tape()
     x = tape.input(np.array([1.0, -2.0, 3.0]), name="x")
     w = tape.parameter(np.array([0.5, 0.25, 2.0]), name="w")
@@ -121,11 +121,11 @@ def test_scalar_call_returns_the_scalar_roots_as_numbers(backend):
     network = tape.into_network()
     parameters = network.parameters()
     plan = network.entry([total, count]).lower(backend)
-    call = plan.scalar_call(parameters)
+    call = plan.bind(parameters).scalars
     values = call(np.array([4.0, 1.0, -1.0]))
     assert values == (0.25, 2)  # 4*0.5 + 1*0.25 - 1*2; two positive entries
     assert type(values[0]) is float and type(values[1]) is int
-    assert network.entry([total, vector]).lower("reference").scalar_call(parameters) is None
+    assert network.entry([total, vector]).lower("reference").bind(parameters).scalars is None
 
 
 def test_describe_before_and_after_lowering():

@@ -20,7 +20,7 @@ from safetensors.numpy import load_file, save_file
 import tensorcode as tc
 from tensorcode import files
 from tensorcode.runtime import tensorfile
-from tensorcode.runtime.parameters import Gradients
+from tensorcode.compiler.tables import Gradients
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from safetensors.numpy import load_file
 from safetensors import safe_open
 
 import tensorcode as tc
-from tensorcode.runtime.parameters import Gradients
+from tensorcode.compiler.tables import Gradients
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 FIXTURE_FILES = sorted(FIXTURES.glob("optim_*.safetensors"))

@@ -1,8 +1,9 @@
-"""The sealed spec (``Network``), one evaluation of it (``Run``) and the runtime backward.
+"""The sealed spec (``Network``), one evaluation of it (``Run``) and the eager backward.
 
 A ``Network`` is structure, shapes, recorded initials and input defaults: it holds no
 live weights. Every run takes a caller-owned ``Parameters`` table and feeds, so training
-never versions the graph.
+never versions the graph. The sealed spec belongs to the compiler (a plan is lowered from
+it and reads tables in its layout); the runtime and the products build on it.
 """
 
 from __future__ import annotations
@@ -11,35 +12,32 @@ from typing import Any, Iterable, Mapping, Sequence, TYPE_CHECKING
 
 import numpy as np
 
-from ..compiler import ir
-from ..compiler.autodiff import gradients as _gradients
-from ..compiler.backends import reference
-from ..compiler.tape import Eager, Expr
 from ..errors import FeedError, TensorCodeError
-from .parameters import Gradients, Layout, Parameters, check_feed_type
+from . import ir
+from .autodiff import gradients as record_gradients
+from .backends import reference
+from .tables import Gradients, Layout, Parameters, check_feed_type
+from .tape import Eager, Expr
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..compiler.plan import Entry
-    from ..compiler.tape import Adjoints, Tape
+    from .plan import Entry
+    from .tape import Adjoints, Tape
 
 
 class Network:
     """An immutable recorded program: ``describe``, ``parameters``, ``forward``, ``entry``."""
 
-    def __init__(self) -> None:  # pragma: no cover - use Tape.into_network()
-        raise TypeError("a Network is made by Tape.into_network() or Tape.record(fn)")
-
-    @classmethod
-    def _from_tape(cls, tape: "Tape", nodes: tuple[ir.Node, ...]) -> "Network":
-        self = object.__new__(cls)
-        self._tape = tape
+    def __init__(self, tape: "Tape") -> None:
+        """Seal what ``tape`` recorded (``Tape.into_network()`` is the usual spelling).
+        The graph is verified once here; the tape records nothing more afterwards."""
+        self.tape = tape
+        nodes = tape.nodes()
         self.graph = ir.Graph(nodes)
         ir.verify(self.graph)
         self._parameter_ids = tuple(self.graph.ids("parameter"))
         self._input_ids = frozenset(self.graph.ids("input"))
         self.layout = Layout(tape, [(i, nodes[i].name, nodes[i].type.shape, nodes[i].type.dtype)
                                     for i in self._parameter_ids])
-        return self
 
     # -- introspection ----------------------------------------------------------------------
     def describe(self) -> str:
@@ -48,7 +46,7 @@ class Network:
 
     def symbol(self, index: int) -> Expr:
         """The ``Expr`` recorded as node ``index``."""
-        return self._tape._exprs[index]
+        return self.tape.symbol(index)
 
     def inputs(self) -> list[Expr]:
         return [self.symbol(i) for i in sorted(self._input_ids)]
@@ -56,10 +54,18 @@ class Network:
     def parameter_symbols(self) -> list[Expr]:
         return [self.symbol(i) for i in self._parameter_ids]
 
+    def owns(self, symbol: Any) -> bool:
+        """Whether ``symbol`` is an ``Expr`` recorded on this network's tape."""
+        return isinstance(symbol, Expr) and symbol.builder is self.tape
+
+    def input_ids(self) -> frozenset[int]:
+        """The node ids of the network's inputs."""
+        return self._input_ids
+
     def node_of(self, symbol: Any) -> int:
         if not isinstance(symbol, Expr):
             raise TypeError(f"expected an Expr symbol of this network, got {symbol!r}")
-        if symbol.builder is not self._tape:
+        if symbol.builder is not self.tape:
             raise TensorCodeError(f"{symbol!r} was recorded on another tape than this network")
         return symbol.index
 
@@ -86,7 +92,7 @@ class Network:
         for symbol, value in (feeds or {}).items():
             if not isinstance(symbol, Expr):
                 raise FeedError(f"feed keys must be input symbols (Expr), got {symbol!r}")
-            if symbol.builder is not self._tape:
+            if symbol.builder is not self.tape:
                 raise FeedError(f"feed for {symbol!r}: that symbol belongs to another network")
             node = self.graph.nodes[symbol.index]
             if node.op != "input":
@@ -119,7 +125,7 @@ class Run:
         values: dict[int, np.ndarray] = {}
         for slot, payload in zip(network.layout.slots, parameters.payloads()):
             values[slot.node] = payload
-        for i in network._input_ids:
+        for i in network.input_ids():
             values[i] = feeds.get(i, network.graph.nodes[i].value)
         self._values = values
 
@@ -172,7 +178,7 @@ class Backward:
                     wrapped[i] = eager.wrap(run.value(i))
                 return wrapped[i]
 
-            grads = _gradients(run.network.graph.nodes, self._loss, list(wrt), eager, expr_of)
+            grads = record_gradients(run.network.graph.nodes, self._loss, list(wrt), eager, expr_of)
             self._cache[key] = [g.value for g in grads]
         return self._cache[key]
 

@@ -1,5 +1,9 @@
 """Parameter and gradient tables: caller-owned state, laid out for one-loop updates.
 
+They live beside the sealed spec because their layout is the plans' calling convention:
+a plan reads parameters and writes gradients as flat per-dtype buffers in this layout.
+The runtime (optimizers, checkpoints) and the products build on them.
+
 A table stores its payloads as read-only views into one flat buffer per dtype, in the
 order the parameters were recorded. A training step never mutates a table: it builds a
 new one, so cloning a table is an honest what-if that costs what the weights cost.
@@ -14,6 +18,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..errors import DTypeError, FeedError, ShapeError, TensorCodeError
+from .tape import Expr
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,6 @@ class Layout:
         return cached
 
     def index(self, symbol: Any) -> int:
-        from ..compiler.tape import Expr
-
         if not isinstance(symbol, Expr):
             raise TypeError(f"table lookups take the parameter's Expr symbol, got {symbol!r}")
         if symbol.builder is not self.owner:
@@ -129,6 +132,20 @@ class Table:
         """A table that takes ownership of ``buffers`` (flat, one per dtype)."""
         return cls(layout, buffers)
 
+    @classmethod
+    def adopt(cls, layout: Layout, buffers: dict[str, np.ndarray]) -> "Table":
+        """A table over ``buffers`` without checking them: for flat buffers that are
+        right by construction (a plan's output arena laid out like ``layout``), on a path
+        called every training step. The buffers become read-only; the per-slot views are
+        built when first read."""
+        table = cls.__new__(cls)
+        for buffer in buffers.values():
+            buffer.flags.writeable = False
+        table._layout = layout
+        table._buffers = buffers
+        table._views = None
+        return table
+
     # -- reading -------------------------------------------------------------------------
     @property
     def layout(self) -> Layout:
@@ -142,9 +159,11 @@ class Table:
         """Every payload in recording order (read-only views)."""
         return list(self._payload_views())
 
-    def buffers(self) -> dict[str, np.ndarray]:
-        """The flat per-dtype buffers (read-only), for one-loop updates."""
-        return dict(self._buffers)
+    def buffers(self) -> Mapping[str, np.ndarray]:
+        """The flat per-dtype buffers (read-only arrays, in the layout's order), for
+        one-loop updates and for plans, which take them as arguments. The mapping is the
+        table's own: read it, never change it."""
+        return self._buffers
 
     def __len__(self) -> int:
         return len(self._layout.slots)
@@ -210,11 +229,11 @@ class Parameters(Table):
         """Like ``step``, but ``rule(symbol, parameter, gradient)`` also gets the symbol,
         for per-parameter policy."""
         self._check_pair(gradients)
-        exprs = getattr(self._layout.owner, "_exprs", None)
+        owner = self._layout.owner
         buffers = {d: np.empty(n, dtype=d) for d, n in self._layout.sizes.items()}
         for slot, p, g in zip(self._layout.slots, self._payload_views(),
                               gradients._payload_views()):
-            symbol = exprs[slot.node] if exprs is not None else slot.node
+            symbol = owner.symbol(slot.node)
             result = _check_payload(slot, rule(symbol, p, g))
             buffers[slot.dtype][slot.offset:slot.offset + slot.size] = result.reshape(-1)
         return Parameters(self._layout, buffers)
