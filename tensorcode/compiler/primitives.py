@@ -179,6 +179,11 @@ _unary("abs", np.abs, lambda g, i, o, a, w: [g * ((i[0] > 0) - (i[0] < 0))], "np
        floats_only=False, subset=True)
 _unary("sin", np.sin, lambda g, i, o, a, w: [g * i[0].cos()], "np.sin({0})", subset=True)
 _unary("cos", np.cos, lambda g, i, o, a, w: [-(g * i[0].sin())], "np.cos({0})", subset=True)
+# softplus = log(1 + exp(x)), written log1p(exp(-|x|)) + max(x, 0) so exp never overflows;
+# its derivative is sigmoid(x)
+_unary("softplus", lambda x: np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0),
+       lambda g, i, o, a, w: [g * i[0].sigmoid()],
+       "np.log1p(np.exp(-np.abs({0}))) + np.maximum({0}, {zero})")
 # detach: identity whose gradient is zero (JAX's stop_gradient); keeps composites such
 # as logsumexp from differentiating their stabilizing max. The schedule reads it as a
 # view of its input.

@@ -107,6 +107,7 @@ UNARY = {
     "abs": ("any", lambda x: abs(x)),
     "sin": ("any", lambda x: x.sin()),
     "cos": ("any", lambda x: x.cos()),
+    "softplus": ("any", lambda x: x.softplus()),
 }
 COVERED.update(UNARY)
 
