@@ -166,6 +166,7 @@ _unary("neg", np.negative, lambda g, i, o, a, w: [-g], "-{0}", floats_only=False
 _unary("exp", np.exp, lambda g, i, o, a, w: [g * o],
        NumbaLowering("np.exp({0})", exp_code), subset=True)
 _unary("log", np.log, lambda g, i, o, a, w: [g / i[0]], "np.log({0})", subset=True)
+_unary("log1p", np.log1p, lambda g, i, o, a, w: [g / (1 + i[0])], "np.log1p({0})")
 _unary("tanh", np.tanh, lambda g, i, o, a, w: [g * (1 - o * o)],
        NumbaLowering("np.tanh({0})", tanh_code), subset=True)
 # exp of -|x| never overflows: 1/(1+exp(-x)) for x >= 0, exp(x)/(1+exp(x)) below

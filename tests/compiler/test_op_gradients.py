@@ -108,6 +108,7 @@ UNARY = {
     "sin": ("any", lambda x: x.sin()),
     "cos": ("any", lambda x: x.cos()),
     "softplus": ("any", lambda x: x.softplus()),
+    "log1p": ("positive", lambda x: x.log1p()),
 }
 COVERED.update(UNARY)
 
