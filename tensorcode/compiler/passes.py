@@ -28,8 +28,8 @@ import numpy as np
 from . import primitives
 from .ir import SOURCE_OPS, Graph, Node, Type, closure, freeze_attrs, verify
 
-#: ops whose every output element depends on one element of each input (fusable)
-ELEMENTWISE_KINDS = frozenset({"unary", "binary", "where"})
+#: registry kinds whose every output element depends on one element of each input (fusable)
+ELEMENTWISE_KINDS = frozenset({"elementwise"})
 #: largest folded constant (elements) unless it is no bigger than what it replaces
 FOLD_LIMIT = 4096
 
@@ -128,7 +128,7 @@ def fold_constants(graph: Graph, limit: int = FOLD_LIMIT) -> Graph:
     remap: list[int] = []
     for node in graph.nodes:
         new = _remapped(node, remap)
-        if (node.op not in SOURCE_OPS and node.op != "broadcast_to" and new.inputs
+        if (node.op not in SOURCE_OPS and primitives.REGISTRY[node.op].foldable and new.inputs
                 and all(rewriter.nodes[j].op == "leaf" for j in new.inputs)):
             in_size = sum(rewriter.nodes[j].type.size for j in new.inputs)
             if new.type.size <= max(limit, in_size) or new.type.size <= in_size:
@@ -235,8 +235,7 @@ def simplify(graph: Graph) -> Graph:
                 out = src
             elif src != ins[0]:
                 out = rw.apply("broadcast_to", [src], {"shape": t.shape})
-        if out is None and primitives.REGISTRY.get(op) is not None and \
-                primitives.REGISTRY[op].kind in ELEMENTWISE_KINDS and op != "astype":
+        if out is None and op not in SOURCE_OPS and primitives.REGISTRY[op].broadcasts:
             # drop explicit broadcasts the op's own broadcasting makes redundant
             stripped = list(ins)
             for k, j in enumerate(ins):
@@ -326,9 +325,9 @@ class Group:
         return [i for i in self.members if graph.nodes[i].op in REDUCE_OPS]
 
 
-REDUCE_OPS = frozenset({"sum", "mean", "max", "min"})
-#: shape ops that never compute: their value is a strided view of their input
-VIEW_OPS = frozenset({"reshape", "transpose", "broadcast_to", "slice", "detach"})
+REDUCE_OPS = frozenset(op for op in primitives.REGISTRY if primitives.is_reduction(op))
+#: ops that never compute: their value is a strided view of their input
+VIEW_OPS = frozenset(op for op in primitives.REGISTRY if primitives.is_view(op))
 
 
 @dataclass

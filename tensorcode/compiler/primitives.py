@@ -1,11 +1,18 @@
-"""The primitive registry: every primitive defined once.
+"""The primitive registry: every primitive defined once, and every fact about it here.
 
-Each ``OpDef`` holds, for one primitive, its type rule (``infer``), its NumPy reference
-(``reference``), its vector-Jacobian product (``vjp``), written with the same ``Expr``
-methods a user records with, so a gradient is more IR on a recording tape and an eager
-computation on the runtime's evaluating builder, and, for elementwise ops, its lowering
-(``lowerings["numba"]``: the scalar expression the Numba backend emits in fused loops). Composite functions (softmax, cross_entropy,
-layer_norm, gelu, ...) are built from these primitives in ``functions.py``.
+Each ``OpDef`` holds, for one primitive, what the rest of the compiler asks about it:
+its ``kind`` (the shape of loop it is), whether it is a free ``view`` of its first
+input, its type rule (``infer``), its NumPy reference (``reference``), its
+vector-Jacobian product (``vjp``, written with the same ``Expr`` methods a user records
+with, so a gradient is more IR on a recording tape and an eager computation on the
+runtime's evaluating builder), the surface that exposes it (an ``Expr`` method, a Python
+operator, the subset language), and, for elementwise ops, its lowering
+(``lowerings["numba"]``: the scalar expression the Numba backend emits in its fused
+loops, and optionally a vectorizable float32 approximation). Readers ask the entry or
+the predicates at the end of this module (``is_elementwise``, ``is_reduction``,
+``is_view``) rather than keeping lists of op names. Composite functions (softmax,
+cross_entropy, layer_norm, gelu, ...) are built from these primitives in
+``functions.py``.
 
 Conventions: NumPy broadcasting for elementwise ops, with gradients summed back to each
 operand's shape; two tensor dtypes never mix (``DTypeError``); comparisons give 0/1 in
@@ -20,23 +27,57 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import DTypeError, FeedError, ShapeError
-from .ir import FLOAT_DTYPES, INT_DTYPES, Type, canonical_dtype
+from ..errors import CompileError, FeedError, ShapeError
+from .backends.approx import ScalarCode, exp_code, sigmoid_code, tanh_code
+from .ir import SOURCE_OPS, Type, canonical_dtype
+from .rules import (broadcast_shapes, keepdims_shape, normalize_axes, normalize_axis,
+                    require_float, require_int, same_dtype, unbroadcast)
 
 Attrs = dict[str, Any]
 InferRule = Callable[[Sequence[Type], Attrs], Type]
 ReferenceRule = Callable[[Sequence[np.ndarray], Attrs], np.ndarray]
 # vjp(g, inputs, out, attrs, wants) -> one gradient (or None) per input
 VjpRule = Callable[[Any, Sequence[Any], Any, Attrs, Sequence[bool]], Sequence[Any]]
+#: approx(operand names, temporary tag, float32 constant namer) -> the statements
+Approximation = Callable[[Sequence[str], str, Callable[[Any], str]], ScalarCode]
+
+#: what shape of loop an op is. ``elementwise``: every output element depends on one
+#: element of each (broadcast) input, so chains fuse into one loop; ``reduction``:
+#: reduces over the ``axis`` attr; ``view``: a reshape, transpose or broadcast (no data
+#: moves when the schedule can read it as strides); ``movement``: copies data without
+#: arithmetic (slice, pad, concat); ``index``: gathers and scatters by an integer
+#: tensor; ``contraction``: matmul.
+KINDS = ("elementwise", "reduction", "view", "movement", "index", "contraction")
+
+
+@dataclass(frozen=True)
+class NumbaLowering:
+    """An elementwise op's code in the Numba backend's fused loops.
+
+    ``template`` is one NumPy-scalar expression with ``{0}``, ``{1}``, ``{2}`` for the
+    operands' values, ``{one}`` and ``{zero}`` for constants of the result dtype,
+    ``{zero0}`` for a zero of operand 0's dtype and ``{np_dtype}`` for the result's NumPy
+    scalar type. ``approx_f32``, when set, writes the float32 result as vectorizable
+    statements instead (``backends/approx.py``); the backend uses it unless exact math
+    was asked for, and float64 always uses ``template``.
+    """
+
+    template: str
+    approx_f32: Approximation | None = None
 
 
 @dataclass
 class OpDef:
-    """One primitive: how to type it, run it in NumPy, and differentiate it.
+    """One primitive: what it is, how to type it, run it in NumPy, differentiate it and
+    lower it, and which surfaces expose it.
 
-    ``kind`` tells the compiler what shape of loop the op is: ``unary`` and ``binary``
-    and ``where`` are elementwise (fusable), ``reduce`` reduces over ``axis``,
-    ``shape`` moves data without arithmetic, ``matmul`` and ``index`` are their own.
+    ``kind`` is one of ``KINDS``. ``view`` says the schedule may read the value as a
+    strided view of the first input without computing it. ``arity`` is the number of
+    operands (``None``: any number). ``method``: ``Expr`` has a method of the op's name
+    taking no arguments (``x.exp()``), generated from this entry. ``operator``: the
+    Python infix symbol that records it (``a + b``). ``subset``: the subset language
+    offers it as a function of the same name. ``foldable``: constant folding may
+    evaluate it (a broadcast is cheaper to compute than to store).
     """
 
     name: str
@@ -45,110 +86,48 @@ class OpDef:
     reference: ReferenceRule
     vjp: VjpRule | None
     lowerings: dict[str, Any] = field(default_factory=dict)
+    view: bool = False
+    arity: int | None = None
+    method: bool = False
+    operator: str | None = None
+    subset: bool = False
+    foldable: bool = True
 
     @property
     def differentiable(self) -> bool:
         return self.vjp is not None
+
+    @property
+    def broadcasts(self) -> bool:
+        """An elementwise op of several operands, which broadcast against each other."""
+        return self.kind == "elementwise" and (self.arity is None or self.arity > 1)
 
 
 REGISTRY: dict[str, OpDef] = {}
 
 
 def register(name: str, kind: str, infer: InferRule, reference: ReferenceRule,
-             vjp: VjpRule | None, scalar: str | None = None) -> OpDef:
-    """Add a primitive. ``scalar`` is an elementwise op's lowering: one NumPy-scalar
-    expression with ``{0}``, ``{1}``, ``{2}`` for the operands' values, ``{one}`` and
-    ``{zero}`` for constants of the result dtype, ``{zero0}`` for a zero of operand 0's
-    dtype and ``{np_dtype}`` for the result's NumPy scalar type; the Numba backend
-    emits it inside its fused loops (``lowerings["numba"]``). Reductions, shape, index
-    and matmul ops are lowered by ``kind`` (the schedule and the backend's loops)."""
-    if name in REGISTRY:
+             vjp: VjpRule | None, scalar: str | NumbaLowering | None = None, *,
+             arity: int | None = None, view: bool = False, method: bool = False,
+             operator: str | None = None, subset: bool = False,
+             foldable: bool = True) -> OpDef:
+    """Add a primitive. ``scalar`` is an elementwise op's Numba lowering (a template
+    string, or a ``NumbaLowering`` with a float32 approximation); reductions, views,
+    movement, index and contraction ops are lowered by ``kind`` (the schedule and the
+    backend's loops). The keyword facts are ``OpDef``'s fields."""
+    if name in REGISTRY or name in SOURCE_OPS:
         raise ValueError(f"op {name!r} is already registered")
-    op = OpDef(name, kind, infer, reference, vjp)
+    if kind not in KINDS:
+        raise ValueError(f"op {name!r}: kind {kind!r} is not one of {KINDS}")
+    if (scalar is not None) != (kind == "elementwise"):
+        raise ValueError(f"op {name!r}: elementwise ops, and only they, need a scalar lowering")
+    op = OpDef(name, kind, infer, reference, vjp, view=view, arity=arity, method=method,
+               operator=operator, subset=subset, foldable=foldable)
     if scalar is not None:
-        op.lowerings["numba"] = scalar
+        op.lowerings["numba"] = scalar if isinstance(scalar, NumbaLowering) else \
+            NumbaLowering(scalar)
     REGISTRY[name] = op
     return op
-
-
-# ---------------------------------------------------------------------------------------
-# type-rule helpers
-
-
-def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """NumPy's broadcasting rule, with an error that names the op and the shapes."""
-    rank = max((len(s) for s in shapes), default=0)
-    result = []
-    for axis in range(rank):
-        dims = {s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            listed = " and ".join(str(list(s)) for s in shapes)
-            raise ShapeError(f"{op}: shapes {listed} do not broadcast "
-                             f"(axis {axis - rank} has sizes {sorted(dims)}); "
-                             "reshape or broadcast_to one operand")
-        result.append(dims.pop() if dims else 1)
-    return tuple(result)
-
-
-def same_dtype(op: str, types: Sequence[Type]) -> str:
-    dtypes = {t.dtype for t in types}
-    if len(dtypes) > 1:
-        raise DTypeError(f"{op}: operands have dtypes {' and '.join(t.dtype for t in types)}; "
-                         "tensor dtypes never mix silently, cast one with .astype(...)")
-    return types[0].dtype
-
-
-def require_float(op: str, t: Type) -> None:
-    if t.dtype not in FLOAT_DTYPES:
-        raise DTypeError(f"{op}: needs a float operand but got {t.dtype}; "
-                         "cast with .astype('float32') or .astype('float64')")
-
-
-def require_int(op: str, what: str, t: Type) -> None:
-    if t.dtype not in INT_DTYPES:
-        raise DTypeError(f"{op}: {what} must be an integer tensor but got {t.dtype}; "
-                         "cast with .astype('int64')")
-
-
-def normalize_axis(op: str, axis: int, rank: int) -> int:
-    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-        raise ShapeError(f"{op}: axis must be an int, got {axis!r}")
-    if not -rank <= axis < max(rank, 1):
-        raise ShapeError(f"{op}: axis {axis} is out of range for rank {rank}")
-    return int(axis) % max(rank, 1)
-
-
-def normalize_axes(op: str, axis: Any, rank: int) -> tuple[int, ...]:
-    """``None`` means every axis; an int or a sequence of ints otherwise."""
-    if axis is None:
-        return tuple(range(rank))
-    if isinstance(axis, (int, np.integer)):
-        axis = (axis,)
-    axes = tuple(sorted({normalize_axis(op, a, rank) for a in axis}))
-    if len(axes) != len(tuple(axis)):
-        raise ShapeError(f"{op}: axis {tuple(axis)} names an axis twice")
-    return axes
-
-
-# ---------------------------------------------------------------------------------------
-# gradient helpers (work on any builder's Expr)
-
-
-def unbroadcast(g: Any, shape: tuple[int, ...]) -> Any:
-    """Sum a broadcast gradient back to an operand's ``shape``."""
-    if g.shape == shape:
-        return g
-    lead = len(g.shape) - len(shape)
-    axes = list(range(lead))
-    axes += [lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1]
-    if axes:
-        g = g.sum(axis=tuple(axes))
-    return g.reshape(shape) if g.shape != shape else g
-
-
-def _keepdims_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(1 if i in axes else d for i, d in enumerate(shape))
 
 
 # ---------------------------------------------------------------------------------------
@@ -165,36 +144,51 @@ def _unary_infer(name: str, floats_only: bool) -> InferRule:
 
 
 def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], vjp: VjpRule | None,
-           scalar: str, floats_only: bool = True) -> None:
+           scalar: str | NumbaLowering, floats_only: bool = True, method: bool = True,
+           subset: bool = False, view: bool = False) -> None:
+    """An elementwise op of one operand; by default also the method ``x.name()``."""
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         (x,) = arrays
         with np.errstate(all="ignore"):
             return np.asarray(fn(x)).astype(x.dtype, copy=False)
-    register(name, "unary", _unary_infer(name, floats_only), reference, vjp, scalar)
+    register(name, "elementwise", _unary_infer(name, floats_only), reference, vjp, scalar,
+             arity=1, method=method, subset=subset, view=view)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.exp(-np.logaddexp(0, -x))
 
 
-_unary("neg", np.negative, lambda g, i, o, a, w: [-g], "-{0}", floats_only=False)
-_unary("exp", np.exp, lambda g, i, o, a, w: [g * o], "np.exp({0})")
-_unary("log", np.log, lambda g, i, o, a, w: [g / i[0]], "np.log({0})")
-_unary("tanh", np.tanh, lambda g, i, o, a, w: [g * (1 - o * o)], "np.tanh({0})")
+# neg is recorded by unary minus (``-x``), not a method
+_unary("neg", np.negative, lambda g, i, o, a, w: [-g], "-{0}", floats_only=False,
+       method=False)
+# float32 exp, tanh and sigmoid lower to vectorizable approximations (backends/approx.py)
+_unary("exp", np.exp, lambda g, i, o, a, w: [g * o],
+       NumbaLowering("np.exp({0})", exp_code), subset=True)
+_unary("log", np.log, lambda g, i, o, a, w: [g / i[0]], "np.log({0})", subset=True)
+_unary("log1p", np.log1p, lambda g, i, o, a, w: [g / (1 + i[0])], "np.log1p({0})")
+_unary("tanh", np.tanh, lambda g, i, o, a, w: [g * (1 - o * o)],
+       NumbaLowering("np.tanh({0})", tanh_code), subset=True)
 # exp of -|x| never overflows: 1/(1+exp(-x)) for x >= 0, exp(x)/(1+exp(x)) below
 _unary("sigmoid", _sigmoid, lambda g, i, o, a, w: [g * o * (1 - o)],
-       "({one} / ({one} + np.exp(-{0})) if {0} >= {zero} else "
-       "np.exp({0}) / ({one} + np.exp({0})))")
+       NumbaLowering("({one} / ({one} + np.exp(-{0})) if {0} >= {zero} else "
+                     "np.exp({0}) / ({one} + np.exp({0})))", sigmoid_code), subset=True)
 _unary("relu", lambda x: np.maximum(x, 0), lambda g, i, o, a, w: [g * (i[0] > 0)],
-       "np.maximum({0}, {zero})", floats_only=False)
-_unary("sqrt", np.sqrt, lambda g, i, o, a, w: [g * 0.5 / o], "np.sqrt({0})")
+       "np.maximum({0}, {zero})", floats_only=False, subset=True)
+_unary("sqrt", np.sqrt, lambda g, i, o, a, w: [g * 0.5 / o], "np.sqrt({0})", subset=True)
 _unary("abs", np.abs, lambda g, i, o, a, w: [g * ((i[0] > 0) - (i[0] < 0))], "np.abs({0})",
-       floats_only=False)
-_unary("sin", np.sin, lambda g, i, o, a, w: [g * i[0].cos()], "np.sin({0})")
-_unary("cos", np.cos, lambda g, i, o, a, w: [-(g * i[0].sin())], "np.cos({0})")
+       floats_only=False, subset=True)
+_unary("sin", np.sin, lambda g, i, o, a, w: [g * i[0].cos()], "np.sin({0})", subset=True)
+_unary("cos", np.cos, lambda g, i, o, a, w: [-(g * i[0].sin())], "np.cos({0})", subset=True)
+# softplus = log(1 + exp(x)), written log1p(exp(-|x|)) + max(x, 0) so exp never overflows;
+# its derivative is sigmoid(x)
+_unary("softplus", lambda x: np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0),
+       lambda g, i, o, a, w: [g * i[0].sigmoid()],
+       "np.log1p(np.exp(-np.abs({0}))) + np.maximum({0}, {zero})")
 # detach: identity whose gradient is zero (JAX's stop_gradient); keeps composites such
-# as logsumexp from differentiating their stabilizing max.
-_unary("detach", lambda x: x.copy(), None, "{0}", floats_only=False)
+# as logsumexp from differentiating their stabilizing max. The schedule reads it as a
+# view of its input.
+_unary("detach", lambda x: x.copy(), None, "{0}", floats_only=False, view=True)
 
 
 # ---------------------------------------------------------------------------------------
@@ -212,12 +206,15 @@ def _binary_infer(name: str, floats_only: bool) -> InferRule:
 
 
 def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], vjp: VjpRule | None,
-            scalar: str, floats_only: bool = False, kind: str = "binary") -> None:
+            scalar: str, floats_only: bool = False, operator: str | None = None,
+            subset: bool = False) -> None:
+    """An elementwise op of two broadcasting operands."""
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         a, b = arrays
         with np.errstate(all="ignore"):
             return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
-    register(name, kind, _binary_infer(name, floats_only), reference, vjp, scalar)
+    register(name, "elementwise", _binary_infer(name, floats_only), reference, vjp, scalar,
+             arity=2, operator=operator, subset=subset)
 
 
 def _vjp_add(g, i, o, a, w):
@@ -265,20 +262,21 @@ def _true_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(a, b)
 
 
-_binary("add", np.add, _vjp_add, "{0} + {1}")
-_binary("sub", np.subtract, _vjp_sub, "{0} - {1}")
-_binary("mul", np.multiply, _vjp_mul, "{0} * {1}")
-_binary("div", _true_divide, _vjp_div, "{0} / {1}", floats_only=True)
-_binary("pow", np.power, _vjp_pow, "{0} ** {1}", floats_only=True)
-_binary("maximum", np.maximum, _vjp_maximum, "np.maximum({0}, {1})")
-_binary("minimum", np.minimum, _vjp_minimum, "np.minimum({0}, {1})")
+_binary("add", np.add, _vjp_add, "{0} + {1}", operator="+")
+_binary("sub", np.subtract, _vjp_sub, "{0} - {1}", operator="-")
+_binary("mul", np.multiply, _vjp_mul, "{0} * {1}", operator="*")
+_binary("div", _true_divide, _vjp_div, "{0} / {1}", floats_only=True, operator="/")
+_binary("pow", np.power, _vjp_pow, "{0} ** {1}", floats_only=True, operator="**")
+_binary("maximum", np.maximum, _vjp_maximum, "np.maximum({0}, {1})", subset=True)
+_binary("minimum", np.minimum, _vjp_minimum, "np.minimum({0}, {1})", subset=True)
 
 COMPARISONS = {"lt": (np.less, "<"), "le": (np.less_equal, "<="), "gt": (np.greater, ">"),
                "ge": (np.greater_equal, ">="), "eq": (np.equal, "=="),
                "ne": (np.not_equal, "!=")}
 for _name, (_fn, _symbol) in COMPARISONS.items():
     # 0/1 in the operand's dtype; a comparison is a step function, so no gradient.
-    _binary(_name, _fn, None, f"({{one}} if {{0}} {_symbol} {{1}} else {{zero}})")
+    _binary(_name, _fn, None, f"({{one}} if {{0}} {_symbol} {{1}} else {{zero}})",
+            operator=_symbol)
 
 
 # ---------------------------------------------------------------------------------------
@@ -304,8 +302,8 @@ def _where_vjp(g, i, o, a, w):
             unbroadcast(g.builder.apply("where", [cond, zero, g]), y.shape) if w[2] else None]
 
 
-register("where", "where", _where_infer, _where_reference, _where_vjp,
-         "({1} if {0} != {zero0} else {2})")
+register("where", "elementwise", _where_infer, _where_reference, _where_vjp,
+         "({1} if {0} != {zero0} else {2})", arity=3)
 
 
 # ---------------------------------------------------------------------------------------
@@ -323,7 +321,7 @@ def _reduce_infer(name: str, floats_only: bool) -> InferRule:
         if name in ("max", "min") and any(x.shape[a] == 0 for a in axes):
             raise ShapeError(f"{name}: cannot reduce an empty axis of shape {list(x.shape)}")
         if attrs.get("keepdims"):
-            shape = _keepdims_shape(x.shape, axes)
+            shape = keepdims_shape(x.shape, axes)
         else:
             shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
         return Type(shape, x.dtype)
@@ -335,12 +333,12 @@ def _reduce(name: str, fn: Callable, vjp: VjpRule, floats_only: bool = False) ->
         (x,) = arrays
         result = fn(x, axis=tuple(attrs["axis"]), keepdims=bool(attrs["keepdims"]))
         return np.asarray(result).astype(x.dtype, copy=False)
-    register(name, "reduce", _reduce_infer(name, floats_only), reference, vjp)
+    register(name, "reduction", _reduce_infer(name, floats_only), reference, vjp, arity=1)
 
 
 def _spread(g: Any, x: Any, attrs: Attrs) -> Any:
     """Broadcast a reduction's output gradient back over the reduced axes."""
-    kept = _keepdims_shape(x.shape, tuple(attrs["axis"]))
+    kept = keepdims_shape(x.shape, tuple(attrs["axis"]))
     if g.shape != kept:
         g = g.reshape(kept)
     return g.broadcast_to(x.shape) if kept != x.shape else g
@@ -357,7 +355,7 @@ def _vjp_mean(g, i, o, a, w):
 
 def _vjp_extreme(g, i, o, a, w):
     (x,) = i
-    kept = _keepdims_shape(x.shape, tuple(a["axis"]))
+    kept = keepdims_shape(x.shape, tuple(a["axis"]))
     best = o.reshape(kept) if o.shape != kept else o
     mask = x == best
     count = mask.sum(axis=a["axis"], keepdims=True)
@@ -384,9 +382,9 @@ def _reshape_infer(types: Sequence[Type], attrs: Attrs) -> Type:
     return Type(shape, x.dtype)
 
 
-register("reshape", "shape", _reshape_infer,
+register("reshape", "view", _reshape_infer,
          lambda arrays, attrs: arrays[0].reshape(attrs["shape"]),
-         lambda g, i, o, a, w: [g.reshape(i[0].shape)])
+         lambda g, i, o, a, w: [g.reshape(i[0].shape)], arity=1, view=True)
 
 
 def _transpose_infer(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -403,9 +401,9 @@ def _transpose_vjp(g, i, o, a, w):
     return [g.transpose(inverse)]
 
 
-register("transpose", "shape", _transpose_infer,
+register("transpose", "view", _transpose_infer,
          lambda arrays, attrs: np.ascontiguousarray(np.transpose(arrays[0], attrs["axes"])),
-         _transpose_vjp)
+         _transpose_vjp, arity=1, view=True)
 
 
 def _broadcast_to_infer(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -416,9 +414,11 @@ def _broadcast_to_infer(types: Sequence[Type], attrs: Attrs) -> Type:
     return Type(shape, x.dtype)
 
 
-register("broadcast_to", "shape", _broadcast_to_infer,
+# never folded: a broadcast scalar is cheaper to compute than to store
+register("broadcast_to", "view", _broadcast_to_infer,
          lambda arrays, attrs: np.ascontiguousarray(np.broadcast_to(arrays[0], attrs["shape"])),
-         lambda g, i, o, a, w: [unbroadcast(g, i[0].shape)])
+         lambda g, i, o, a, w: [unbroadcast(g, i[0].shape)], arity=1, view=True,
+         foldable=False)
 
 
 def _slice_infer(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -448,7 +448,8 @@ def _slice_vjp(g, i, o, a, w):
                                          "after": size - a["stop"]})]
 
 
-register("slice", "shape", _slice_infer, _slice_reference, _slice_vjp)
+# a slice moves data when it must be materialized, but the schedule can read it as a view
+register("slice", "movement", _slice_infer, _slice_reference, _slice_vjp, arity=1, view=True)
 
 
 def _pad_infer(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -473,7 +474,7 @@ def _pad_vjp(g, i, o, a, w):
     return [g.slice(start, start + i[0].shape[a["axis"]], axis=a["axis"])]
 
 
-register("pad", "shape", _pad_infer, _pad_reference, _pad_vjp)
+register("pad", "movement", _pad_infer, _pad_reference, _pad_vjp, arity=1)
 
 
 def _concat_infer(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -503,7 +504,7 @@ def _concat_vjp(g, i, o, a, w):
     return grads
 
 
-register("concat", "shape", _concat_infer,
+register("concat", "movement", _concat_infer,
          lambda arrays, attrs: np.concatenate(arrays, axis=attrs["axis"]),
          _concat_vjp)
 
@@ -519,9 +520,9 @@ def _astype_vjp(g, i, o, a, w):
     return [g.astype(i[0].dtype)]
 
 
-register("astype", "unary", _astype_infer,
+register("astype", "elementwise", _astype_infer,
          lambda arrays, attrs: arrays[0].astype(attrs["dtype"]),
-         _astype_vjp, "{np_dtype}({0})")
+         _astype_vjp, "{np_dtype}({0})", arity=1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -555,7 +556,7 @@ def _take_vjp(g, i, o, a, w):
                             {"axis": a["axis"], "size": x.shape[a["axis"]]}), None]
 
 
-register("take", "index", _take_infer, _take_reference, _take_vjp)
+register("take", "index", _take_infer, _take_reference, _take_vjp, arity=2)
 
 
 def _scatter_add_infer(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -588,7 +589,8 @@ def _scatter_add_vjp(g, i, o, a, w):
     return [g.take(i[1], axis=a["axis"]), None]
 
 
-register("scatter_add", "index", _scatter_add_infer, _scatter_add_reference, _scatter_add_vjp)
+register("scatter_add", "index", _scatter_add_infer, _scatter_add_reference, _scatter_add_vjp,
+         arity=2)
 
 
 def _one_hot_infer(types: Sequence[Type], attrs: Attrs) -> Type:
@@ -605,7 +607,7 @@ def _one_hot_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray
     return (indices[..., None] == np.arange(attrs["n"])).astype(attrs["dtype"])
 
 
-register("one_hot", "index", _one_hot_infer, _one_hot_reference, None)
+register("one_hot", "index", _one_hot_infer, _one_hot_reference, None, arity=1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -648,11 +650,46 @@ def _matmul_vjp(g, i, o, a, w):
     return [gx, gy]
 
 
-register("matmul", "matmul", _matmul_infer,
+register("matmul", "contraction", _matmul_infer,
          lambda arrays, attrs: np.matmul(arrays[0], arrays[1]),
-         _matmul_vjp)
+         _matmul_vjp, arity=2, operator="@")
 
 
 def primitive_names() -> list[str]:
     """Every registered primitive, sorted (the subset language reference uses this)."""
     return sorted(REGISTRY)
+
+
+# ---------------------------------------------------------------------------------------
+# predicates: what the passes, the schedule and the backends ask about an op by name.
+# Source nodes (parameter, input, leaf) are no primitive: every predicate is False.
+
+
+def _entry(op: str) -> OpDef | None:
+    if op in SOURCE_OPS:
+        return None
+    entry = REGISTRY.get(op)
+    if entry is None:
+        raise CompileError(f"unknown primitive {op!r}; the primitives are "
+                           f"{', '.join(primitive_names())}")
+    return entry
+
+
+def is_elementwise(op: str) -> bool:
+    """Every output element depends on one element of each (broadcast) input, so the
+    op fuses into a loop over its output's shape."""
+    entry = _entry(op)
+    return entry is not None and entry.kind == "elementwise"
+
+
+def is_reduction(op: str) -> bool:
+    """The op reduces its input over the ``axis`` attr (sum, mean, max, min)."""
+    entry = _entry(op)
+    return entry is not None and entry.kind == "reduction"
+
+
+def is_view(op: str) -> bool:
+    """The schedule may read the op's value as a strided view of its first input
+    without computing it (reshape, transpose, broadcast_to, slice, detach)."""
+    entry = _entry(op)
+    return entry is not None and entry.view

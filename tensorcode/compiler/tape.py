@@ -148,16 +148,12 @@ class Expr:
     def __ne__(self, o): return self._binary("ne", o)  # type: ignore[override]
 
     # -- unary functions ---------------------------------------------------------------
-    def exp(self): return self._apply("exp")
-    def log(self): return self._apply("log")
-    def tanh(self): return self._apply("tanh")
-    def sigmoid(self): return self._apply("sigmoid")
-    def relu(self): return self._apply("relu")
-    def sqrt(self): return self._apply("sqrt")
-    def abs(self): return self._apply("abs")
-    def sin(self): return self._apply("sin")
-    def cos(self): return self._apply("cos")
+    # x.exp(), x.tanh(), x.detach(), ...: one method per registry entry with ``method``
+    # set, added after the class by ``_add_registry_methods``.
     def __abs__(self): return self._apply("abs")
+
+    if TYPE_CHECKING:  # the generated methods, as a type checker sees them
+        def __getattr__(self, name: str) -> Callable[[], "Expr"]: ...
 
     # -- reductions ----------------------------------------------------------------------
     def _reduce(self, op: str, axis: Any, keepdims: bool) -> "Expr":
@@ -240,9 +236,6 @@ class Expr:
             return self
         return self._apply("astype", dtype=dtype)
 
-    def detach(self) -> "Expr":
-        return self._apply("detach")
-
     # -- composites ----------------------------------------------------------------------
     def softmax(self, axis: int = -1) -> "Expr":
         from .functions import softmax
@@ -267,6 +260,30 @@ class Expr:
     def cross_entropy(self, labels: Any) -> "Expr":
         from .functions import cross_entropy
         return cross_entropy(self, labels)
+
+
+def _registry_method(op: str) -> Callable[[Expr], Expr]:
+    def method(self: Expr) -> Expr:
+        return self._apply(op)
+    method.__name__ = op
+    method.__qualname__ = f"Expr.{op}"
+    method.__doc__ = f"Record the ``{op}`` primitive on this value's tape (elementwise)."
+    return method
+
+
+def _add_registry_methods() -> None:
+    """Give ``Expr`` a method for every registry entry that asks for one, so a new
+    elementwise primitive is recordable as ``x.name()`` from its entry alone."""
+    for entry in primitives.REGISTRY.values():
+        if not entry.method:
+            continue
+        if entry.name in vars(Expr):
+            raise TypeError(f"the primitive {entry.name!r} asks for an Expr method, but Expr "
+                            "already has an attribute of that name")
+        setattr(Expr, entry.name, _registry_method(entry.name))
+
+
+_add_registry_methods()
 
 
 class Eager(Builder):

@@ -147,3 +147,56 @@ def test_gradients_are_recorded_as_more_ir():
     assert len(tape) > before
     network = tape.into_network()
     assert float(network.forward(network.parameters()).of(adjoints.of(w))) == 12.0
+
+
+# ---------------------------------------------------------------------------------------
+# the Expr surface comes from the registry
+
+
+def test_every_method_entry_is_an_expr_method_recording_it():
+    from tensorcode.compiler import primitives
+
+    tape = tc.Tape()
+    x = tape.parameter(np.array([0.5, 1.5]))
+    recorded = {}
+    for entry in primitives.REGISTRY.values():
+        if entry.method:
+            assert getattr(tc.Expr, entry.name).__qualname__ == f"Expr.{entry.name}"
+            recorded[entry.name] = getattr(x, entry.name)()
+    assert {"exp", "tanh", "sigmoid", "abs", "detach"} <= set(recorded)
+    network = tape.into_network()
+    for name, out in recorded.items():
+        assert network.graph.nodes[out.index].op == name
+
+
+def test_every_operator_symbol_records_its_entry():
+    import operator as python
+    from tensorcode.compiler import primitives
+
+    dunders = {"+": python.add, "-": python.sub, "*": python.mul, "/": python.truediv,
+               "**": python.pow, "@": python.matmul, "<": python.lt, "<=": python.le,
+               ">": python.gt, ">=": python.ge, "==": python.eq, "!=": python.ne}
+    symbols = {e.operator: e.name for e in primitives.REGISTRY.values() if e.operator}
+    assert set(symbols) == set(dunders)
+    for symbol, name in symbols.items():
+        tape = tc.Tape()
+        a = tape.parameter(np.ones((2, 2)))
+        b = tape.parameter(np.ones((2, 2)))
+        out = dunders[symbol](a, b)
+        network = tape.into_network()
+        assert network.graph.nodes[out.index].op == name, symbol
+
+
+def test_registry_predicates():
+    from tensorcode.compiler import primitives
+
+    assert primitives.is_elementwise("add") and primitives.is_elementwise("where")
+    assert primitives.is_elementwise("astype") and not primitives.is_elementwise("sum")
+    assert primitives.is_reduction("mean") and not primitives.is_reduction("matmul")
+    views = {n for n in primitives.REGISTRY if primitives.is_view(n)}
+    assert views == {"reshape", "transpose", "broadcast_to", "slice", "detach"}
+    for source in ("parameter", "input", "leaf"):
+        assert not (primitives.is_elementwise(source) or primitives.is_reduction(source)
+                    or primitives.is_view(source))
+    with pytest.raises(tc.CompileError, match="unknown primitive"):
+        primitives.is_view("fft")

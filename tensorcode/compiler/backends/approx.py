@@ -22,9 +22,16 @@ subnormal come out right): at most 1 ulp from the correctly rounded exp over the
 float32 range (measured over 6 million points across [-104, 89] and dense sweeps of
 both ends; libm's own expf is also within 1 ulp). Above 88.7228 it gives inf, below
 -103.972 zero, NaN stays NaN.
+
+``tanh_code``, ``exp_code`` and ``sigmoid_code`` write the same computations as Numba
+statements; the registry entries of those primitives carry them as their float32
+lowering, so the backend itself names no op.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -97,4 +104,72 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(ordered(a) - ordered(b))
 
 
-__all__ = ["tanh_float32", "exp_float32", "ulp_distance", "TANH_ULP_BOUND", "EXP_ULP_BOUND"]
+# ---------------------------------------------------------------------------------------
+# the same approximations as Numba statements: the registry entries of tanh, exp and
+# sigmoid name these as their float32 lowering (``NumbaLowering.approx_f32``)
+
+#: ``const(value)`` -> the name of a float32 constant of the generated module
+Const = Callable[[Any], str]
+
+
+@dataclass(frozen=True)
+class ScalarCode:
+    """Statements that compute one scalar: ``lines`` run first (they assign temporaries
+    suffixed with the caller's ``tag``), ``value`` is then the result's expression, and
+    ``intrinsics`` names the ``backends/intrinsics.py`` functions the lines call."""
+
+    lines: tuple[str, ...]
+    value: str
+    intrinsics: frozenset[str] = frozenset()
+
+
+def tanh_code(args: Sequence[str], tag: str, const: Const) -> ScalarCode:
+    """float32 tanh as the clamped rational function ``tanh_float32`` models."""
+    (x,), i = args, tag
+    hi, lo = const(TANH_CLAMP), const(-TANH_CLAMP)
+    lines = [f"c{i} = {hi} if {x} > {hi} else ({lo} if {x} < {lo} else {x})",
+             f"s{i} = c{i} * c{i}",
+             f"p{i} = {const(TANH_NUMERATOR[-1])}"]
+    for a in TANH_NUMERATOR[-2::-1]:
+        lines.append(f"p{i} = p{i} * s{i} + {const(a)}")
+    lines.append(f"q{i} = {const(TANH_DENOMINATOR[-1])}")
+    for b in TANH_DENOMINATOR[-2::-1]:
+        lines.append(f"q{i} = q{i} * s{i} + {const(b)}")
+    return ScalarCode(tuple(lines), f"{x} if np.abs({x}) < {const(TANH_TINY)} else "
+                      f"p{i} * c{i} / q{i}")
+
+
+def exp_code(args: Sequence[str], tag: str, const: Const) -> ScalarCode:
+    """float32 exp as the scheme ``exp_float32`` models."""
+    (x,), i = args, tag
+    hi, lo = const(EXP_HIGH), const(EXP_LOW)
+    lines = [f"c{i} = {hi} if {x} > {hi} else ({lo} if {x} < {lo} else {x})",
+             f"n{i}f = np.floor(c{i} * {const(EXP_LOG2E)} + {const(0.5)})",
+             f"r{i} = c{i} - n{i}f * {const(EXP_LN2_HIGH)}",
+             f"r{i} = r{i} - n{i}f * {const(EXP_LN2_LOW)}",
+             f"y{i} = {const(EXP_POLYNOMIAL[0])} * r{i} + {const(EXP_POLYNOMIAL[1])}"]
+    for coefficient in EXP_POLYNOMIAL[2:]:
+        lines.append(f"y{i} = y{i} * r{i} + {const(coefficient)}")
+    lines += [f"y{i} = y{i} * (r{i} * r{i}) + r{i} + {const(1)}",
+              f"k{i} = np.int32(n{i}f)",
+              f"h{i} = k{i} >> 1",
+              f"y{i} = (y{i} * pow2_float32(h{i})) * pow2_float32(k{i} - h{i})"]
+    value = (f"{const(np.inf)} if {x} > {hi} else "
+             f"({const(0)} if {x} < {lo} else (y{i} if {x} == {x} else {x}))")
+    return ScalarCode(tuple(lines), value, frozenset({"pow2_float32"}))
+
+
+def sigmoid_code(args: Sequence[str], tag: str, const: Const) -> ScalarCode:
+    """float32 sigmoid in the registry's overflow-free form, ``1/(1+t)`` or ``t/(1+t)``
+    with ``t = exp(-|x|)`` from ``exp_code``."""
+    (x,), i = args, tag
+    one = const(1)
+    inner = exp_code([f"m{i}"], i, const)
+    lines = (f"m{i} = -np.abs({x})", *inner.lines, f"t{i} = {inner.value}",
+             f"d{i} = {one} + t{i}")
+    return ScalarCode(lines, f"{one} / d{i} if {x} >= {const(0)} else t{i} / d{i}",
+                      inner.intrinsics)
+
+
+__all__ = ["tanh_float32", "exp_float32", "ulp_distance", "TANH_ULP_BOUND", "EXP_ULP_BOUND",
+           "ScalarCode", "tanh_code", "exp_code", "sigmoid_code"]

@@ -226,21 +226,7 @@ class _Generator:
                         fn = "np.maximum" if node.op == "max" else "np.minimum"
                         e.line(f"{target} = {fn}({target}, {x})")
                 continue
-            approx32 = node.type.dtype == "float32" and self.approximate
-            if node.op == "tanh" and approx32:
-                self._tanh32(i, f"v{node.inputs[0]}")
-            elif node.op == "exp" and approx32:
-                self._exp32(i, f"v{node.inputs[0]}")
-            elif node.op == "sigmoid" and approx32:
-                # the registry's overflow-free form, with the exp approximation shared
-                x, one = f"v{node.inputs[0]}", self.const(1, node.type.dtype)
-                e.line(f"m{i} = -np.abs({x})")
-                self._exp32(i, f"m{i}", target=f"t{i}")
-                e.line(f"d{i} = {one} + t{i}")
-                e.line(f"v{i} = {one} / d{i} if {x} >= {self.const(0, node.type.dtype)} "
-                       f"else t{i} / d{i}")
-            else:
-                e.line(f"v{i} = {self._expr(node, loads)}")
+            self._elementwise(i, node)
             if i in store_vec:
                 e.line(f"{self.access(stores[i], store_vec[i], names)} = v{i}")
         close_level(len(dims))
@@ -258,46 +244,6 @@ class _Generator:
                 e.line(f"{array}[{self.index(offset, [1], [v])}] = "
                        f"{array}[{self.index(offset, [1], [v])}] / {count}")
                 e.close()
-
-    def _tanh32(self, i: int, x: str) -> None:
-        """float32 tanh as the vectorizable rational function of ``approx.py``."""
-        from .approx import TANH_CLAMP, TANH_DENOMINATOR, TANH_NUMERATOR, TANH_TINY
-
-        e, f = self.out, "float32"
-        hi, lo = self.const(TANH_CLAMP, f), self.const(-TANH_CLAMP, f)
-        e.line(f"c{i} = {hi} if {x} > {hi} else ({lo} if {x} < {lo} else {x})")
-        e.line(f"s{i} = c{i} * c{i}")
-        e.line(f"p{i} = {self.const(TANH_NUMERATOR[-1], f)}")
-        for a in TANH_NUMERATOR[-2::-1]:
-            e.line(f"p{i} = p{i} * s{i} + {self.const(a, f)}")
-        e.line(f"q{i} = {self.const(TANH_DENOMINATOR[-1], f)}")
-        for b in TANH_DENOMINATOR[-2::-1]:
-            e.line(f"q{i} = q{i} * s{i} + {self.const(b, f)}")
-        e.line(f"v{i} = {x} if np.abs({x}) < {self.const(TANH_TINY, f)} else p{i} * c{i} / q{i}")
-
-    def _exp32(self, i: int, x: str, target: str | None = None) -> None:
-        """float32 exp as the vectorizable scheme of ``approx.py``."""
-        from .approx import (EXP_HIGH, EXP_LN2_HIGH, EXP_LN2_LOW, EXP_LOG2E, EXP_LOW,
-                             EXP_POLYNOMIAL)
-
-        e, f = self.out, "float32"
-        self.uses_pow2 = True
-        target = target or f"v{i}"
-        hi, lo = self.const(EXP_HIGH, f), self.const(EXP_LOW, f)
-        e.line(f"c{i} = {hi} if {x} > {hi} else ({lo} if {x} < {lo} else {x})")
-        e.line(f"n{i}f = np.floor(c{i} * {self.const(EXP_LOG2E, f)} + {self.const(0.5, f)})")
-        e.line(f"r{i} = c{i} - n{i}f * {self.const(EXP_LN2_HIGH, f)}")
-        e.line(f"r{i} = r{i} - n{i}f * {self.const(EXP_LN2_LOW, f)}")
-        e.line(f"y{i} = {self.const(EXP_POLYNOMIAL[0], f)} * r{i} + "
-               f"{self.const(EXP_POLYNOMIAL[1], f)}")
-        for coefficient in EXP_POLYNOMIAL[2:]:
-            e.line(f"y{i} = y{i} * r{i} + {self.const(coefficient, f)}")
-        e.line(f"y{i} = y{i} * (r{i} * r{i}) + r{i} + {self.const(1, f)}")
-        e.line(f"k{i} = np.int32(n{i}f)")
-        e.line(f"h{i} = k{i} >> 1")
-        e.line(f"y{i} = (y{i} * pow2_float32(h{i})) * pow2_float32(k{i} - h{i})")
-        e.line(f"{target} = {self.const(np.inf, f)} if {x} > {hi} else "
-               f"({self.const(0, f)} if {x} < {lo} else (y{i} if {x} == {x} else {x}))")
 
     def _count(self, r: int) -> int:
         node = self.s.graph.nodes[r]
@@ -321,17 +267,27 @@ class _Generator:
     def _wrap(self, text: str, dtype: str) -> str:
         return f"np.int32({text})" if dtype == "int32" else text
 
-    def _expr(self, node: Any, loads: dict[int, Any]) -> str:
+    def _elementwise(self, i: int, node: Any) -> None:
+        """Assign ``v{i}`` from the node's registry lowering: its float32 approximation
+        when the entry has one and approximations are on, else its scalar template."""
         args = [f"v{j}" for j in node.inputs]
         dtype = node.type.dtype
-        op = node.op
-        template = primitives.REGISTRY[op].lowerings.get("numba") if op in primitives.REGISTRY else None
-        if template is not None:
-            operand = self.s.graph.nodes[node.inputs[0]].type.dtype if node.inputs else dtype
-            text = template.format(*args, one=self.const(1, dtype), zero=self.const(0, dtype),
-                                   zero0=self.const(0, operand), np_dtype=NP[dtype])
-            return self._wrap(text, dtype)
-        raise CompileError(f"numba backend: no scalar lowering for op {op!r}")
+        entry = primitives.REGISTRY.get(node.op)
+        lowering = entry.lowerings.get("numba") if entry is not None else None
+        if lowering is None:
+            raise CompileError(f"numba backend: no scalar lowering for op {node.op!r}")
+        if lowering.approx_f32 is not None and dtype == "float32" and self.approximate:
+            code = lowering.approx_f32(args, str(i), lambda value: self.const(value, dtype))
+            for line in code.lines:
+                self.out.line(line)
+            self.uses_pow2 = self.uses_pow2 or "pow2_float32" in code.intrinsics
+            self.out.line(f"v{i} = {code.value}")
+            return
+        operand = self.s.graph.nodes[node.inputs[0]].type.dtype if node.inputs else dtype
+        text = lowering.template.format(*args, one=self.const(1, dtype),
+                                        zero=self.const(0, dtype),
+                                        zero0=self.const(0, operand), np_dtype=NP[dtype])
+        self.out.line(f"v{i} = {self._wrap(text, dtype)}")
 
     def _fill(self, loc: Strided, value: str, dtype: str) -> None:
         e = self.out
