@@ -19,7 +19,7 @@ from safetensors.numpy import load_file, save_file
 
 import tensorcode as tc
 from tensorcode import files
-from tensorcode.runtime import tensorfile
+from tensorcode.files import tensorfile
 from tensorcode.runtime.parameters import Gradients
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
