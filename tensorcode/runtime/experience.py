@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ArtifactError, TensorCodeError
+from ..errors import TensorCodeError
 from ..files import atomic_write_bytes, read_json
 from ..files.strict_json import JsonLimits
 from . import experience_codecs as codecs_module
