@@ -59,7 +59,7 @@ def _check_depth(text: str, limit: int) -> None:
 
 
 def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+    raise ValueError(f"{name} is not a JSON number (JSON numbers are finite)")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
