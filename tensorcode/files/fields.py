@@ -66,9 +66,9 @@ class Fields:
         return self.fail(field, f"expected {what}, found {describe(found)}")
 
     # -- containers ---------------------------------------------------------------------
-    def object(self, value: Any, field: str) -> dict:
+    def object(self, value: Any, field: str, what: str = "an object") -> dict:
         if not isinstance(value, dict):
-            raise self.expected(field, "an object", value)
+            raise self.expected(field, what, value)
         return value
 
     def list(self, value: Any, field: str, min_length: int = 0,
@@ -84,17 +84,15 @@ class Fields:
     def keys(self, value: dict, field: str, required: Collection[str],
              optional: Collection[str] = (), exact: bool = True) -> dict:
         """Every ``required`` key is present and (when ``exact``) nothing beyond
-        ``required`` and ``optional``."""
+        ``required`` and ``optional``; a complaint names the object's field."""
+        known = set(required) | set(optional)
         missing = sorted(set(required) - set(value))
         if missing:
-            raise self.fail(at(field, missing[0]) if field else missing[0],
-                            f"missing (expected the fields {sorted(required)})")
-        if exact:
-            extra = sorted(set(value) - set(required) - set(optional))
-            if extra:
-                raise self.fail(at(field, extra[0]) if field else extra[0],
-                                f"unexpected field; this reader knows "
-                                f"{sorted(set(required) | set(optional))}")
+            raise self.fail(field, f"missing fields {missing}")
+        extra = sorted(set(value) - known) if exact else []
+        if extra:
+            raise self.fail(field, f"unexpected fields {extra}; this reader knows "
+                            f"{sorted(known)}")
         return value
 
     def get(self, value: dict, key: str, field: str | None = None) -> Any:
