@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import CompileError, TensorCodeError
+from ..files.strict_json import decode
 from . import subset_ast as ast
 from .subset_syntax import MODULE_NAMES, error, parse
 from .tape import Expr, Tape
@@ -190,8 +191,8 @@ def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
     The program is the first fenced ``python`` block (or the first fenced block that is
     not json), or the whole text when there is no fence; the parameters come from the
     first fenced ``json`` block (``{}`` when there is none). Nothing is evaluated: the
-    json block is read with ``json.loads`` and validated as names to numbers or nested
-    lists of numbers.
+    json block is read with the strict JSON reader and validated as names to numbers or
+    nested lists of numbers.
     """
     if not isinstance(text, str):
         raise CompileError(f"the reply must be text (str), got {type(text).__name__}")
@@ -208,7 +209,7 @@ def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
             continue
         first_line = text.count("\n", 0, start) + 1
         try:
-            parsed = json.loads(body, parse_constant=_refuse_constant)
+            parsed = decode(body)
         except json.JSONDecodeError as exc:
             line = first_line + exc.lineno - 1
             raise CompileError(f"the json block is not valid JSON ({exc.msg}); write an "
@@ -229,10 +230,6 @@ def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
         parameters = parsed
         break
     return source, parameters
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a finite number")
 
 
 def _reply_excerpt(text: str, line: int, column: int) -> str | None:
