@@ -7,6 +7,9 @@ the layout's initials, keyed ``slot.<k>``; all stored flat, shapes come from the
 ``load_plan`` validates every field before building anything and raises
 ``ArtifactError`` naming the file and the field; then it rebuilds a network from the IR
 (or checks the one given) and lowers it again, which hits the plan cache when warm.
+The graph goes through the compiler's one document codec (``document``), the JSON through
+the strict reader and the tensors through ``tensorfile``; ``save_plan`` builds the
+directory beside the target and renames it into place, so a crash leaves the old plan.
 """
 
 from __future__ import annotations
