@@ -17,11 +17,11 @@ import json
 import math
 import os
 import sys
-from typing import Any
 
 import numpy as np
 
 from ..errors import ArtifactError, PatchError
+from ..files import atomic_write_json, decode, load_tensors, read_json, save_tensors
 from ..files import atomic_write_bytes as write_atomic
 
 SCALES_FORMAT = "tensorcode.scales"
@@ -77,48 +77,32 @@ def _metadata_arguments(parser: argparse.ArgumentParser) -> None:
 # -- files --------------------------------------------------------------------------------
 
 def read_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, str] | None]:
-    """Tensors and metadata of a safetensors file, or ``ArtifactError`` naming it."""
-    from safetensors import safe_open
-
+    """Tensors (by name) and metadata of a safetensors file, or ``ArtifactError`` naming
+    it; read and validated by ``tensorcode.files.tensorfile``."""
     if not os.path.isfile(path):
         raise ArtifactError("no such file", path=path)
     try:
-        with safe_open(path, framework="np") as handle:
-            metadata = handle.metadata()
-            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
-    except Exception as error:  # safetensors raises several kinds for a bad file
-        raise ArtifactError(f"not a readable safetensors file ({type(error).__name__}: "
-                            f"{error}); bfloat16 tensors must be converted to float32 first",
-                            path=path) from None
-    return tensors, metadata
+        tensors, metadata = load_tensors(path)
+    except ArtifactError as error:
+        raise ArtifactError(f"not a readable safetensors file ({error}); bfloat16 tensors "
+                            "must be converted to float32 first", path=path) from None
+    return dict(sorted(tensors.items())), metadata or None
 
 
 def write_safetensors(path: str, tensors: dict[str, np.ndarray],
                       metadata: dict[str, str] | None = None) -> None:
-    """Write ``tensors`` as safetensors atomically (its own writer is not atomic)."""
-    from safetensors.numpy import save
-
-    data = save({name: np.ascontiguousarray(value) for name, value in tensors.items()},
-                metadata=metadata)
-    write_atomic(path, data)
+    """Write ``tensors`` as safetensors atomically."""
+    save_tensors(path, tensors, metadata)
 
 
 def write_scales(path: str, scales: dict[str, float], digits: int) -> None:
     document = {"format": SCALES_FORMAT, "version": 1, "digits": digits, "scales": scales}
-    write_atomic(path, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
+    atomic_write_json(path, document)
 
 
 def read_scales(path: str) -> dict[str, float]:
     """Scales written by ``render --scales``, every field checked."""
-    try:
-        with open(path, "rb") as stream:
-            document = json.loads(stream.read().decode("utf-8"),
-                                  parse_constant=_refuse_constant)
-    except OSError as error:
-        raise ArtifactError(f"cannot read the scales file: {error.strerror or error}",
-                            path=path) from None
-    except (ValueError, RecursionError) as error:
-        raise ArtifactError(f"not valid JSON: {error}", path=path) from None
+    document = read_json(path, what="scales file")
     if not isinstance(document, dict) or document.get("format") != SCALES_FORMAT:
         raise ArtifactError(f"expected format {SCALES_FORMAT!r}; write it with "
                             "`tensorcode patch render --scales`", path=path, field="format")
@@ -139,16 +123,12 @@ def read_scales(path: str) -> dict[str, float]:
     return checked
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"the constant {name} is not JSON")
-
-
 def _evidence(records: list[str]) -> list[dict]:
     parsed = []
     for text in records:
         try:
-            record = json.loads(text, parse_constant=_refuse_constant)
-        except (ValueError, RecursionError) as error:
+            record = decode(text)
+        except ValueError as error:
             raise PatchError(f"--evidence {text!r} is not valid JSON: {error}") from None
         if not isinstance(record, dict):
             raise PatchError(f'--evidence {text!r} must be a JSON object such as '

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TensorCodeError
+from ..files import decode
 
 #: input lines longer than this are refused rather than parsed
 MAX_LINE_CHARS = 1 << 20
@@ -77,17 +78,13 @@ def _read_line(line: str, number: int) -> dict[str, Any]:
         raise TensorCodeError(f"the line has {len(line)} characters, more than "
                               f"{MAX_LINE_CHARS}")
     try:
-        document = json.loads(line, parse_constant=_refuse_constant)
-    except (json.JSONDecodeError, ValueError) as error:
+        document = decode(line)
+    except ValueError as error:
         raise TensorCodeError(f"not JSON ({error}); write one object per line such as "
                               '{"features": [0, 1, 0]}') from None
     if not isinstance(document, dict):
         raise TensorCodeError("expected a JSON object mapping input names to values")
     return document
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _json_value(value: Any) -> Any:

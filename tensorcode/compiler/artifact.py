@@ -7,6 +7,9 @@ the layout's initials, keyed ``slot.<k>``; all stored flat, shapes come from the
 ``load_plan`` validates every field before building anything and raises
 ``ArtifactError`` naming the file and the field; then it rebuilds a network from the IR
 (or checks the one given) and lowers it again, which hits the plan cache when warm.
+The graph goes through the compiler's one document codec (``document``), the JSON through
+the strict reader and the tensors through ``tensorfile``; ``save_plan`` builds the
+directory beside the target and renames it into place, so a crash leaves the old plan.
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import ArtifactError, TensorCodeError
-from . import ir, primitives
+from ..errors import ArtifactError
+from ..files import (Fields, atomic_write_text, load_tensors, read_json, replace_directory,
+                     save_tensors)
+from . import ir
+from .document import Rules, from_document, replay, to_document
 from .ir import DTYPES, Type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,36 +37,29 @@ PLAN_FILE = "plan.json"
 VALUES_FILE = "values.safetensors"
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_jsonable(v) for v in value]
-    return value
-
-
 def _graph_digest(graph: ir.Graph) -> str:
     return hashlib.sha256(ir.describe(graph).encode()).hexdigest()
 
 
 def save_plan(plan: "Plan", directory: pathlib.Path) -> pathlib.Path:
-    from safetensors.numpy import save_file
-
+    """Write the plan directory atomically: both files are built in a temp directory
+    beside ``directory`` and renamed into place, so a reader finds the old plan or the
+    new one (``replace_directory``)."""
     from .. import __version__
 
-    directory.mkdir(parents=True, exist_ok=True)
     graph = plan.graph
     network = plan.network
-    nodes, values = [], {}
-    for i, node in enumerate(graph.nodes):
-        entry: dict[str, Any] = {"op": node.op, "inputs": list(node.inputs),
-                                 "attrs": {k: _jsonable(v) for k, v in node.attrs},
-                                 "shape": list(node.type.shape), "dtype": node.type.dtype}
-        if node.name is not None:
-            entry["name"] = node.name
-        if node.op in ir.SOURCE_OPS:
-            values[f"node.{i}"] = np.ascontiguousarray(node.value).reshape(-1)
+    values: dict[str, np.ndarray] = {}
+
+    def extra(i: int, node: ir.Node) -> dict:
+        if node.op not in ir.SOURCE_OPS:
+            return {}
+        values[f"node.{i}"] = np.ascontiguousarray(node.value).reshape(-1)
+        fields: dict[str, Any] = {"inputs": [], "attrs": {}}
         if node.op in ("parameter", "input"):
-            entry["origin"] = plan._origins[i]
-        nodes.append(entry)
+            fields["origin"] = plan._origins[i]
+        return fields
+
     slots = []
     for k, slot in enumerate(network.layout.slots):
         slots.append({"node": slot.node, "name": slot.name, "shape": list(slot.shape),
@@ -71,93 +70,56 @@ def save_plan(plan: "Plan", directory: pathlib.Path) -> pathlib.Path:
         "format": FORMAT,
         "tensorcode": __version__,
         "backend": plan.backend,
-        "graph": {"nodes": nodes, "outputs": list(graph.outputs)},
+        "graph": to_document(graph, extra=extra),
         "roots": list(plan.roots),
         "layout": slots,
         "digest": _graph_digest(graph),
     }
-    text = json.dumps(document, indent=1, sort_keys=True)
-    (directory / PLAN_FILE).write_text(text + "\n", encoding="utf-8")
-    save_file(values, str(directory / VALUES_FILE), metadata={"format": FORMAT})
-    return directory
+    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+
+    def fill(temp: pathlib.Path) -> None:
+        save_tensors(temp / VALUES_FILE, values, metadata={"format": FORMAT})
+        atomic_write_text(temp / PLAN_FILE, text)
+
+    # plan.json is listed last: where the directory holds other files too, the files are
+    # replaced one by one and plan.json is the commit record
+    return replace_directory(directory, fill, owned=(VALUES_FILE, PLAN_FILE))
 
 
 # ---------------------------------------------------------------------------------------
 # loading
 
-
-class _Reader:
-    def __init__(self, path: pathlib.Path) -> None:
-        self.path = path
-
-    def fail(self, field: str, message: str) -> ArtifactError:
-        return ArtifactError(message, path=self.path, field=field)
-
-    def get(self, obj: Any, key: str, kind: type | tuple, field: str) -> Any:
-        if not isinstance(obj, dict) or key not in obj:
-            raise self.fail(field, "is missing")
-        value = obj[key]
-        if isinstance(value, bool) and kind is not bool and bool not in (
-                kind if isinstance(kind, tuple) else (kind,)):
-            raise self.fail(field, f"must be {getattr(kind, '__name__', kind)}, got a bool")
-        if not isinstance(value, kind):
-            raise self.fail(field, f"must be {getattr(kind, '__name__', kind)}, got "
-                                   f"{type(value).__name__}")
-        return value
-
-    def int_list(self, obj: Any, key: str, field: str) -> list[int]:
-        value = self.get(obj, key, list, field)
-        for k, v in enumerate(value):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise self.fail(f"{field}[{k}]", "must be a non-negative int")
-        return value
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
+#: a plan's graph: any dtype the IR knows, sizes may be 0, fields beyond the known ones
+#: are ignored (older and newer writers add them)
+_RULES = Rules()
 
 
 def load_plan(directory: pathlib.Path, network: "Network | None", backend: str | None
               ) -> "Plan":
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
     plan_path = directory / PLAN_FILE
     values_path = directory / VALUES_FILE
-    r = _Reader(plan_path)
+    r = Fields(plan_path)
     if not plan_path.is_file():
         raise ArtifactError("no such file; save a plan with plan.save(directory)",
                             path=plan_path)
-    try:
-        document = json.loads(plan_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ArtifactError(f"is not valid JSON ({error})", path=plan_path) from None
-    if not isinstance(document, dict):
-        raise r.fail("(document)", "must be a JSON object")
-    fmt = r.get(document, "format", str, "format")
+    document = r.object(read_json(plan_path, what="plan"), "(document)")
+    fmt = r.string(r.get(document, "format"), "format")
     if fmt != FORMAT:
         raise r.fail("format", f"is {fmt!r}; this TensorCode reads {FORMAT!r}")
-    saved_backend = r.get(document, "backend", str, "backend")
+    saved_backend = r.string(r.get(document, "backend"), "backend")
     if saved_backend not in ("numba", "reference"):
         raise r.fail("backend", f"unknown backend {saved_backend!r}")
-    graph_doc = r.get(document, "graph", dict, "graph")
-    node_docs = r.get(graph_doc, "nodes", list, "graph.nodes")
-    outputs = r.int_list(graph_doc, "outputs", "graph.outputs")
-    roots = r.int_list(document, "roots", "roots")
-    digest = r.get(document, "digest", str, "digest")
-    layout_docs = r.get(document, "layout", list, "layout")
+    graph_doc = r.object(r.get(document, "graph"), "graph")
+    outputs = r.integers(r.get(graph_doc, "outputs", "graph.outputs"), "graph.outputs")
+    roots = r.integers(r.get(document, "roots"), "roots")
+    digest = r.string(r.get(document, "digest"), "digest")
+    layout_docs = r.list(r.get(document, "layout"), "layout")
     if len(roots) != len(outputs):
         raise r.fail("roots", f"has {len(roots)} entries but graph.outputs has {len(outputs)}")
 
     if not values_path.is_file():
         raise ArtifactError("no such file; a plan directory needs its values", path=values_path)
-    try:
-        values = load_file(str(values_path))
-    except (SafetensorError, OSError, ValueError) as error:
-        raise ArtifactError(f"cannot be read as safetensors ({error})", path=values_path,
-                            field="(file)") from None
+    values, _ = load_tensors(values_path)
 
     def value_of(key: str, t: Type, field: str) -> np.ndarray:
         if key not in values:
@@ -166,52 +128,35 @@ def load_plan(directory: pathlib.Path, network: "Network | None", backend: str |
         if array.ndim != 1 or array.dtype.name != t.dtype or array.size != t.size:
             raise ArtifactError(f"has {array.dtype.name}{list(array.shape)} but {field} says "
                                 f"{t} (stored flat)", path=values_path, field=key)
-        array = array.reshape(t.shape)
-        array = np.array(array, copy=True, order="C")
+        array = np.array(array.reshape(t.shape), copy=True, order="C")
         array.flags.writeable = False
         return array
 
-    nodes: list[ir.Node] = []
     origins: dict[int, int] = {}
-    for i, nd in enumerate(node_docs):
-        field = f"graph.nodes[{i}]"
-        op = r.get(nd, "op", str, f"{field}.op")
-        if op not in ir.SOURCE_OPS and op not in primitives.REGISTRY:
-            raise r.fail(f"{field}.op", f"unknown op {op!r}")
-        inputs = r.int_list(nd, "inputs", f"{field}.inputs")
-        shape = r.int_list(nd, "shape", f"{field}.shape")
-        dtype = r.get(nd, "dtype", str, f"{field}.dtype")
-        if dtype not in DTYPES:
-            raise r.fail(f"{field}.dtype", f"unsupported dtype {dtype!r}")
-        attrs = r.get(nd, "attrs", dict, f"{field}.attrs")
-        name = nd.get("name")
+
+    def source(i: int, op: str, spec: dict, t: Type, field: str) -> tuple[np.ndarray, Any]:
+        name = spec.get("name")
         if name is not None and not isinstance(name, str):
             raise r.fail(f"{field}.name", "must be a string")
-        t = Type(tuple(shape), dtype)
-        value = None
-        if op in ir.SOURCE_OPS:
-            value = value_of(f"node.{i}", t, field)
+        value = value_of(f"node.{i}", t, field)
         if op in ("parameter", "input"):
-            origins[i] = r.get(nd, "origin", int, f"{field}.origin")
-        nodes.append(ir.Node(op, tuple(inputs), tuple(sorted((k, _freeze(v)) for k, v in
-                                                             attrs.items())), t, value, name))
-    graph = ir.Graph(tuple(nodes), tuple(outputs))
-    try:
-        ir.verify(graph)
-    except TensorCodeError as error:
-        raise r.fail("graph", str(error)) from None
+            origins[i] = r.integer(r.get(spec, "origin", f"{field}.origin"), f"{field}.origin")
+        return value, name
+
+    graph = from_document(graph_doc, r, "graph", source, _RULES)
     if _graph_digest(graph) != digest:
         raise r.fail("digest", "does not match the graph; the file was changed or damaged")
+    nodes = graph.nodes
     slots = []
     offsets: dict[str, int] = {}
     for k, sd in enumerate(layout_docs):
         field = f"layout[{k}]"
-        node_id = r.get(sd, "node", int, f"{field}.node")
-        shape = tuple(r.int_list(sd, "shape", f"{field}.shape"))
-        dtype = r.get(sd, "dtype", str, f"{field}.dtype")
+        node_id = r.integer(r.get(sd, "node", f"{field}.node"), f"{field}.node")
+        shape = tuple(r.integers(r.get(sd, "shape", f"{field}.shape"), f"{field}.shape"))
+        dtype = r.string(r.get(sd, "dtype", f"{field}.dtype"), f"{field}.dtype")
         if dtype not in DTYPES:
             raise r.fail(f"{field}.dtype", f"unsupported dtype {dtype!r}")
-        offset = r.get(sd, "offset", int, f"{field}.offset")
+        offset = r.integer(r.get(sd, "offset", f"{field}.offset"), f"{field}.offset")
         if offset != offsets.get(dtype, 0):
             raise r.fail(f"{field}.offset", f"is {offset}; the layout packs slots in order, "
                                             f"so it must be {offsets.get(dtype, 0)}")
@@ -239,7 +184,7 @@ def load_plan(directory: pathlib.Path, network: "Network | None", backend: str |
     return plan
 
 
-def _check_network(r: _Reader, network: "Network", graph: ir.Graph, slots: list,
+def _check_network(r: Fields, network: "Network", graph: ir.Graph, slots: list,
                    origins: dict[int, int], roots: list[int]) -> None:
     layout = network.layout.slots
     if len(layout) != len(slots):
@@ -270,16 +215,9 @@ def _rebuild(graph: ir.Graph, slots: list, origins: dict[int, int], roots: list[
     by_origin: dict[int, Any] = {}
     for node_id, name, shape, dtype, initial in slots:
         by_origin[node_id] = tape.parameter(initial, name=name, dtype=dtype)
-    exprs: list[Any] = []
-    for i, node in enumerate(graph.nodes):
-        if node.op == "parameter":
-            exprs.append(by_origin[origins[i]])
-        elif node.op == "input":
-            exprs.append(tape.input(node.value, name=node.name, dtype=node.type.dtype))
-        elif node.op == "leaf":
-            exprs.append(tape.leaf(node.value, dtype=node.type.dtype))
-        else:
-            exprs.append(tape.apply(node.op, [exprs[j] for j in node.inputs], node.attr_dict))
+    given = {i: by_origin[origins[i]] for i, node in enumerate(graph.nodes)
+             if node.op == "parameter"}
+    exprs = replay(graph, tape, given)
     network = tape.into_network()
     return network, [exprs[o].index for o in graph.outputs]
 

@@ -1,8 +1,8 @@
 """What an author program is given: its input and output contracts, its json
 parameters, and the program and json block picked out of a model's reply.
 
-Nothing here evaluates text: the json block is read with ``json.loads`` (NaN and
-Infinity refused) and validated as names to numbers or nested lists of numbers.
+Nothing here evaluates text: the json block is read with the strict JSON reader (NaN,
+Infinity and duplicate keys refused) and validated as names to numbers or nested lists.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import CompileError
+from ..files.strict_json import decode
 from .subset_language import (IDENTIFIER, MAX_PARAMETER_ELEMENTS, MAX_RANK,
                               MAX_TENSOR_ELEMENTS, RESERVED_NAMES)
 
@@ -109,8 +110,8 @@ def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
     The program is the first fenced ``python`` block (or the first fenced block that is
     not json), or the whole text when there is no fence; the parameters come from the
     first fenced ``json`` block (``{}`` when there is none). Nothing is evaluated: the
-    json block is read with ``json.loads`` and validated as names to numbers or nested
-    lists of numbers.
+    json block is read with the strict JSON reader and validated as names to numbers or
+    nested lists of numbers.
     """
     if not isinstance(text, str):
         raise CompileError(f"the reply must be text (str), got {type(text).__name__}")
@@ -127,7 +128,7 @@ def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
             continue
         first_line = text.count("\n", 0, start) + 1
         try:
-            parsed = json.loads(body, parse_constant=_refuse_constant)
+            parsed = decode(body)
         except json.JSONDecodeError as exc:
             line = first_line + exc.lineno - 1
             raise CompileError(f"the json block is not valid JSON ({exc.msg}); write an "
@@ -148,10 +149,6 @@ def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
         parameters = parsed
         break
     return source, parameters
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a finite number")
 
 
 def _reply_excerpt(text: str, line: int, column: int) -> str | None:

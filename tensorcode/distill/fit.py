@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..compiler.ir import SOURCE_OPS
+from ..compiler.document import replay
 from ..compiler.tape import Tape
 from ..errors import TensorCodeError, TrainingError
 from . import program as programs
@@ -106,18 +106,7 @@ class _Objective:
     def __init__(self, result: Distillation) -> None:
         compiled = result.program.program
         tape = Tape()
-        copies: list[Any] = []
-        for node in compiled.network.graph.nodes:
-            if node.op == "parameter":
-                copies.append(tape.parameter(node.value, name=node.name))
-            elif node.op == "input":
-                copies.append(tape.input(node.value, name=node.name))
-            elif node.op == "leaf":
-                copies.append(tape.leaf(node.value))
-            else:
-                assert node.op not in SOURCE_OPS
-                copies.append(tape.apply(node.op, [copies[i] for i in node.inputs],
-                                         node.attr_dict))
+        copies = replay(compiled.network.graph, tape)
         self.inputs = {name: copies[s.index] for name, s in compiled.inputs.items()}
         self.parameters = {name: copies[s.index] for name, s in compiled.parameters.items()}
         produced = {name: copies[s.index] for name, s in compiled.outputs.items()}

@@ -11,11 +11,11 @@ from __future__ import annotations
 import importlib
 import os
 import pathlib
-import tempfile
 from typing import Any
 
 import numpy as np
 
+from ..files import atomic_write
 from .errors import MissingExtraError, PlotError
 from .figure import Plot
 from .layers import Cells, Line, Points
@@ -137,36 +137,17 @@ def save_plot(plot: Plot, path: str | os.PathLike) -> pathlib.Path:
 
 
 def write_figure(figure: Any, path: str | os.PathLike, dpi: int = 100) -> pathlib.Path:
-    """Write a matplotlib ``figure`` as PNG or SVG (by suffix) through a temporary file in
-    the same directory and ``os.replace``, so ``path`` holds either the old file or the
-    new one, never half an image. Missing parent directories are created."""
+    """Write a matplotlib ``figure`` as PNG or SVG (by suffix) with ``atomic_write``, so
+    ``path`` holds either the old file or the new one, never half an image. Missing
+    parent directories are created."""
     path = pathlib.Path(path)
     file_format = _format_of(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise PlotError(f"cannot create the directory for {path}: {error}") from error
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            figure.savefig(stream, format=file_format, dpi=dpi)
-        os.chmod(temporary, _default_file_mode())
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write(path, lambda stream: figure.savefig(stream, format=file_format, dpi=dpi))
     return path
-
-
-def _default_file_mode() -> int:
-    """The mode an ordinary new file would get (``mkstemp`` makes private ones)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
 
 
 def show_plot(plot: Plot) -> None:

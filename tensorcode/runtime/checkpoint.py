@@ -30,8 +30,8 @@ import numpy as np
 from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
 from ..compiler.tables import Layout, Parameters, Table
 from ..files import atomic_write, fsync_directory
-from .tensorfile import (DATA_DIGEST_PLACEHOLDER, TensorFile,
-                         write_tensors)
+from ..files.strict_json import JsonLimits, decode
+from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, TensorFile, write_tensors
 
 
 def named_snapshot(parameters: Parameters, module: Any) -> dict[str, np.ndarray]:
@@ -287,13 +287,13 @@ def _read_manifest(path: pathlib.Path) -> dict:
         raise ArtifactError("not UTF-8 text", path=path) from error
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+#: a generator state holds 128-bit integers and a seed may be wider still
+_MANIFEST_LIMITS = JsonLimits(min_integer=-(2 ** 256), max_integer=2 ** 256)
 
 
 def _parse_manifest(text: str, path: pathlib.Path) -> dict:
     try:
-        manifest = json.loads(text, parse_constant=_reject_constant)
+        manifest = decode(text, _MANIFEST_LIMITS)
     except ValueError as error:
         raise ArtifactError(f"not valid JSON: {error}", path=path) from error
     if not isinstance(manifest, dict):

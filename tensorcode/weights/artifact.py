@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArtifactError, PatchError
+from ..errors import PatchError
+from ..files import Fields, describe, read_json
 from ..files import atomic_write_bytes as write_atomic
 from .forms import Dense, LowRank, Projection, Sparse
 from .hashing import HASH_VERSION
@@ -115,45 +116,23 @@ def save_patch(patch: Patch, path: str | os.PathLike) -> None:
 
 # -- reading ------------------------------------------------------------------------------
 
-class _Reader:
-    """Validation helpers that name the file and the field in every complaint."""
+class _Reader(Fields):
+    """The toolkit's field reader with a patch's own checks: flat value lists in a
+    tensor's dtype (with "nan"/"inf" spelled as text) and low-rank factor matrices."""
 
-    def __init__(self, path: Any) -> None:
-        self.path = path
+    def object(self, value: Any, field: str, what: str = "a JSON object") -> dict:
+        return super().object(value, field, what)
 
-    def fail(self, field: str, message: str) -> ArtifactError:
-        return ArtifactError(message, path=self.path, field=field)
+    def integer(self, value: Any, field: str, low: int | None = 0,
+                high: int | None = None) -> int:
+        return super().integer(value, field, low, high)
 
-    def object(self, value: Any, field: str) -> dict:
-        if not isinstance(value, dict):
-            raise self.fail(field, f"expected a JSON object, found {_kind(value)}")
-        return value
-
-    def fields(self, value: dict, field: str, required: set[str]) -> None:
-        missing = sorted(required - set(value))
-        extra = sorted(set(value) - required)
-        if missing:
-            raise self.fail(field, f"missing fields {missing}")
-        if extra:
-            raise self.fail(field, f"unexpected fields {extra}; this reader knows "
-                            f"{sorted(required)}")
-
-    def integer(self, value: Any, field: str, low: int = 0, high: int | None = None) -> int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self.fail(field, f"expected an integer, found {_kind(value)}")
-        if value < low or (high is not None and value > high):
-            upper = "inf" if high is None else high
-            raise self.fail(field, f"expected an integer in {low}..{upper}, found {value}")
-        return value
-
-    def number(self, value: Any, field: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(field, f"expected a number, found {_kind(value)}")
-        return float(value)
+    def number(self, value: Any, field: str, finite: bool = False) -> float:
+        return super().number(value, field, finite)
 
     def values(self, raw: Any, field: str, dtype: np.dtype, count: int | None) -> np.ndarray:
         if not isinstance(raw, list):
-            raise self.fail(field, f"expected a list of values, found {_kind(raw)}")
+            raise self.fail(field, f"expected a list of values, found {describe(raw)}")
         if count is not None and len(raw) != count:
             raise self.fail(field, f"expected {count} values, found {len(raw)}")
         if dtype == np.bool_:
@@ -165,7 +144,7 @@ class _Reader:
             for position, v in enumerate(raw):
                 if not isinstance(v, int) or isinstance(v, bool) or not info.min <= v <= info.max:
                     raise self.fail(f"{field}[{position}]", f"expected an integer in the range "
-                                    f"of {dtype.name}, found {_kind(v)}")
+                                    f"of {dtype.name}, found {describe(v)}")
             return np.array(raw, dtype=dtype)
         numbers = []
         for position, v in enumerate(raw):
@@ -175,7 +154,7 @@ class _Reader:
                 numbers.append(float(v))
             else:
                 raise self.fail(f"{field}[{position}]", f"expected a number (or \"nan\", "
-                                f"\"inf\", \"-inf\"), found {_kind(v)}")
+                                f"\"inf\", \"-inf\"), found {describe(v)}")
         with np.errstate(over="ignore"):
             return np.array(numbers, dtype=np.float64).astype(dtype)
 
@@ -192,66 +171,17 @@ class _Reader:
         return np.array(rows, dtype=np.float64).reshape(len(raw), width)
 
 
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the text {value[:40]!r}"
-    return {"list": "a list", "dict": "an object"}.get(type(value).__name__,
-                                                       type(value).__name__)
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"the constant {name} is not JSON")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
-    result = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _read_json(path: Any) -> Any:
-    try:
-        size = os.path.getsize(path)
-    except OSError as error:
-        raise ArtifactError(f"cannot read the patch file: {error.strerror or error}",
-                            path=path) from None
-    if size > MAX_ARTIFACT_BYTES:
-        raise ArtifactError(f"the file has {size} bytes, more than the {MAX_ARTIFACT_BYTES} "
-                            "a patch may have", path=path)
-    try:
-        with open(path, "rb") as stream:
-            text = stream.read().decode("utf-8")
-        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
-    except UnicodeDecodeError:
-        raise ArtifactError("the file is not UTF-8 text; a patch is JSON", path=path) from None
-    except RecursionError:
-        raise ArtifactError("the JSON nests too deeply", path=path) from None
-    except ValueError as error:
-        raise ArtifactError(f"the file is not valid JSON: {error}", path=path) from None
-    except OSError as error:
-        raise ArtifactError(f"cannot read the patch file: {error}", path=path) from None
-
-
 def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
     where = f"tensors.{name}"
     entry = reader.object(raw, where)
     form = entry.get("form")
     if form not in _FORM_FIELDS:
         raise reader.fail(f"{where}.form", f"expected one of {sorted(_FORM_FIELDS)}, found "
-                          f"{_kind(form)}")
-    reader.fields(entry, where, _COMMON | _FORM_FIELDS[form])
+                          f"{describe(form)}")
+    reader.keys(entry, where, _COMMON | _FORM_FIELDS[form])
     shape_raw = entry["shape"]
     if not isinstance(shape_raw, list) or len(shape_raw) > 32:
-        raise reader.fail(f"{where}.shape", f"expected a list of sizes, found {_kind(shape_raw)}")
+        raise reader.fail(f"{where}.shape", f"expected a list of sizes, found {describe(shape_raw)}")
     shape = tuple(reader.integer(n, f"{where}.shape[{k}]") for k, n in enumerate(shape_raw))
     size = int(np.prod(shape, dtype=np.int64))
     if size > MAX_ARTIFACT_BYTES:
@@ -259,14 +189,14 @@ def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
                           "patch describes")
     if entry["dtype"] not in SUPPORTED_DTYPES:
         raise reader.fail(f"{where}.dtype", f"expected one of {list(SUPPORTED_DTYPES)}, found "
-                          f"{_kind(entry['dtype'])}")
+                          f"{describe(entry['dtype'])}")
     dtype = np.dtype(entry["dtype"])
     hashes = []
     for key in ("base_sha256", "edited_sha256"):
         value = entry[key]
         if not isinstance(value, str) or not _HEX.match(value):
             raise reader.fail(f"{where}.{key}", f"expected 64 lowercase hex digits, found "
-                              f"{_kind(value)}")
+                              f"{describe(value)}")
         hashes.append(value)
     changed = reader.integer(entry["changed"], f"{where}.changed", 0, size)
     try:
@@ -274,7 +204,7 @@ def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
             indices_raw = entry["indices"]
             if not isinstance(indices_raw, list):
                 raise reader.fail(f"{where}.indices", f"expected a list of flat indices, found "
-                                  f"{_kind(indices_raw)}")
+                                  f"{describe(indices_raw)}")
             indices = np.array([reader.integer(i, f"{where}.indices[{k}]", 0, max(size - 1, 0))
                                 for k, i in enumerate(indices_raw)], dtype=np.int64)
             values = reader.values(entry["values"], f"{where}.values", dtype, len(indices_raw))
@@ -308,22 +238,23 @@ def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
 def load_patch(path: str | os.PathLike) -> Patch:
     """Read a patch artifact; every field is validated before a ``Patch`` is made."""
     reader = _Reader(path)
-    document = reader.object(_read_json(path), "(top level)")
+    document = reader.object(read_json(path, MAX_ARTIFACT_BYTES, what="patch file"),
+                             "(top level)")
     if document.get("format") != Patch.FORMAT:
         raise reader.fail("format", f"expected {Patch.FORMAT!r}, found "
-                          f"{_kind(document.get('format'))}; this is not a TensorCode patch")
+                          f"{describe(document.get('format'))}; this is not a TensorCode patch")
     if document.get("version") != Patch.VERSION or isinstance(document.get("version"), bool):
         raise reader.fail("version", f"expected {Patch.VERSION}, found "
-                          f"{_kind(document.get('version'))}; this reader knows version "
+                          f"{describe(document.get('version'))}; this reader knows version "
                           f"{Patch.VERSION} only")
-    reader.fields(document, "(top level)", _TOP_FIELDS)
+    reader.keys(document, "(top level)", _TOP_FIELDS)
     if document["hash"] != HASH_VERSION:
-        raise reader.fail("hash", f"expected {HASH_VERSION!r}, found {_kind(document['hash'])}")
+        raise reader.fail("hash", f"expected {HASH_VERSION!r}, found {describe(document['hash'])}")
     tensors = reader.object(document["tensors"], "tensors")
     changes = {name: _change(reader, name, raw) for name, raw in tensors.items()}
     edits = document["edits"]
     if edits is not None and not isinstance(edits, str):
-        raise reader.fail("edits", f"expected null or text, found {_kind(edits)}")
+        raise reader.fail("edits", f"expected null or text, found {describe(edits)}")
     for field in ("rationale", "evidence", "author"):
         try:
             Patch({}, **{field: document[field]})

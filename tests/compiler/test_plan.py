@@ -158,6 +158,29 @@ def test_save_and_load_round_trip(tmp_path):
     assert_close(again.forward(network.parameters()).of(value), expected.of(value), "float32")
 
 
+def test_save_is_atomic_a_failed_save_keeps_the_old_plan(tmp_path, monkeypatch):
+    from tensorcode.compiler import artifact
+
+    network, value, adjoints, syms = mlp_program([2, 4, 1], batch=3)
+    first = network.entry([value]).lower("reference")
+    first.save(tmp_path / "plan")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "plan").iterdir()}
+
+    def crash(*args, **kwargs):
+        raise OSError("simulated crash while writing plan.json")
+
+    monkeypatch.setattr(artifact, "atomic_write_text", crash)
+    with pytest.raises(OSError, match="simulated"):
+        network.entry(adjoints.roots()).lower("reference").save(tmp_path / "plan")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan"]
+    assert {p.name: p.read_bytes() for p in (tmp_path / "plan").iterdir()} == before
+    assert len(Plan.load(tmp_path / "plan").roots) == 1
+    monkeypatch.undo()
+    network.entry(adjoints.roots()).lower("reference").save(tmp_path / "plan")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan"]
+    assert len(Plan.load(tmp_path / "plan").roots) == len(adjoints.roots())
+
+
 def _tamper(path, change):
     document = json.loads(path.read_text())
     change(document)

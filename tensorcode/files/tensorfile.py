@@ -21,6 +21,8 @@ from typing import Any, BinaryIO, Mapping
 import numpy as np
 
 from ..errors import ArtifactError
+from .atomic import atomic_write
+from .strict_json import JsonLimits, decode
 
 #: NumPy dtype name <-> safetensors dtype code
 DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64",
@@ -174,8 +176,8 @@ class TensorFile:
         self.header_bytes = prefix + text
         self.data_size = size - 8 - length
         try:
-            header = json.loads(text.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            header = decode(text, JsonLimits(max_bytes=MAX_HEADER_BYTES, max_depth=8))
+        except ValueError as error:
             raise ArtifactError(f"the header is not valid JSON: {error}", path=path,
                                 field="header") from error
         if not isinstance(header, dict):
@@ -274,5 +276,22 @@ def read_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[s
     return tensors, tensor_file.metadata, whole, data.hexdigest()
 
 
-__all__ = ["write_tensors", "read_tensors", "DTYPES",
-           "MAX_HEADER_BYTES"]
+def save_tensors(path: str | os.PathLike, tensors: Mapping[str, np.ndarray],
+                 metadata: Mapping[str, str] | None = None) -> str:
+    """Write ``tensors`` to ``path`` as a safetensors file, atomically; returns the
+    SHA-256 of the file."""
+    return atomic_write(path, lambda handle: write_tensors(handle, tensors, metadata))
+
+
+def load_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """``(tensors, metadata)`` of a safetensors file, every header field validated
+    (``ArtifactError`` naming the file and the field; a missing file says so)."""
+    if not os.path.isfile(path):
+        raise ArtifactError("no such file", path=path)
+    tensor_file = TensorFile(path)
+    tensors, _ = tensor_file.read()
+    return tensors, tensor_file.metadata
+
+
+__all__ = ["write_tensors", "read_tensors", "save_tensors", "load_tensors", "TensorFile",
+           "contiguous", "DTYPES", "MAX_HEADER_BYTES", "DATA_DIGEST_PLACEHOLDER"]

@@ -1,0 +1,26 @@
+"""The artifact toolkit: every file TensorCode writes or reads goes through here.
+
+- ``atomic``: atomic writes of files and directory artifacts (old or new, never half).
+- ``strict_json``: strict, bounded JSON (no duplicate keys, NaN/Infinity, deep nesting,
+  oversized files or out-of-range integers).
+- ``fields``: the validating reader that names the file and the field path.
+- ``tensorfile``: every safetensors read and write, validated and checksummed.
+
+This package sits below the compiler: it imports nothing from the compiler, the runtime
+or the products, so any of them may use it.
+"""
+
+from __future__ import annotations
+
+from .atomic import (atomic_write, atomic_write_bytes, atomic_write_json, atomic_write_text,
+                     fsync_directory, replace_directory)
+from .fields import Fields, at, describe, is_int
+from .strict_json import (DEFAULT_LIMITS, MAX_JSON_BYTES, JsonLimits, decode, dumps,
+                          parse_json, read_json)
+from .tensorfile import TensorFile, load_tensors, read_tensors, save_tensors, write_tensors
+
+__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
+           "fsync_directory", "replace_directory", "Fields", "at", "describe", "is_int",
+           "JsonLimits", "DEFAULT_LIMITS", "MAX_JSON_BYTES", "decode", "dumps", "parse_json",
+           "read_json", "TensorFile", "read_tensors", "write_tensors", "save_tensors",
+           "load_tensors"]
