@@ -89,7 +89,8 @@ def test_page_runs(page: Path, tmp_path: Path) -> None:
     env["MPLBACKEND"] = "Agg"
     completed = subprocess.run([sys.executable, str(script)], check=False, cwd=cwd, env=env,
                                capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert completed.returncode == 0, (
-        f"{page.relative_to(ROOT)} failed (exit {completed.returncode}); line numbers "
+    status = completed.returncode  # a plain int keeps the failure message to the point
+    assert status == 0, (
+        f"{page.relative_to(ROOT)} failed (exit {status}); line numbers "
         f"in the traceback are the page's\n--- stderr ---\n{completed.stderr}"
         f"\n--- stdout (last 2000 characters) ---\n{completed.stdout[-2000:]}")
