@@ -656,3 +656,22 @@ register("matmul", "matmul", _matmul_infer,
 def primitive_names() -> list[str]:
     """Every registered primitive, sorted (the subset language reference uses this)."""
     return sorted(REGISTRY)
+
+
+# ---------------------------------------------------------------------------------------
+# op facts the scheduler asks for
+
+
+def is_elementwise(op: str) -> bool:
+    """Whether every output element of ``op`` depends on one element of each input."""
+    return op in REGISTRY and REGISTRY[op].kind in ("unary", "binary", "where")
+
+
+def is_reduction(op: str) -> bool:
+    """Whether ``op`` reduces axes of one input (fused with the loop that feeds it)."""
+    return op in ("sum", "mean", "max", "min")
+
+
+def is_view(op: str) -> bool:
+    """Whether ``op`` computes nothing: its value is a strided view of its input."""
+    return op in ("reshape", "transpose", "broadcast_to", "slice", "detach")
