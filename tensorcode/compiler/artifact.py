@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ArtifactError, TensorCodeError
 from . import ir, primitives
+from .backends import BACKENDS
 from .ir import DTYPES, Type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,7 +141,7 @@ def load_plan(directory: pathlib.Path, network: "Network | None", backend: str |
     if fmt != FORMAT:
         raise r.fail("format", f"is {fmt!r}; this TensorCode reads {FORMAT!r}")
     saved_backend = r.get(document, "backend", str, "backend")
-    if saved_backend not in ("numba", "reference"):
+    if saved_backend not in BACKENDS:
         raise r.fail("backend", f"unknown backend {saved_backend!r}")
     graph_doc = r.get(document, "graph", dict, "graph")
     node_docs = r.get(graph_doc, "nodes", list, "graph.nodes")

@@ -112,6 +112,7 @@ class Schedule:
                     f"{loc} strides {list(loc.strides)}" if isinstance(loc, Strided)
                     else "unused")
                 lines.append(f"{format_node(i, node)}  (view: {where})")
+        named = {b.node: name for name, b in self.buffers.items() if b.node is not None}
         for k, kernel in enumerate(self.kernels):
             writes = ", ".join(sorted(kernel.writes))
             lines.append(f"kernel {k}: {kernel.headline()}" + (f" -> {writes}" if writes else ""))
@@ -121,7 +122,7 @@ class Schedule:
                 if i in self.registers and not isinstance(loc, Strided):
                     where = "  (register)"
                 elif isinstance(loc, Strided):
-                    where = f"  @ {loc}"
+                    where = f"  @ {loc}" + (f" ({named[i]})" if i in named else "")
                 lines.append(f"  {format_node(i, g.nodes[i])}{where}")
         for name, buf in sorted(self.buffers.items()):
             lines.append(f"buffer {name}: {buf.dtype}[{buf.size}] at {buf.arena.label}"
