@@ -187,7 +187,9 @@ class CompiledModule:
         self.key = key
         self.module = module
         options = dict(cache=True, nogil=True, error_model="numpy")
-        self.body = numba.njit(**options)(module.body)
+        # only the compiled entry points call ``body``: no Python wrapper to build
+        self.body = numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True,
+                               **options)(module.body)
         module.body = self.body
         scope = {"types": types}
         self.run_signature = eval(compile(module.RUN_SIGNATURE,  # noqa: S307
