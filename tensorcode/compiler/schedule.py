@@ -381,7 +381,12 @@ def lower_kernels(graph: Graph, fusion: Fusion, memory: Memory, values: _Values
                         loads[j] = values[j]
                 if i not in memory.needs_memory:
                     registers[i] = len(kernels)
-            stores = {i: values[i] for i in group.members if i in memory.needs_memory}
+            stores: dict[int, Strided] = {}
+            for i in group.members:
+                if i in memory.needs_memory:
+                    store = values[i]
+                    assert isinstance(store, Strided)
+                    stores[i] = store
             kernels.append(FusedKernel(list(group.members), group.space, loads, stores))
             continue
         i, node = ident, nodes[ident]
