@@ -187,9 +187,10 @@ class CompiledModule:
         self.key = key
         self.module = module
         options = dict(cache=True, nogil=True, error_model="numpy")
-        # only the compiled entry points call ``body``: no Python wrapper to build
+        # only the compiled entry points call ``body``: no Python wrapper to build, and
+        # no cache entry of its own (each cached entry point holds the code it calls)
         self.body = numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True,
-                               **options)(module.body)
+                               **{**options, "cache": False})(module.body)
         module.body = self.body
         scope = {"types": types}
         self.run_signature = eval(compile(module.RUN_SIGNATURE,  # noqa: S307
