@@ -157,7 +157,7 @@ def run(quick: bool) -> list[Row]:
 
     started = time.perf_counter()
     try:
-        compiled = algorithms.compile(SOURCE, INPUTS, OUTPUTS, PARAMETERS, executor="compiled")
+        compiled = algorithms.compile(SOURCE, INPUTS, OUTPUTS, PARAMETERS, executor="numba")
         unavailable = ""
     except CompileError as error:  # reported as a row, never replaced by the reference
         compiled, unavailable = None, str(error)[:160]
@@ -199,7 +199,7 @@ def run(quick: bool) -> list[Row]:
                         baseline=True, note="compiled Algorithm: plan call, dict in/out"))
     else:
         rows.append(Row(SUITE, single, "tensorcode", 0.0, "us", baseline=True,
-                        note=f"compiled executor unavailable: {unavailable}"))
+                        note=f"numba executor unavailable: {unavailable}"))
     rows.append(Row(SUITE, single, "tensorcode reference", us(lambda: reference(inputs),
                                                               max(20, number // 20)), "us",
                     note="Algorithm(executor='reference'): NumPy interpreter"))
@@ -221,7 +221,7 @@ def run(quick: bool) -> list[Row]:
                         note="Algorithm.batch: the plan's compiled loop over cases"))
     else:
         rows.append(Row(SUITE, batch, "tensorcode", 0.0, "M cases/s", lower_is_better=False,
-                        baseline=True, note="compiled executor unavailable"))
+                        baseline=True, note="numba executor unavailable"))
     small = many[:reference_n]
     rows.append(Row(SUITE, batch, "tensorcode reference",
                     throughput(lambda: reference.batch({"features": small}), reference_n),
@@ -252,5 +252,5 @@ def run(quick: bool) -> list[Row]:
     rows.append(Row(SUITE, "router, compile + lower (this process)", "tensorcode", lowering,
                     "s", baseline=True,
                     note=("plan cache: " + json.dumps({k: v for k, v in stats.items() if v}))
-                    if compiled is not None else "compiled executor unavailable"))
+                    if compiled is not None else "numba executor unavailable"))
     return rows

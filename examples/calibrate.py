@@ -20,6 +20,7 @@ import numpy as np
 
 import tensorcode as tc
 from tensorcode import trace
+from tensorcode.compiler.backends import BACKENDS, DEFAULT_BACKEND
 from tensorcode.ops import Mlp
 from tensorcode.training import (TemperatureCalibration, Trainer, evaluate_calibration,
                                  fit_threshold)
@@ -37,7 +38,7 @@ def sample(generator: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarr
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="numba", choices=["numba", "reference"])
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS)
     parser.add_argument("--epochs", type=int, default=150)
     args = parser.parse_args()
 

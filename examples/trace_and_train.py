@@ -28,6 +28,7 @@ import numpy as np
 
 import tensorcode as tc
 from tensorcode import trace
+from tensorcode.compiler.backends import BACKENDS, DEFAULT_BACKEND
 from tensorcode.ops import Classifier, TextEncoder
 from tensorcode.training import Trainer, load_experience
 
@@ -112,7 +113,7 @@ def accuracy(operations: dict, tickets: list) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--backend", default="numba", choices=["numba", "reference"])
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS)
     parser.add_argument("--workdir", type=pathlib.Path, default=None)
     parser.add_argument("--stage", choices=["train", "resume"], help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -52,6 +52,10 @@ class CompileError(SourceLocated, TensorCodeError):
     """A program or graph could not be compiled (with its place in the source, if any)."""
 
 
+class BackendError(TensorCodeError, ValueError):
+    """A backend name that is not one of ``tensorcode.compiler.backends.BACKENDS``."""
+
+
 class ArtifactError(TensorCodeError):
     """A file (checkpoint, plan, algorithm, patch, experience) failed validation.
 
@@ -88,5 +92,5 @@ class TrainingError(TensorCodeError):
 
 __all__ = [
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
-    "ArtifactError", "PatchError", "DistillationError", "TrainingError",
+    "BackendError", "ArtifactError", "PatchError", "DistillationError", "TrainingError",
 ]

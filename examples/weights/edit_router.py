@@ -14,7 +14,7 @@ weights have a flaw: the "refund" keyword argues for *technical*. The script
    against.
 
     python examples/weights/edit_router.py
-    python examples/weights/edit_router.py --executor reference --output ./patch-demo
+    python examples/weights/edit_router.py --backend reference --output ./patch-demo
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 
 from tensorcode import algorithm as algorithms
 from tensorcode import weights
+from tensorcode.compiler.backends import BACKENDS, DEFAULT_BACKEND
 from tensorcode.errors import PatchError
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -75,14 +76,14 @@ def routes(algorithm) -> list[str]:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--executor", default="compiled", choices=algorithms.EXECUTORS)
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS)
     parser.add_argument("--reply", default=str(HERE / "reply.txt"),
                         help="the recorded edit reply (edit statements)")
     parser.add_argument("-o", "--output", help="directory for the patch file (default: a temporary one)")
     args = parser.parse_args(argv)
 
     router = algorithms.compile(SOURCE, inputs={"features": (6,)}, outputs={"scores": (3,)},
-                                parameters={"w": W, "b": B}, executor=args.executor)
+                                parameters={"w": W, "b": B}, executor=args.backend)
 
     # 1. Render: the text shown, the rounded tensors it shows, and each tensor's scale.
     shown = weights.render(weights.algorithm_parameters(router), digits=3)

@@ -1,7 +1,7 @@
 """Algorithms: author programs compiled into the IR, saved as validated JSON artifacts,
 run by a compiled plan or the NumPy reference interpreter, and compared with references.
 
-``compile(source, inputs, outputs, parameters=None, executor="compiled") -> Algorithm``;
+``compile(source, inputs, outputs, parameters=None, executor="numba") -> Algorithm``;
 ``algorithm(inputs)`` for one case, ``algorithm.batch(inputs)`` over a leading case
 axis; ``algorithm.save(path)`` / ``Algorithm.load(path, executor=...)``;
 ``compare(algorithm, reference, cases, atol, rtol, rollout=False)``. Every tensor is
@@ -14,10 +14,11 @@ from ..compiler.subset import parse_reply
 from .artifact import FORMAT, VERSION
 from .comparison import Comparison, compare
 from .core import Algorithm, compile
+from ..compiler.backends import DEFAULT_BACKEND
 from .executors import EXECUTORS
 
 
-def load(path, executor: str = "compiled") -> Algorithm:
+def load(path, executor: str = DEFAULT_BACKEND) -> Algorithm:
     """``Algorithm.load(path, executor=...)``."""
     return Algorithm.load(path, executor=executor)
 

@@ -20,14 +20,15 @@ from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
 from ..files import atomic_write_bytes
 from ..compiler.tables import Parameters
 from . import artifact
-from .executors import EXECUTORS, Executor, make_executor
+from ..compiler.backends import DEFAULT_BACKEND, check_backend
+from .executors import Executor, make_executor
 
 
 class Algorithm:
     """A compiled program: call it on one case, ``batch`` it over many, save it."""
 
     def __init__(self, program: CompiledProgram, parameters: Mapping[str, np.ndarray],
-                 executor: str | Executor = "compiled") -> None:
+                 executor: str | Executor = DEFAULT_BACKEND) -> None:
         self._program = program
         network = program.network
         by_node = {symbol.index: name for name, symbol in program.parameters.items()}
@@ -187,12 +188,10 @@ class Algorithm:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, executor: str = "compiled") -> "Algorithm":
+    def load(cls, path: str | os.PathLike, executor: str = DEFAULT_BACKEND) -> "Algorithm":
         """Read and validate an artifact (``ArtifactError`` on any problem). The source
         text is never read: the artifact holds only its hash."""
-        if executor not in EXECUTORS:
-            raise TensorCodeError(f"executor must be one of {list(EXECUTORS)}, got "
-                                  f"{executor!r}")
+        check_backend(executor, "executor")
         path = Path(path)
         try:
             with open(path, "rb") as handle:
@@ -203,7 +202,7 @@ class Algorithm:
         return cls(program, parameters, executor)
 
     @classmethod
-    def from_document(cls, document: Mapping[str, Any], executor: str = "compiled"
+    def from_document(cls, document: Mapping[str, Any], executor: str = DEFAULT_BACKEND
                       ) -> "Algorithm":
         """An algorithm from an artifact document already in memory (validated)."""
         program, parameters = artifact.from_document(document)
@@ -211,7 +210,7 @@ class Algorithm:
 
 
 def compile(source: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any],
-            parameters: Mapping[str, Any] | None = None, executor: str = "compiled"
+            parameters: Mapping[str, Any] | None = None, executor: str = DEFAULT_BACKEND
             ) -> Algorithm:
     """Compile an author program against its contracts into an ``Algorithm``.
 
@@ -222,8 +221,7 @@ def compile(source: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any],
     rebuilt through the artifact reader, so a compiled algorithm and its saved-and-loaded
     copy are the same IR.
     """
-    if executor not in EXECUTORS:
-        raise TensorCodeError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
+    check_backend(executor, "executor")
     compiled = compile_program(source, inputs, outputs, parameters)
     values = {name: compiled.network.graph.nodes[symbol.index].value
               for name, symbol in compiled.parameters.items()}

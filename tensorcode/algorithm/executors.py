@@ -1,10 +1,11 @@
 """Executors: how an algorithm's network is run, behind one small interface.
 
-``reference`` evaluates the IR node by node with the NumPy interpreter (the oracle);
-``compiled`` lowers the network's output entry once into a plan
-(``network.entry(outputs).lower()``) and calls it. The compiled executor never falls
+An executor is named by its backend (``compiler.backends.BACKENDS``): ``reference``
+evaluates the IR node by node with the NumPy interpreter (the oracle); ``numba`` lowers
+the network's output entry once into a compiled plan
+(``network.entry(outputs).lower("numba")``) and calls it. The numba executor never falls
 back to the reference path: when plans cannot be built it raises, so a reported
-"compiled" result is always a compiled one.
+"numba" result is always a compiled one.
 
 Feeds arrive validated (float64, exact shapes, C-contiguous) keyed by input name;
 results are keyed by output name.
@@ -17,11 +18,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..compiler.backends import BACKENDS, check_backend
 from ..compiler.subset import CompiledProgram
 from ..errors import CompileError, TensorCodeError
 from ..compiler.tables import Parameters
 
-EXECUTORS = ("compiled", "reference")
+#: the executor names: the backend names, one word per backend
+EXECUTORS = BACKENDS
 
 
 class Executor:
@@ -84,7 +87,7 @@ def _plan_module() -> Any:
         plan = importlib.import_module("tensorcode.compiler.plan")
     except ImportError as exc:
         raise CompileError(
-            "the compiled executor needs compiled plans (tensorcode.compiler.plan), which "
+            "the numba executor needs compiled plans (tensorcode.compiler.plan), which "
             f"this installation cannot provide ({exc}); pass executor='reference' to run "
             "with the NumPy interpreter instead") from None
     return plan
@@ -94,14 +97,14 @@ class CompiledExecutor(Executor):
     """A plan lowered once for the output entry, reused for every call and every
     parameter table of the same network."""
 
-    name = "compiled"
+    name = "numba"
 
     def __init__(self, program: CompiledProgram) -> None:
         super().__init__(program)
         _plan_module()
         roots = [symbol for _, symbol in self.output_items]
         try:
-            self.plan = self.network.entry(roots).lower()
+            self.plan = self.network.entry(roots).lower("numba")
         except TensorCodeError:
             raise
         except Exception as exc:  # a backend failure is reported, never hidden
@@ -202,12 +205,10 @@ def _scalar_reader(run: Callable, only: str, names: list[str]) -> Callable:
 
 def make_executor(name: str, program: CompiledProgram) -> Executor:
     """The executor called ``name`` for ``program`` (``CompileError`` when it cannot
-    be built, ``TensorCodeError`` for an unknown name)."""
-    if name == "compiled":
+    be built, ``BackendError`` for an unknown name)."""
+    if check_backend(name, "executor") == "numba":
         return CompiledExecutor(program)
-    if name == "reference":
-        return ReferenceExecutor(program)
-    raise TensorCodeError(f"executor must be one of {list(EXECUTORS)}, got {name!r}")
+    return ReferenceExecutor(program)
 
 
 __all__ = ["EXECUTORS", "Executor", "ReferenceExecutor", "CompiledExecutor", "make_executor"]

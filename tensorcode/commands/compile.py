@@ -2,7 +2,7 @@
 
 Each PATH is a plan directory written by ``plan.save(dir)`` (``plan.json`` and
 ``values.safetensors``), a directory of them, or a saved algorithm artifact (a network
-written by ``algorithm.save(path)``, whose compiled executor lowers it). Each is
+written by ``algorithm.save(path)``, whose executor lowers it). Each is
 validated, lowered and compiled into the cache (``TENSORCODE_CACHE_DIR`` or
 ``--cache-dir``), so the next process that loads it, or lowers the same network, starts
 without compiling.
@@ -15,6 +15,7 @@ import os
 import pathlib
 import time
 
+from ..compiler.backends import BACKENDS, DEFAULT_BACKEND
 from ..errors import ArtifactError
 
 
@@ -24,8 +25,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="the plan cache to fill (default: TENSORCODE_CACHE_DIR or "
                              "~/.cache/tensorcode)")
-    parser.add_argument("--backend", default="numba", choices=["numba", "reference"],
-                        help="backend to lower for (default: numba)")
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
+                        help=f"backend to lower for (default: {DEFAULT_BACKEND})")
     parser.add_argument("--describe", action="store_true", help="print each lowered plan")
 
 
@@ -47,7 +48,7 @@ def _warm_algorithm(path: pathlib.Path, backend: str):
         from ..algorithm import load
     except ModuleNotFoundError as error:  # pragma: no cover - algorithm package absent
         raise ArtifactError(f"cannot read algorithm artifacts here ({error})", path=path)
-    algorithm = load(path, executor="compiled" if backend == "numba" else "reference")
+    algorithm = load(path, executor=backend)
     return getattr(getattr(algorithm, "_executor", None), "plan", None)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.backends import BACKENDS, DEFAULT_BACKEND
 from ..errors import TensorCodeError
 from ..files import decode
 
@@ -28,8 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", metavar="DIR",
                         help="a directory written by Distillation.save (algorithm.json and "
                              "distillation.json)")
-    parser.add_argument("--executor", choices=("compiled", "reference"), default="compiled",
-                        help="the compiled plan (default) or the NumPy reference interpreter")
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                        help="numba: the compiled plan (default); reference: the NumPy "
+                             "interpreter")
     parser.add_argument("--quiet", action="store_true", help="no summary on stderr")
 
 
@@ -37,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
     from ..distill.result import Distillation
     from ..distill.router import decide
 
-    program = Distillation.load(args.directory, executor=args.executor)
+    program = Distillation.load(args.directory, executor=args.backend)
     outputs = list(program.outputs)
     counts = {"lines": 0, "answered": 0, "escalated": 0, "refused": 0}
     out = sys.stdout

@@ -22,6 +22,7 @@ from typing import Any, TYPE_CHECKING
 import numpy as np
 
 from ..errors import ArtifactError
+from .backends import BACKENDS
 from ..files import (Fields, atomic_write_text, load_tensors, read_json, replace_directory,
                      save_tensors)
 from . import ir
@@ -107,7 +108,7 @@ def load_plan(directory: pathlib.Path, network: "Network | None", backend: str |
     if fmt != FORMAT:
         raise r.fail("format", f"is {fmt!r}; this TensorCode reads {FORMAT!r}")
     saved_backend = r.string(r.get(document, "backend"), "backend")
-    if saved_backend not in ("numba", "reference"):
+    if saved_backend not in BACKENDS:
         raise r.fail("backend", f"unknown backend {saved_backend!r}")
     graph_doc = r.object(r.get(document, "graph"), "graph")
     outputs = r.integers(r.get(graph_doc, "outputs", "graph.outputs"), "graph.outputs")

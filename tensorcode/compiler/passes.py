@@ -13,14 +13,12 @@ The passes, in the order ``optimize`` runs them:
   transpose of transpose, identity broadcasts, ``detach``);
 - ``cse``: common subexpression elimination;
 
-and ``fuse``, which groups elementwise chains (with the reductions they feed) into
-kernels: it returns a ``Fusion`` describing the groups rather than a new graph, since a
-kernel is a scheduling decision, not a value.
+Fusion, which groups elementwise chains into kernels, is a scheduling decision rather
+than a graph rewrite: it lives in ``fusion.py``, next to the schedule that uses it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -304,112 +302,5 @@ def optimize(graph: Graph, rounds: int = 4) -> Graph:
     return graph
 
 
-# ---------------------------------------------------------------------------------------
-# fusion
-
-
-def is_elementwise(node: Node) -> bool:
-    return node.op not in SOURCE_OPS and primitives.REGISTRY[node.op].kind in ELEMENTWISE_KINDS
-
-
-@dataclass
-class Group:
-    """One fused kernel: ``space`` is the shape its loop nest runs over; ``members``
-    are elementwise nodes of that shape and reductions of values of that shape, in
-    graph order."""
-
-    space: tuple[int, ...]
-    members: list[int]
-
-    def reductions(self, graph: Graph) -> list[int]:
-        return [i for i in self.members if graph.nodes[i].op in REDUCE_OPS]
-
-
-REDUCE_OPS = frozenset(op for op in primitives.REGISTRY if primitives.is_reduction(op))
-#: ops that never compute: their value is a strided view of their input
-VIEW_OPS = frozenset(op for op in primitives.REGISTRY if primitives.is_view(op))
-
-
-@dataclass
-class Fusion:
-    """The kernels ``fuse`` chose: ``groups`` in schedule order, ``group_of`` node ->
-    group index for every fused node."""
-
-    groups: list[Group]
-    group_of: dict[int, int]
-    placed_after: dict[int, int]
-
-
-def _view_base(graph: Graph, i: int, is_view: Callable[[int], bool]) -> tuple[int, bool]:
-    """The node a value is a view of, and whether any view op was crossed."""
-    crossed = False
-    while is_view(i):
-        i = graph.nodes[i].inputs[0]
-        crossed = True
-    return i, crossed
-
-
-def fuse(graph: Graph, is_view: Callable[[int], bool] | None = None) -> Fusion:
-    """Group elementwise nodes of the same shape, and the reductions they feed, into
-    kernels, in an order that respects every dependency.
-
-    A node joins an earlier group of its shape when each of its inputs is either a
-    member of that group (read from a register) or produced before the group starts
-    (read from memory); a reduction's result is only readable after its group ends,
-    and a value read through a view (a transpose, a broadcast, a reshape) must come from
-    memory. Other nodes (``barrier``: matmuls, gathers, ...) close nothing: they only
-    order themselves after their inputs, so groups they do not depend on stay open.
-    ``is_view(i)`` says which nodes are free views (default: every op in ``VIEW_OPS``);
-    a view the schedule must copy is a barrier like any other kernel."""
-    if is_view is None:
-        def is_view(i: int) -> bool:
-            return graph.nodes[i].op in VIEW_OPS
-    groups: list[Group] = []
-    group_of: dict[int, int] = {}
-    # position of each non-fused compute node in the sequence of groups: a node placed
-    # after group k is available to groups > k
-    placed_after: dict[int, int] = {}
-
-    def ready_at(j: int) -> int:
-        """The first group index at which value j can be read from memory."""
-        base, _ = _view_base(graph, j, is_view)
-        node = graph.nodes[base]
-        if node.op in SOURCE_OPS:
-            return 0
-        if base in group_of:
-            return group_of[base] + 1
-        return placed_after.get(base, 0)
-
-    def can_join(k: int, node_inputs: Sequence[int]) -> bool:
-        for j in node_inputs:
-            if group_of.get(j) == k and graph.nodes[j].op not in REDUCE_OPS:
-                continue  # a register of the same group
-            if ready_at(j) > k:
-                return False
-        return True
-
-    for i, node in enumerate(graph.nodes):
-        if node.op in SOURCE_OPS or is_view(i):
-            continue
-        if is_elementwise(node) or node.op in REDUCE_OPS:
-            space = node.type.shape if is_elementwise(node) else graph.nodes[node.inputs[0]].type.shape
-            best, best_score = None, -1
-            for k in range(len(groups) - 1, -1, -1):
-                if groups[k].space != space or not can_join(k, node.inputs):
-                    continue
-                score = sum(1 for j in node.inputs if group_of.get(j) == k)
-                if score > best_score:
-                    best, best_score = k, score
-            if best is None:
-                groups.append(Group(space, []))
-                best = len(groups) - 1
-            groups[best].members.append(i)
-            group_of[i] = best
-        else:
-            # a kernel after every group so far; groups opened later can read it
-            placed_after[i] = len(groups)
-    return Fusion(groups, group_of, placed_after)
-
-
-__all__ = ["dce", "cse", "fold_constants", "simplify", "canonical_order", "optimize", "fuse",
-           "Fusion", "Group", "PIPELINE", "REDUCE_OPS", "VIEW_OPS", "ELEMENTWISE_KINDS"]
+__all__ = ["dce", "cse", "fold_constants", "simplify", "canonical_order", "optimize",
+           "PIPELINE", "ELEMENTWISE_KINDS"]

@@ -1,18 +1,26 @@
 """Schedule and buffers: the lowered program a backend generates code for.
 
-``build(graph, sources)`` turns an optimized graph into a ``Schedule``:
+``build(graph, sources)`` turns an optimized graph into a ``Schedule`` in named stages,
+each a function below, in this order:
 
-- every value gets a *location*: a baked scalar, or a strided view (offset and strides
-  in elements) into a flat buffer: a parameter buffer (one per dtype, the table's own),
-  a constant, an input, the scratch arena or the output arena of its dtype. Reshape,
-  transpose, broadcast, slice and detach compute nothing: they are views, and only a
-  reshape of a non-contiguous view is copied;
-- kernels in a topological order: fused elementwise groups (from ``passes.fuse``, with
-  the reductions they feed), matmuls, gathers and scatters, copies;
-- liveness of every scratch buffer and a first-fit placement in one arena per dtype, so
-  scratch memory is close to the live maximum, not the sum of all nodes;
-- one output arena per dtype holding every root, in root order, so a gradient table can
-  view the gradient roots without copying them.
+1. ``place_sources``: parameters, inputs and constants get their locations (a strided
+   view of a parameter buffer, an input or a constant array; a size-1 leaf becomes a
+   baked ``Scalar``). Reshape, transpose, broadcast, slice and detach compute nothing:
+   they are views, and only a reshape of a non-contiguous view is copied;
+2. ``fuse`` (``fusion.py``): elementwise nodes of one shape, and the reductions they
+   feed, share a loop nest;
+3. ``assign_buffers``: which values need memory (read across kernels, through views, or
+   returned), one region of the output arena per root (in root order, so a gradient
+   table can view the gradient roots without copying them) and one buffer for each
+   other value;
+4. ``lower_kernels``: typed kernel records (``kernels.py``) in a topological order:
+   fused groups, matmuls (generated loops, or BLAS on contiguous operands), gathers,
+   scatters, concatenations, pads and copies;
+5. ``liveness``: which kernels write and read each buffer;
+6. ``place_scratch``: a first-fit placement of scratch buffers in one arena per dtype,
+   so scratch memory is close to the live maximum, not the sum of all nodes;
+7. ``bind``: every location rebound from its buffer to its ``Arena`` with an absolute
+   offset, which is all a backend needs to address memory.
 
 ``Schedule.describe()`` prints the lowered program: kernels, buffers and bytes.
 """
@@ -20,14 +28,17 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 
 from . import primitives
-from .ir import DTYPES, SOURCE_OPS, Graph, Node, format_node
-from .passes import REDUCE_OPS, VIEW_OPS, fuse, is_elementwise
+from .fusion import Fusion, fuse
+from .ir import SOURCE_OPS, Graph, Node, format_node
+from .kernels import (Arena, Buffer, CopyKernel, FusedKernel, Kernel, Loc, MatmulKernel,
+                      Scalar, Strided, broadcast_access, c_strides, contiguous, index_kernel,
+                      view_of)
 
 #: matmuls with at most this many multiply-adds run as generated loops; larger float
 #: matmuls call BLAS through ``np.dot`` on contiguous (or transposed) operands
@@ -36,120 +47,8 @@ LOOP_MATMUL_LIMIT = 1 << 15
 #: (64 bytes of float32)
 ALIGN = 16
 
-
-def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(int(d), 1)
-    return tuple(reversed(strides))
-
-
-# ---------------------------------------------------------------------------------------
-# locations
-
-
-@dataclass(frozen=True)
-class Scalar:
-    """A value every element of which is one constant, baked into the code."""
-
-    value: Any
-    dtype: str
-
-
-@dataclass(frozen=True)
-class Strided:
-    """A strided view into flat buffer ``buffer`` (a name the backend binds)."""
-
-    buffer: str
-    offset: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    dtype: str
-
-    @property
-    def contiguous(self) -> bool:
-        return all(s == c for s, c, d in zip(self.strides, c_strides(self.shape), self.shape)
-                   if d != 1)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-
-Loc = Scalar | Strided
-
-
-def view_of(loc: Loc, node: Node, graph: Graph) -> Loc | None:
-    """The location of view op ``node`` applied to ``loc``, or None if it is not a
-    strided view of it (a reshape of a non-contiguous view)."""
-    shape = node.type.shape
-    if isinstance(loc, Scalar):
-        return loc
-    op = node.op
-    if op == "detach":
-        return loc
-    if op == "reshape":
-        if not loc.contiguous:
-            return None
-        return Strided(loc.buffer, loc.offset, shape, c_strides(shape), loc.dtype)
-    if op == "transpose":
-        axes = node.attr("axes")
-        return Strided(loc.buffer, loc.offset, shape, tuple(loc.strides[a] for a in axes),
-                       loc.dtype)
-    if op == "broadcast_to":
-        lead = len(shape) - len(loc.shape)
-        strides = [0] * lead + [0 if d == 1 and t != 1 else s for d, t, s in
-                                zip(loc.shape, shape[lead:], loc.strides)]
-        return Strided(loc.buffer, loc.offset, shape, tuple(strides), loc.dtype)
-    if op == "slice":
-        axis, start = node.attr("axis"), node.attr("start")
-        return Strided(loc.buffer, loc.offset + start * loc.strides[axis], shape, loc.strides,
-                       loc.dtype)
-    raise AssertionError(op)  # pragma: no cover
-
-
-def broadcast_access(loc: Strided, space: Sequence[int]) -> tuple[int, ...]:
-    """Strides of ``loc`` over an iteration ``space`` it broadcasts to (right-aligned)."""
-    lead = len(space) - len(loc.shape)
-    return tuple([0] * lead + [0 if d == 1 else s for d, s in zip(loc.shape, loc.strides)])
-
-
-# ---------------------------------------------------------------------------------------
-# buffers and kernels
-
-
-@dataclass
-class Buffer:
-    """A flat region computed by one kernel: scratch (placed in the arena by liveness)
-    or an output (a fixed region of the output arena)."""
-
-    name: str
-    dtype: str
-    size: int
-    kind: str  # "scratch" or "output"
-    offset: int = 0
-    first: int = -1  # kernel index that writes it
-    last: int = -1   # last kernel index that reads it
-    node: int | None = None
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * np.dtype(self.dtype).itemsize
-
-
-@dataclass
-class Kernel:
-    """One loop nest (or library call). ``kind`` is ``fused``, ``matmul``, ``take``,
-    ``scatter_add``, ``one_hot``, ``concat``, ``pad`` or ``copy``; ``nodes`` the graph
-    nodes it computes; ``reads`` the buffers it reads; ``writes`` the ones it writes."""
-
-    kind: str
-    nodes: list[int]
-    space: tuple[int, ...] = ()
-    detail: dict[str, Any] = field(default_factory=dict)
-    reads: set[str] = field(default_factory=set)
-    writes: set[str] = field(default_factory=set)
+#: ops lowered to one kernel record each by ``kernels.index_kernel``
+INDEX_KERNEL_OPS = ("take", "scatter_add", "one_hot", "concat", "pad")
 
 
 @dataclass
@@ -165,19 +64,23 @@ class Sources:
 
 @dataclass
 class Schedule:
+    """The lowered program: ``kernels`` in order, every location bound to an ``Arena``;
+    ``buffers`` by name with their arena offsets and live ranges; ``locs`` each value's
+    location; ``registers`` fused values that never touch memory (node -> kernel);
+    ``constants`` the leaves passed as arrays, in argument order; ``roots`` (dtype,
+    offset, shape) per root in the output arenas; ``arena``/``out_arena`` elements of
+    scratch and output per dtype."""
+
     graph: Graph
     sources: Sources
     kernels: list[Kernel]
     buffers: dict[str, Buffer]
     locs: dict[int, Loc]
-    registers: dict[int, int]          # fused node -> kernel index (register-only values)
-    constants: list[int]               # leaf nodes passed as arrays, in argument order
-    roots: list[tuple[str, int, tuple[int, ...]]]  # (dtype, offset, shape) per root
-    arena: dict[str, int]              # scratch elements per dtype
-    out_arena: dict[str, int]          # output elements per dtype
-
-    def param_name(self, dtype: str) -> str:
-        return f"P_{DTYPES[dtype]}"
+    registers: dict[int, int]
+    constants: list[int]
+    roots: list[tuple[str, int, tuple[int, ...]]]
+    arena: dict[str, int]
+    out_arena: dict[str, int]
 
     @property
     def scratch_bytes(self) -> int:
@@ -197,44 +100,35 @@ class Schedule:
         """The lowered program: sources, kernels with their nodes, buffers and bytes."""
         g = self.graph
         lines = []
+        in_kernels = {i for k in self.kernels for i in k.nodes}
         for i, node in enumerate(g.nodes):
-            if node.op == "parameter":
-                dtype, offset = self.sources.parameters[i]
-                lines.append(f"{format_node(i, node)}  @ {self.param_name(dtype)}[{offset}]")
-            elif node.op == "input":
-                lines.append(f"{format_node(i, node)}  @ X{self.sources.inputs.index(i)}")
-            elif node.op == "leaf" and i in self.constants:
-                lines.append(f"{format_node(i, node)}  @ C{self.constants.index(i)}")
+            loc = self.locs.get(i)
+            if node.op in ("parameter", "input") or (node.op == "leaf" and i in self.constants):
+                lines.append(f"{format_node(i, node)}  @ {loc}")
             elif node.op == "leaf":
                 lines.append(f"{format_node(i, node)}  (baked into the code)")
-            elif node.op in VIEW_OPS and i not in self.registers and not any(
-                    i in k.nodes for k in self.kernels):
-                loc = self.locs.get(i)
+            elif primitives.is_view(node.op) and i not in self.registers and i not in in_kernels:
                 where = "a baked scalar" if isinstance(loc, Scalar) else (
-                    f"{loc.buffer}[{loc.offset}] strides {list(loc.strides)}"
-                    if isinstance(loc, Strided) else "unused")
+                    f"{loc} strides {list(loc.strides)}" if isinstance(loc, Strided)
+                    else "unused")
                 lines.append(f"{format_node(i, node)}  (view: {where})")
+        named = {b.node: name for name, b in self.buffers.items() if b.node is not None}
         for k, kernel in enumerate(self.kernels):
-            head = f"kernel {k}: {kernel.kind}"
-            if kernel.kind == "fused":
-                head += f" over [{','.join(map(str, kernel.space))}]"
-            if kernel.kind == "matmul":
-                head += f" ({kernel.detail['mode']})"
             writes = ", ".join(sorted(kernel.writes))
-            lines.append(head + (f" -> {writes}" if writes else ""))
+            lines.append(f"kernel {k}: {kernel.headline()}" + (f" -> {writes}" if writes else ""))
             for i in kernel.nodes:
-                where = ""
                 loc = self.locs.get(i)
+                where = ""
                 if i in self.registers and not isinstance(loc, Strided):
                     where = "  (register)"
                 elif isinstance(loc, Strided):
-                    where = f"  @ {loc.buffer}[{loc.offset}]"
+                    where = f"  @ {loc}" + (f" ({named[i]})" if i in named else "")
                 lines.append(f"  {format_node(i, g.nodes[i])}{where}")
         for name, buf in sorted(self.buffers.items()):
-            arena = "W" if buf.kind == "scratch" else "O"
-            lines.append(f"buffer {name}: {buf.dtype}[{buf.size}] at {arena}_{DTYPES[buf.dtype]}"
+            lines.append(f"buffer {name}: {buf.dtype}[{buf.size}] at {buf.arena.label}"
                          f"[{buf.offset}] live kernels {buf.first}..{buf.last}")
-        roots = ", ".join(f"O_{DTYPES[d]}[{o}:{o + math.prod(s)}]" for d, o, s in self.roots)
+        roots = ", ".join(f"{Arena('output', d).label}[{o}:{o + math.prod(s)}]"
+                          for d, o, s in self.roots)
         lines.append(f"return {roots}")
         lines.append(f"scratch {self.scratch_bytes} bytes (one buffer per node would take "
                      f"{self.naive_bytes}); outputs {self.output_bytes} bytes; "
@@ -243,7 +137,164 @@ class Schedule:
 
 
 # ---------------------------------------------------------------------------------------
-# building
+# stage 1: sources and their views
+
+
+def place_sources(graph: Graph, sources: Sources
+                  ) -> tuple[dict[int, Loc], list[int], set[int]]:
+    """Locations of the sources and of views of them: ``(locs, constants,
+    materialize)``. ``constants`` are the leaves passed as arrays (argument order);
+    ``materialize`` the view nodes that are no strided view of their input (a reshape
+    of a non-contiguous view) and must be copied. Views of computed values are located
+    later, once their base has a buffer."""
+    locs: dict[int, Loc] = {}
+    constants: list[int] = []
+    materialize: set[int] = set()
+    for i, node in enumerate(graph.nodes):
+        t = node.type
+        if node.op == "parameter":
+            dtype, offset = sources.parameters[i]
+            locs[i] = contiguous(Arena("parameter", dtype), t.shape, dtype, offset)
+        elif node.op == "input":
+            locs[i] = contiguous(Arena("input", t.dtype, sources.inputs.index(i)), t.shape,
+                                 t.dtype)
+        elif node.op == "leaf":
+            if t.size == 1:
+                locs[i] = Scalar(node.value.reshape(-1)[0].item(), t.dtype)
+            else:
+                locs[i] = contiguous(Arena("constant", t.dtype, len(constants)), t.shape,
+                                     t.dtype)
+                constants.append(i)
+        else:
+            loc = view_of(locs[node.inputs[0]], node, graph) if primitives.is_view(node.op) \
+                else None
+            if loc is None:  # computed, or a view that must be copied: a placeholder
+                if primitives.is_view(node.op):
+                    materialize.add(i)
+                loc = contiguous(_PENDING, t.shape, t.dtype)
+            locs[i] = loc
+    # forget placeholders (and views of them): located again once buffers exist
+    pending = [i for i, loc in locs.items() if isinstance(loc, Strided) and loc.base is _PENDING]
+    for i in pending:
+        del locs[i]
+    return locs, constants, materialize
+
+
+#: the base of a computed value's location before it has a buffer
+_PENDING = Buffer("pending", "float64", 0, "scratch")
+
+
+# ---------------------------------------------------------------------------------------
+# stage 3: buffers
+
+
+@dataclass
+class Memory:
+    """What ``assign_buffers`` decided: ``buffers`` by name, ``buffer_of`` value ->
+    its buffer, ``needs_memory`` the values kernels read or write in memory, ``roots``
+    (dtype, offset, shape) per root in the output arenas of ``out_arena`` elements, and
+    ``root_copies`` the roots a copy writes into their region (node, destination)."""
+
+    buffers: dict[str, Buffer]
+    buffer_of: dict[int, Buffer]
+    needs_memory: set[int]
+    roots: list[tuple[str, int, tuple[int, ...]]]
+    root_copies: list[tuple[int, Strided]]
+    out_arena: dict[str, int]
+
+
+def _base_of(graph: Graph, i: int, is_view: Callable[[int], bool]) -> int:
+    while is_view(i):
+        i = graph.nodes[i].inputs[0]
+    return i
+
+
+def assign_buffers(graph: Graph, fusion: Fusion, is_view: Callable[[int], bool]) -> Memory:
+    """Give memory to every value read from memory (across kernels, through a view, or
+    by a reduction's store) and to every root. Each root has its own region of the
+    output arena of its dtype, in root order; the node computing a root writes there
+    directly when the root is that node (or a reshape/detach of all of it), otherwise a
+    copy kernel fills the region. Every other value gets a scratch buffer."""
+    nodes = graph.nodes
+    needs: set[int] = set()
+    for i, node in enumerate(nodes):
+        if node.op in SOURCE_OPS or is_view(i):
+            continue
+        for j in node.inputs:
+            if not fusion.in_register(graph, i, j):
+                needs.add(_base_of(graph, j, is_view))
+        if primitives.is_reduction(node.op):
+            needs.add(i)
+    for r in graph.outputs:
+        needs.add(_base_of(graph, r, is_view))
+    needs = {i for i in needs if nodes[i].op not in SOURCE_OPS}
+
+    out_arena: dict[str, int] = {}
+    roots: list[tuple[str, int, tuple[int, ...]]] = []
+    buffers: dict[str, Buffer] = {}
+    buffer_of: dict[int, Buffer] = {}
+    root_copies: list[tuple[int, Strided]] = []
+    for r in graph.outputs:
+        t = nodes[r].type
+        offset = out_arena.get(t.dtype, 0)
+        out_arena[t.dtype] = offset + t.size
+        roots.append((t.dtype, offset, t.shape))
+        base = _base_of(graph, r, is_view)
+        whole = base != r and nodes[base].op not in SOURCE_OPS and all(
+            nodes[v].op in ("reshape", "detach") for v in _chain(graph, r, base))
+        if nodes[base].op not in SOURCE_OPS and base not in buffer_of and (base == r or whole):
+            name = f"o{len(roots) - 1}"
+            buffers[name] = buffer_of[base] = Buffer(name, t.dtype, t.size, "output", offset,
+                                                     node=base)
+        else:
+            root_copies.append((r, contiguous(Arena("output", t.dtype), t.shape, t.dtype,
+                                              offset)))
+    for i in sorted(needs):
+        if i not in buffer_of:
+            t = nodes[i].type
+            buffers[f"b{i}"] = buffer_of[i] = Buffer(f"b{i}", t.dtype, t.size, "scratch",
+                                                     node=i)
+    return Memory(buffers, buffer_of, needs, roots, root_copies, out_arena)
+
+
+def _chain(graph: Graph, top: int, base: int) -> list[int]:
+    chain = []
+    while top != base:
+        chain.append(top)
+        top = graph.nodes[top].inputs[0]
+    return chain
+
+
+# ---------------------------------------------------------------------------------------
+# stage 4: kernels
+
+
+class _Values:
+    """Locations of values while kernels are lowered: a computed value is its buffer,
+    a view a view of its base's location; copies get temporary scratch buffers."""
+
+    def __init__(self, graph: Graph, locs: dict[int, Loc], memory: Memory,
+                 is_view: Callable[[int], bool]) -> None:
+        self.graph, self.locs, self.memory, self.is_view = graph, locs, memory, is_view
+        self.temporaries = 0
+
+    def __getitem__(self, i: int) -> Loc:
+        if i in self.locs:
+            return self.locs[i]
+        node = self.graph.nodes[i]
+        if self.is_view(i):
+            loc = view_of(self[node.inputs[0]], node, self.graph)
+            assert loc is not None
+        else:
+            loc = contiguous(self.memory.buffer_of[i], node.type.shape, node.type.dtype)
+        self.locs[i] = loc
+        return loc
+
+    def temporary(self, shape: tuple[int, ...], dtype: str) -> Strided:
+        name = f"t{self.temporaries}"
+        self.temporaries += 1
+        buf = self.memory.buffers[name] = Buffer(name, dtype, math.prod(shape), "scratch")
+        return contiguous(buf, shape, dtype)
 
 
 def _matmul_dims(node: Node, a: Node, b: Node) -> tuple[tuple[int, ...], int, int, int]:
@@ -258,8 +309,8 @@ def matmul_operand(loc: Loc, rank: int, is_left: bool) -> Loc:
     if isinstance(loc, Scalar) or rank >= 2:
         return loc
     if is_left:
-        return Strided(loc.buffer, loc.offset, (1,) + loc.shape, (0,) + loc.strides, loc.dtype)
-    return Strided(loc.buffer, loc.offset, loc.shape + (1,), loc.strides + (0,), loc.dtype)
+        return Strided(loc.base, loc.offset, (1,) + loc.shape, (0,) + loc.strides, loc.dtype)
+    return Strided(loc.base, loc.offset, loc.shape + (1,), loc.strides + (0,), loc.dtype)
 
 
 def blas_layout(loc: Loc, rows: int, cols: int) -> str | None:
@@ -275,217 +326,101 @@ def blas_layout(loc: Loc, rows: int, cols: int) -> str | None:
     return None
 
 
-def build(graph: Graph, sources: Sources) -> Schedule:
-    """Lower an optimized graph to kernels and buffers (see the module docstring)."""
+def _matmul(i: int, graph: Graph, values: _Values, kernels: list[Kernel]) -> None:
+    """A matmul kernel: BLAS for large float products (operands BLAS cannot read in
+    place copied first), generated loops otherwise (``ikj``, or ``kij`` for narrow
+    results, so no output waits on the one before)."""
+    node = graph.nodes[i]
+    a_node, b_node = graph.nodes[node.inputs[0]], graph.nodes[node.inputs[1]]
+    batch, m, kk, n = _matmul_dims(node, a_node, b_node)
+    a = matmul_operand(values[node.inputs[0]], a_node.type.rank, True)
+    b = matmul_operand(values[node.inputs[1]], b_node.type.rank, False)
+    dtype = node.type.dtype
+
+    def copied(loc: Loc, shape: tuple[int, ...]) -> Strided:
+        dst = values.temporary(shape, dtype)
+        kernels.append(CopyKernel([], shape, loc, dst))
+        return dst
+
+    if node.type.is_float and m * n * kk > LOOP_MATMUL_LIMIT:
+        a_shape = a_node.type.shape if a_node.type.rank >= 2 else (1,) + a_node.type.shape
+        b_shape = b_node.type.shape if b_node.type.rank >= 2 else b_node.type.shape + (1,)
+        if isinstance(a, Scalar) or blas_layout(a, m, kk) is None:
+            a = copied(a, a_shape)
+        if isinstance(b, Scalar) or blas_layout(b, kk, n) is None:
+            b = copied(b, b_shape)
+        mode = "blas"
+    else:
+        mode = "ikj" if n >= 4 else "kij"
+        if mode == "ikj" and isinstance(b, Strided) and b.strides[-1] != 1 and n > 1:
+            b = copied(b, b.shape)
+    out = values[i]
+    assert isinstance(out, Strided)
+    kernels.append(MatmulKernel([i], node.type.shape, a, b, out, batch, m, kk, n, mode))
+
+
+def lower_kernels(graph: Graph, fusion: Fusion, memory: Memory, values: _Values
+                  ) -> tuple[list[Kernel], dict[int, int]]:
+    """The kernels in a topological order, and the fused values that live only in a
+    register (node -> kernel index). Each fusion group is one ``FusedKernel``; each
+    other computed node is placed after the groups it follows; a view that must be
+    copied is a ``CopyKernel``; roots that are views, sources or repeats are copied into
+    their output region last."""
     nodes = graph.nodes
-    locs: dict[int, Loc] = {}
-    constants: list[int] = []
-    materialize: set[int] = set()  # view nodes that must be copied
-
-    # -- source and view locations ----------------------------------------------------
-    for i, node in enumerate(nodes):
-        if node.op == "parameter":
-            dtype, offset = sources.parameters[i]
-            locs[i] = Strided(f"P_{DTYPES[dtype]}", offset, node.type.shape,
-                              c_strides(node.type.shape), dtype)
-        elif node.op == "input":
-            k = sources.inputs.index(i)
-            locs[i] = Strided(f"X{k}", 0, node.type.shape, c_strides(node.type.shape),
-                              node.type.dtype)
-        elif node.op == "leaf":
-            if node.type.size == 1:
-                locs[i] = Scalar(node.value.reshape(-1)[0].item(), node.type.dtype)
-            else:
-                locs[i] = Strided(f"C{len(constants)}", 0, node.type.shape,
-                                  c_strides(node.type.shape), node.type.dtype)
-                constants.append(i)
-        elif node.op in VIEW_OPS:
-            loc = view_of(locs[node.inputs[0]], node, graph)
-            if loc is None:
-                materialize.add(i)
-                loc = Strided(f"@{i}", 0, node.type.shape, c_strides(node.type.shape),
-                              node.type.dtype)
-            locs[i] = loc
-        else:  # computed: a placeholder until buffers are assigned
-            locs[i] = Strided(f"@{i}", 0, node.type.shape, c_strides(node.type.shape),
-                              node.type.dtype)
-    # forget placeholders (and views of them): resolved again once buffers exist
-    for i in list(locs):
-        if isinstance(locs[i], Strided) and locs[i].buffer.startswith("@"):
-            del locs[i]
-
-    def is_view(i: int) -> bool:
-        return nodes[i].op in VIEW_OPS and i not in materialize
-
-    # views of computed values: resolved once the base has a buffer (below)
-    fusion = fuse(graph, is_view)
-
-    def base_of(i: int) -> int:
-        while is_view(i):
-            i = nodes[i].inputs[0]
-        return i
-
-    # -- which values need memory -------------------------------------------------------
-    computed = [i for i, n in enumerate(nodes) if n.op not in SOURCE_OPS and not is_view(i)]
-    needs_memory: set[int] = set()
-    for i in computed:
-        node = nodes[i]
-        g = fusion.group_of.get(i)
-        for j in node.inputs:
-            direct = g is not None and fusion.group_of.get(j) == g and nodes[j].op not in REDUCE_OPS
-            if not direct:
-                needs_memory.add(base_of(j))
-        if node.op in REDUCE_OPS:
-            needs_memory.add(i)
-    for r in graph.outputs:
-        needs_memory.add(base_of(r))
-    needs_memory = {i for i in needs_memory if nodes[i].op not in SOURCE_OPS}
-
-    # -- outputs: one region per root, aliased to the computing node when it is whole ---
-    out_arena: dict[str, int] = {}
-    roots: list[tuple[str, int, tuple[int, ...]]] = []
-    buffers: dict[str, Buffer] = {}
-    buffer_of: dict[int, str] = {}
-    root_copies: list[tuple[int, Strided]] = []  # (root node, destination)
-    for r in graph.outputs:
-        t = nodes[r].type
-        offset = out_arena.get(t.dtype, 0)
-        out_arena[t.dtype] = offset + t.size
-        roots.append((t.dtype, offset, t.shape))
-        dest = Strided(f"O_{DTYPES[t.dtype]}", offset, t.shape, c_strides(t.shape), t.dtype)
-        base = base_of(r)
-        whole = base != r and nodes[base].op not in SOURCE_OPS and all(
-            nodes[v].op in ("reshape", "detach") for v in _chain(graph, r, base))
-        if nodes[base].op not in SOURCE_OPS and base not in buffer_of and (base == r or whole):
-            name = f"o{len(roots) - 1}"
-            buffers[name] = Buffer(name, t.dtype, t.size, "output", offset, node=base)
-            buffer_of[base] = name
-        else:
-            root_copies.append((r, dest))
-
-    for i in sorted(needs_memory):
-        if i not in buffer_of:
-            name = f"b{i}"
-            buffers[name] = Buffer(name, nodes[i].type.dtype, nodes[i].type.size, "scratch",
-                                   node=i)
-            buffer_of[i] = name
-
-    def buffer_loc(i: int) -> Strided:
-        buf = buffers[buffer_of[i]]
-        shape = nodes[i].type.shape
-        return Strided(buf.name, 0, shape, c_strides(shape), nodes[i].type.dtype)
-
-    def resolve(i: int) -> Loc:
-        """The location of value i (computed values through their buffer)."""
-        if i in locs:
-            return locs[i]
-        if is_view(i):
-            loc = view_of(resolve(nodes[i].inputs[0]), nodes[i], graph)
-            assert loc is not None
-            locs[i] = loc
-            return loc
-        locs[i] = buffer_loc(i)
-        return locs[i]
-
-    # -- kernel order -------------------------------------------------------------------
-    items: list[tuple[tuple, str, int]] = []
-    for k, group in enumerate(fusion.groups):
-        items.append(((k, 1, 0), "group", k))
-    for i, after in fusion.placed_after.items():
-        items.append(((after, 0, i), "node", i))
-    items.sort()
-
+    order = sorted([((k, 1, 0), "group", k) for k in range(len(fusion.groups))]
+                   + [((after, 0, i), "node", i) for i, after in fusion.placed_after.items()])
     kernels: list[Kernel] = []
     registers: dict[int, int] = {}
-    copy_count = 0
-
-    def add_copy(src: Loc, shape: tuple[int, ...], dtype: str, node: int | None,
-                 dest: Strided | None = None) -> Strided:
-        nonlocal copy_count
-        if dest is None:
-            name = f"t{copy_count}"
-            copy_count += 1
-            buffers[name] = Buffer(name, dtype, math.prod(shape), "scratch", node=None)
-            dest = Strided(name, 0, shape, c_strides(shape), dtype)
-        kernels.append(Kernel("copy", [] if node is None else [node], shape,
-                              {"src": src, "dst": dest}))
-        return dest
-
-    for _, what, ident in items:
+    for _, what, ident in order:
         if what == "group":
             group = fusion.groups[ident]
-            kernel = Kernel("fused", list(group.members), group.space)
-            index = len(kernels)
             loads: dict[int, Loc] = {}
             for i in group.members:
                 for j in nodes[i].inputs:
-                    direct = (fusion.group_of.get(j) == ident and nodes[j].op not in REDUCE_OPS)
-                    if not direct:
-                        loads[j] = resolve(j)
-                if i in needs_memory:
-                    resolve(i)
-                else:
-                    registers[i] = index
-            kernel.detail["loads"] = loads
-            kernel.detail["stores"] = {i: locs[i] for i in group.members if i in needs_memory}
-            kernels.append(kernel)
+                    if not fusion.in_register(graph, i, j):
+                        loads[j] = values[j]
+                if i not in memory.needs_memory:
+                    registers[i] = len(kernels)
+            stores: dict[int, Strided] = {}
+            for i in group.members:
+                if i in memory.needs_memory:
+                    store = values[i]
+                    assert isinstance(store, Strided)
+                    stores[i] = store
+            kernels.append(FusedKernel(list(group.members), group.space, loads, stores))
             continue
-        i = ident
-        node = nodes[i]
-        if node.op in VIEW_OPS:  # a reshape of a non-contiguous view: copy it
-            src = resolve(node.inputs[0])
-            dst = resolve(i)
+        i, node = ident, nodes[ident]
+        if primitives.is_view(node.op):  # a reshape of a non-contiguous view: copy it
+            dst = values[i]
             in_shape = nodes[node.inputs[0]].type.shape
-            add_copy(src, in_shape, node.type.dtype, i,
-                     dest=Strided(dst.buffer, dst.offset, in_shape, c_strides(in_shape),
-                                  dst.dtype))
-            continue
-        ins = [resolve(j) for j in node.inputs]
-        out = resolve(i)
-        if node.op == "matmul":
-            a_node, b_node = nodes[node.inputs[0]], nodes[node.inputs[1]]
-            batch, m, kk, n = _matmul_dims(node, a_node, b_node)
-            a = matmul_operand(ins[0], a_node.type.rank, True)
-            b = matmul_operand(ins[1], b_node.type.rank, False)
-            a_shape = a_node.type.shape if a_node.type.rank >= 2 else (1,) + a_node.type.shape
-            b_shape = b_node.type.shape if b_node.type.rank >= 2 else b_node.type.shape + (1,)
-            blas = node.type.is_float and m * n * kk > LOOP_MATMUL_LIMIT
-            if blas:
-                if isinstance(a, Scalar) or blas_layout(a, m, kk) is None:
-                    a = add_copy(a, a_shape, node.type.dtype, None)
-                if isinstance(b, Scalar) or blas_layout(b, kk, n) is None:
-                    b = add_copy(b, b_shape, node.type.dtype, None)
-                mode = "blas"
-            else:
-                # narrow results: k outermost, so no output waits on the one before
-                mode = "ikj" if n >= 4 else "kij"
-                if mode == "ikj" and isinstance(b, Strided) and b.strides[-1] != 1 and n > 1:
-                    b = add_copy(b, b.shape, node.type.dtype, None)
-            kernels.append(Kernel("matmul", [i], node.type.shape,
-                                  {"a": a, "b": b, "out": out, "batch": batch, "m": m,
-                                   "k": kk, "n": n, "mode": mode}))
-        elif node.op in ("take", "scatter_add", "one_hot", "concat", "pad"):
-            kernels.append(Kernel(node.op, [i], node.type.shape,
-                                  {"ins": ins, "out": out, "attrs": node.attr_dict}))
-        elif node.op == "astype" or is_elementwise(node) or node.op in REDUCE_OPS:
-            raise AssertionError(f"{node.op} should have been fused")  # pragma: no cover
-        else:  # pragma: no cover - every registry op is handled above
+            assert isinstance(dst, Strided)
+            kernels.append(CopyKernel([i], in_shape, values[node.inputs[0]],
+                                      contiguous(dst.base, in_shape, dst.dtype, dst.offset)))
+        elif node.op == "matmul":
+            _matmul(i, graph, values, kernels)
+        elif node.op in INDEX_KERNEL_OPS:
+            out = values[i]
+            assert isinstance(out, Strided)
+            kernels.append(index_kernel(i, node, [values[j] for j in node.inputs], out))
+        else:  # pragma: no cover - elementwise ops and reductions are fused
             raise AssertionError(f"no lowering for {node.op}")
+    for r, dest in memory.root_copies:
+        kernels.append(CopyKernel([r], nodes[r].type.shape, values[r], dest))
+    return kernels, registers
 
-    # roots that are views, sources or repeated: copy into their output region
-    for r, dest in root_copies:
-        add_copy(resolve(r), nodes[r].type.shape, nodes[r].type.dtype, r, dest=dest)
 
-    # -- reads, writes and liveness -----------------------------------------------------
+# ---------------------------------------------------------------------------------------
+# stages 5-7: liveness, placement, binding
+
+
+def liveness(kernels: Sequence[Kernel], buffers: dict[str, Buffer]) -> None:
+    """Fill each kernel's ``reads``/``writes`` (buffer names) and each buffer's live
+    range: the first kernel that writes it to the last that reads or writes it."""
     for k, kernel in enumerate(kernels):
-        kernel.reads = set()
-        kernel.writes = set()
-        for loc in _kernel_reads(kernel):
-            if isinstance(loc, Strided) and loc.buffer in buffers:
-                kernel.reads.add(loc.buffer)
-        for loc in _kernel_writes(kernel):
-            if loc.buffer in buffers:
-                kernel.writes.add(loc.buffer)
+        kernel.reads = {loc.base.name for loc in kernel.read_locs()
+                        if isinstance(loc, Strided) and isinstance(loc.base, Buffer)}
+        kernel.writes = {loc.base.name for loc in kernel.write_locs()
+                         if isinstance(loc.base, Buffer)}
         for name in kernel.writes:
             buf = buffers[name]
             if buf.first < 0:
@@ -493,43 +428,13 @@ def build(graph: Graph, sources: Sources) -> Schedule:
             buf.last = max(buf.last, k)
         for name in kernel.reads:
             buffers[name].last = max(buffers[name].last, k)
-    arena = _place(buffers)
-    return Schedule(graph, sources, kernels, buffers, locs, registers, constants, roots,
-                    arena, out_arena)
 
 
-def _chain(graph: Graph, top: int, base: int) -> list[int]:
-    chain = []
-    while top != base:
-        chain.append(top)
-        top = graph.nodes[top].inputs[0]
-    return chain
-
-
-def _kernel_reads(kernel: Kernel) -> list[Loc]:
-    d = kernel.detail
-    if kernel.kind == "fused":
-        return list(d["loads"].values())
-    if kernel.kind == "matmul":
-        return [d["a"], d["b"]]
-    if kernel.kind == "copy":
-        return [d["src"]]
-    return list(d["ins"])
-
-
-def _kernel_writes(kernel: Kernel) -> list[Strided]:
-    d = kernel.detail
-    if kernel.kind == "fused":
-        return list(d["stores"].values())
-    if kernel.kind == "copy":
-        return [d["dst"]]
-    return [d["out"]]
-
-
-def _place(buffers: dict[str, Buffer]) -> dict[str, int]:
+def place_scratch(buffers: dict[str, Buffer]) -> dict[str, int]:
     """First-fit placement of scratch buffers in one arena per dtype: largest first,
     at the lowest aligned offset that does not overlap a placed buffer whose lifetime
-    overlaps (inclusive: a kernel never writes over what it reads)."""
+    overlaps (inclusive: a kernel never writes over what it reads). Returns the arena
+    size (elements) per dtype."""
     arena: dict[str, int] = {}
     scratch = sorted((b for b in buffers.values() if b.kind == "scratch"),
                      key=lambda b: (-b.size, b.first, b.name))
@@ -559,5 +464,45 @@ def _align(n: int, size: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-__all__ = ["Schedule", "Kernel", "Buffer", "Sources", "Scalar", "Strided", "build",
-           "c_strides", "LOOP_MATMUL_LIMIT"]
+def _bound(loc: Loc) -> Loc:
+    if isinstance(loc, Strided) and isinstance(loc.base, Buffer):
+        return loc.at(loc.base.arena, loc.base.offset)
+    return loc
+
+
+def bind(kernels: Sequence[Kernel], locs: dict[int, Loc]) -> None:
+    """Rebind every location from its buffer to its ``Arena`` (offsets made absolute),
+    in the kernels and in ``locs``: what the backend receives names arrays only."""
+    for kernel in kernels:
+        kernel.rebind(_bound)
+    for i, loc in locs.items():
+        locs[i] = _bound(loc)
+
+
+# ---------------------------------------------------------------------------------------
+# the pipeline
+
+
+def build(graph: Graph, sources: Sources) -> Schedule:
+    """Lower an optimized graph to kernels and buffers: the stages of the module
+    docstring, in order."""
+    locs, constants, materialize = place_sources(graph, sources)
+
+    def is_view(i: int) -> bool:
+        return primitives.is_view(graph.nodes[i].op) and i not in materialize
+
+    fusion = fuse(graph, is_view)
+    memory = assign_buffers(graph, fusion, is_view)
+    kernels, registers = lower_kernels(graph, fusion, memory,
+                                       _Values(graph, locs, memory, is_view))
+    liveness(kernels, memory.buffers)
+    arena = place_scratch(memory.buffers)
+    bind(kernels, locs)
+    return Schedule(graph, sources, kernels, memory.buffers, locs, registers, constants,
+                    memory.roots, arena, memory.out_arena)
+
+
+__all__ = ["Schedule", "Sources", "Memory", "build", "place_sources", "assign_buffers",
+           "lower_kernels", "liveness", "place_scratch", "bind", "blas_layout",
+           "matmul_operand", "LOOP_MATMUL_LIMIT", "Kernel", "Buffer", "Scalar", "Strided",
+           "Arena", "c_strides", "broadcast_access"]

@@ -98,7 +98,7 @@ def fit(result: Distillation, cases: Sequence[Mapping[str, Any]],
 class _Objective:
     """The program's graph copied onto a tape with the loss of one case on top.
 
-    With the compiled executor the loss and its gradients are lowered into one plan and
+    With the numba executor the loss and its gradients are lowered into one plan and
     evaluated over all cases in one compiled batch call per step; with the reference
     executor each case runs through the NumPy interpreter.
     """
@@ -128,12 +128,12 @@ class _Objective:
         self.template = self.network.parameters()
         self.plan = None
         self.executor = "reference"
-        if result.executor == "compiled":
+        if result.executor == "numba":
             roots = [loss, *self.adjoints.gradients]
             if self.covered is not None:
                 roots.append(self.covered)
-            self.plan = self.network.entry(roots).lower()
-            self.executor = "compiled"
+            self.plan = self.network.entry(roots).lower("numba")
+            self.executor = "numba"
 
     def loss_and_gradients(self, values: Mapping[str, np.ndarray], cases: Sequence[Any],
                            targets: Sequence[Any]) -> tuple[float, dict[str, np.ndarray]]:

@@ -11,7 +11,8 @@ from .attempts import (FEEDBACK_POLICY, Attempt, CaseSet, failure_message, score
 from .cases import (Case, Contract, infer_contract, normalize_cases,
                     normalize_contract, split)
 from .report import teacher_vs_truth
-from .result import EXECUTORS, Distillation
+from ..compiler.backends import DEFAULT_BACKEND, check_backend
+from .result import Distillation
 
 
 def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str, Any]],
@@ -20,7 +21,7 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
             author: Any, attempts: int = 4, holdout: float = 0.5, seed: int = 0,
             min_coverage: float = 0.0, truth: Sequence[Mapping[str, Any]] | None = None,
             atol: float = 1e-6, rtol: float = 1e-6, feedback_cases: int = 8,
-            examples: int = 64, executor: str = "compiled") -> Distillation:
+            examples: int = 64, executor: str = DEFAULT_BACKEND) -> Distillation:
     """Distill the teacher's behaviour on ``workload`` into a subset program.
 
     Exactly one of ``targets`` (one output dict per workload case) or ``oracle`` (called
@@ -131,5 +132,4 @@ def _check_settings(attempts: Any, min_coverage: Any, atol: Any, rtol: Any,
     for name, value in (("feedback_cases", feedback_cases), ("examples", examples)):
         if not isinstance(value, int) or value < 0:
             raise TensorCodeError(f"{name} must be a non-negative integer, got {value!r}")
-    if executor not in EXECUTORS:
-        raise TensorCodeError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    check_backend(executor, "executor")

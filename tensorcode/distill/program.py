@@ -52,11 +52,11 @@ def check_executor(executor: str) -> None:
     """Refuse up front an executor this installation cannot build, so that the failure
     is reported to the caller instead of being fed back to the author as a compile
     error of every attempt."""
-    if executor == "compiled":
+    if executor == "numba":
         try:
             from ..compiler import plan  # noqa: F401  (imports numba)
         except ImportError as error:
-            raise CompileError(f"the compiled executor needs tensorcode.compiler.plan, which "
+            raise CompileError(f"the numba executor needs tensorcode.compiler.plan, which "
                                f"cannot be imported here ({error}); pass "
                                "executor='reference'") from None
 

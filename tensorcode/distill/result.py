@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..errors import ArtifactError
 from . import program as programs
 from .attempts import CaseSet
@@ -27,7 +28,6 @@ FORMAT = "tensorcode.distillation"
 VERSION = 1
 ARTIFACT = "algorithm.json"
 RECORD = "distillation.json"
-EXECUTORS = ("compiled", "reference")
 
 
 class Distillation:
@@ -42,7 +42,7 @@ class Distillation:
     def __init__(self, *, task: str, inputs: Contract, outputs: Contract, program: Any,
                  source: str, report: dict[str, Any], attempts: list[dict[str, Any]],
                  design: CaseSet, acceptance: CaseSet, settings: dict[str, Any],
-                 abstains: bool = True, executor: str = "compiled") -> None:
+                 abstains: bool = True, executor: str = DEFAULT_BACKEND) -> None:
         self.task = task
         self.inputs = dict(inputs)
         self.outputs = dict(outputs)
@@ -126,12 +126,12 @@ class Distillation:
         return directory
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, executor: str = "compiled") -> "Distillation":
+    def load(cls, directory: str | os.PathLike, executor: str = DEFAULT_BACKEND
+             ) -> "Distillation":
         """Load a saved program: the record is validated field by field, the artifact
         must match the record's SHA-256 and is validated by ``Algorithm.load``; the
         source text is kept as text and never evaluated."""
-        if executor not in EXECUTORS:
-            raise ArtifactError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+        check_backend(executor, "executor")
         directory = Path(directory)
         record_path = directory / RECORD
         artifact_path = directory / ARTIFACT
@@ -170,6 +170,10 @@ class Distillation:
             raise ArtifactError("the record's parameters differ from the artifact's",
                                 record_path, "parameters")
         report = fields.mapping("report")
+        fit = report.get("fit")
+        if isinstance(fit, dict) and fit.get("executor") == "compiled":
+            # records written before executors were named by backend call numba "compiled"
+            fit["executor"] = "numba"
         for part in ("design", "acceptance"):
             if not isinstance(report.get(part), dict):
                 raise ArtifactError(f"the report has no {part!r} section", record_path, "report")

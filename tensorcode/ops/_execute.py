@@ -12,20 +12,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..compiler.backends import BACKENDS, DEFAULT_BACKEND, check_backend
 from ..compiler.tape import Expr
-from ..errors import CompileError, TensorCodeError
 from ..compiler.tables import Parameters
-
-#: The backend operations and trainers lower to when none is named.
-DEFAULT_BACKEND = "numba"
-BACKENDS = ("numba", "reference")
+from ..errors import TensorCodeError
 
 
 def resolve_backend(backend: str | None) -> str:
-    backend = DEFAULT_BACKEND if backend is None else backend
-    if backend not in BACKENDS:
-        raise CompileError(f"unknown backend {backend!r}; use one of {list(BACKENDS)}")
-    return backend
+    """``backend``, or ``DEFAULT_BACKEND`` when None (``BackendError`` if unknown)."""
+    return check_backend(DEFAULT_BACKEND if backend is None else backend)
 
 
 def lower(network: Any, roots: Sequence[Expr], backend: str | None) -> Any:

@@ -23,12 +23,12 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from ..compiler.backends import check_backend
 from ..errors import DTypeError, TensorCodeError
 from ..compiler.tables import Gradients, Layout, Parameters, Table
 
 #: dtypes the built-in update loops support
 FLOAT_DTYPES = ("float32", "float64")
-_BACKENDS = ("numba", "reference")
 
 
 class StateTable(Table):
@@ -674,9 +674,7 @@ def _torch_flags(group: Mapping[str, Any], current: Mapping[str, Any]) -> dict[s
 
 
 def _backend(backend: str) -> str:
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {list(_BACKENDS)}, got {backend!r}")
-    return backend
+    return check_backend(backend)
 
 
 def _int(value: Any) -> int | None:

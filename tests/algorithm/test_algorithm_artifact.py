@@ -14,7 +14,7 @@ import pytest
 import tensorcode.algorithm as algorithms
 from tensorcode.algorithm import Algorithm
 from tensorcode.algorithm.artifact import FIELDS, FORMAT, VERSION
-from tensorcode.errors import ArtifactError
+from tensorcode.errors import ArtifactError, BackendError
 
 from router_programs import (INPUTS, OUTPUTS, SCORES, SCORES_PARAMETERS, all_feature_vectors,
                              scores_numpy)
@@ -161,8 +161,8 @@ def test_unreadable_files_are_refused(tmp_path, content, fragment):
 def test_missing_file_and_bad_executor(tmp_path):
     with pytest.raises(ArtifactError, match="cannot read"):
         Algorithm.load(tmp_path / "absent.json", executor="reference")
-    with pytest.raises(Exception, match="executor must be one of"):
-        Algorithm.load(tmp_path / "absent.json", executor="numba")
+    with pytest.raises(BackendError, match=r"executor must be one of \['numba', 'reference'\]"):
+        Algorithm.load(tmp_path / "absent.json", executor="compiled")
 
 
 def test_loading_depends_only_on_the_artifact_not_on_source(document, tmp_path):

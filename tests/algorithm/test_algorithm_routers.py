@@ -25,7 +25,7 @@ def expected_table(numpy_router) -> dict[str, np.ndarray]:
 def compiled():
     """One compiled algorithm per router for the module (plans are part of TensorCode:
     a failure to build one is a test failure, never a skip)."""
-    return {name: algorithms.compile(source, INPUTS, OUTPUTS, parameters, executor="compiled")
+    return {name: algorithms.compile(source, INPUTS, OUTPUTS, parameters, executor="numba")
             for name, (source, parameters, _) in ROUTERS.items()}
 
 
@@ -33,7 +33,7 @@ def compiled():
 def test_compiled_executor_matches_reference(name, compiled):
     source, parameters, numpy_router = ROUTERS[name]
     algorithm = compiled[name]
-    assert algorithm.executor == "compiled"
+    assert algorithm.executor == "numba"
     expected = expected_table(numpy_router)
     batch = algorithm.batch({"features": CASES})
     for output in OUTPUTS:
@@ -46,7 +46,7 @@ def test_compiled_executor_matches_reference(name, compiled):
         for output in OUTPUTS:
             assert one[output] == expected[output][index]
     other = algorithm.with_parameters(threshold=100.0)
-    assert other.executor == "compiled"
+    assert other.executor == "numba"
     assert other.batch({"features": CASES[:8]})["covered"].sum() == 0
 
 
@@ -58,7 +58,7 @@ def test_compiled_executor_never_falls_back_to_the_reference(monkeypatch):
     with pytest.raises(CompileError, match="executor='reference'"):
         algorithms.compile(source, INPUTS, OUTPUTS, parameters)
     with pytest.raises(CompileError, match="compiled plans"):
-        algorithms.compile(source, INPUTS, OUTPUTS, parameters, executor="compiled")
+        algorithms.compile(source, INPUTS, OUTPUTS, parameters, executor="numba")
 
 
 GENERAL = '''
@@ -75,7 +75,7 @@ def test_compiled_general_outputs_and_several_inputs_match_reference():
     contract = ({"features": (12,), "bias": (3,)},
                 {"scores": (3, 2), "best": (), "rows": (3, 1)}, {"w": [[1, 2], [3, 4],
                                                                       [5, 6], [7, 8]]})
-    compiled = algorithms.compile(GENERAL, *contract, executor="compiled")
+    compiled = algorithms.compile(GENERAL, *contract, executor="numba")
     reference = algorithms.compile(GENERAL, *contract, executor="reference")
     rng = np.random.default_rng(3)
     cases = [{"features": rng.normal(size=12), "bias": rng.normal(size=3)} for _ in range(20)]

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tensorcode as tc
-from tensorcode.compiler import ir, passes
+from tensorcode.compiler import ir, passes, primitives
+from tensorcode.compiler.fusion import Fusion, fuse
 from tensorcode.compiler.backends import reference
 
 from compiler_graphs import TOLERANCE, random_program
@@ -162,7 +163,7 @@ def test_fuse_groups_elementwise_chains_with_their_reductions():
     loss = (h * h).sum() + h.mean()
     network = tape.into_network()
     graph = passes.optimize(entry_graph(network, [loss]))
-    fusion = passes.fuse(graph)
+    fusion = fuse(graph)
     tanh = next(i for i, n in enumerate(graph.nodes) if n.op == "tanh")
     group = fusion.groups[fusion.group_of[tanh]]
     fused_ops = {graph.nodes[i].op for i in group.members}
@@ -170,23 +171,23 @@ def test_fuse_groups_elementwise_chains_with_their_reductions():
     _check_fusion(graph, fusion)
 
 
-def _check_fusion(graph: ir.Graph, fusion: passes.Fusion) -> None:
+def _check_fusion(graph: ir.Graph, fusion: Fusion) -> None:
     """Every member has its group's space; nothing reads a reduction of its own group;
     no group reads a value produced by a later group or kernel."""
     for k, group in enumerate(fusion.groups):
         for i in group.members:
             node = graph.nodes[i]
-            space = (node.type.shape if node.op not in passes.REDUCE_OPS
+            space = (node.type.shape if not primitives.is_reduction(node.op)
                      else graph.nodes[node.inputs[0]].type.shape)
             assert space == group.space
             for j in node.inputs:
                 base = j
-                while graph.nodes[base].op in passes.VIEW_OPS:
+                while primitives.is_view(graph.nodes[base].op):
                     base = graph.nodes[base].inputs[0]
                 if base in fusion.group_of:
                     g = fusion.group_of[base]
                     if g == k:
-                        assert base == j and graph.nodes[j].op not in passes.REDUCE_OPS
+                        assert base == j and not primitives.is_reduction(graph.nodes[j].op)
                     else:
                         assert g < k
                 elif base in fusion.placed_after:
@@ -208,4 +209,4 @@ def test_every_pass_preserves_values_on_random_graphs(seed, dtype):
             np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
                                        err_msg=f"{step.__name__} output {k}",
                                        **TOLERANCE[dtype])
-    _check_fusion(passes.optimize(graph), passes.fuse(passes.optimize(graph)))
+    _check_fusion(passes.optimize(graph), fuse(passes.optimize(graph)))

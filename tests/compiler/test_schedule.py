@@ -84,7 +84,7 @@ def test_views_compute_nothing_and_a_noncontiguous_reshape_is_copied():
     assert kinds.count("copy") == 1, schedule.describe()
     exp = next(i for i, n in enumerate(schedule.graph.nodes) if n.op == "exp")
     fused = next(k for k in schedule.kernels if exp in k.nodes)
-    loads = [loc for loc in fused.detail["loads"].values() if isinstance(loc, Strided)]
+    loads = [loc for loc in fused.loads.values() if isinstance(loc, Strided)]
     assert any(loc.strides == (1, 4) for loc in loads)
 
 

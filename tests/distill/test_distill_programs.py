@@ -170,7 +170,7 @@ def test_repair_keeps_the_deployed_program_when_revisions_are_worse():
     assert revised.source == result.source
 
 
-@pytest.mark.parametrize("executor", ["reference", "compiled"])
+@pytest.mark.parametrize("executor", ["reference", "numba"])
 def test_fit_improves_a_mistuned_parameter(executor):
     result, _ = run([LINEAR % "1.2"], executor=executor, rtol=0.0)
     result.settings["atol"] = 0.05  # agree within 0.05, the fit's target precision
@@ -229,6 +229,15 @@ def test_router_escalations_feed_repair_and_fitted_programs_save(tmp_path):
     loaded = Distillation.load(tuned.save(tmp_path / "tuned"), executor="reference")
     assert loaded.parameters == tuned.parameters != mistuned.parameters
     assert loaded.report["fit"]["steps"] == 50
+
+    # a record written when the numba executor was called "compiled" still loads,
+    # with the executor under its backend name
+    record_path = tmp_path / "tuned" / "distillation.json"
+    record = json.loads(record_path.read_text())
+    record["report"]["fit"]["executor"] = "compiled"
+    record_path.write_text(json.dumps(record))
+    old = Distillation.load(tmp_path / "tuned", executor="reference")
+    assert old.report["fit"]["executor"] == "numba"
 
 
 def test_fit_reports_parameters_only_comparisons_reach():

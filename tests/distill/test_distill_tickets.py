@@ -77,7 +77,7 @@ def test_route_command_serves_the_saved_program(example, monkeypatch, capsys):
         json.dumps({"features": [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0]}),
     ]
     monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(lines) + "\n"))
-    status = cli_main(["route", str(directory), "--executor", "reference"])
+    status = cli_main(["route", str(directory), "--backend", "reference"])
     captured = capsys.readouterr()
     answers = [json.loads(line) for line in captured.out.splitlines()]
     assert status == 1  # two lines were refused

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tensorcode.errors import CompileError, ShapeError
+from tensorcode.errors import BackendError, ShapeError
 from tensorcode.ops import Classifier, Embedding, Linear, Mlp, Operation, TextEncoder
 from tensorcode.ops.text import ngram_ids, tokenize
 
@@ -124,7 +124,7 @@ def test_numba_backend_agrees_with_the_reference_and_unknown_backends_are_refuse
     reference = TextEncoder(4, buckets=64, backend=REF)
     for text in ["hello there world", "x"]:
         np.testing.assert_allclose(encoder(text), reference(text), rtol=1e-5, atol=1e-6)
-    with pytest.raises(CompileError, match="unknown backend"):
+    with pytest.raises(BackendError, match="unknown backend"):
         Linear(2, 2, backend="gpu")
 
 

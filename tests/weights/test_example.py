@@ -22,7 +22,7 @@ def _load_example():
 
 def test_edit_router_example(tmp_path, capsys):
     example = _load_example()
-    result = example.main(["--executor", "reference", "--output", str(tmp_path)])
+    result = example.main(["--backend", "reference", "--output", str(tmp_path)])
     printed = capsys.readouterr().out
     assert "w[1] = [5, 187, -23]" in printed  # the rendered text
     assert result["before"] != result["expected"]

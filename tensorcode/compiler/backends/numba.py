@@ -1,25 +1,17 @@
-"""The Numba backend: one generated Python module per plan, compiled by Numba/LLVM.
+"""The Numba backend's kernel loops: each kernel of a schedule as Python source.
 
-``generate(schedule)`` writes the source of a module with three functions:
+``Generator(schedule).kernel(k, kernel)`` appends kernel ``k`` to the body of the plan's
+module (``numba_module.generate`` assembles the module around it; ``numba_cache``
+compiles and caches it). Every kernel becomes explicit loops over flat arrays (strides
+and sizes are literals, so LLVM unrolls and vectorizes); matmuls above
+``LOOP_MATMUL_LIMIT`` call ``np.dot`` (BLAS) on contiguous or transposed views. Each
+``Arena`` of the schedule is one array argument or local (``array_name``).
 
-- ``body(P_.., C.., X.., W_.., O_..)``: every kernel of the schedule as explicit loops
-  over flat buffers (strides and sizes are literals, so LLVM unrolls and vectorizes),
-  matmuls above ``LOOP_MATMUL_LIMIT`` through ``np.dot`` (BLAS) on contiguous or
-  transposed views; it writes the roots into the output arenas ``O_..``;
-- ``run(P_.., C.., X..)``: checks the input shapes, allocates the scratch arena ``W_..``
-  and the output arenas inside the call (so threads calling one plan never share
-  scratch), calls ``body`` and returns the output arenas, one per dtype;
-- ``run_scalars(P_.., C.., X..)`` (only when every root is a scalar): ``run``'s roots
-  as a tuple of numbers, so a single call boxes no output array;
-- ``run_batch(P_.., C.., X..)``: the same over N cases, each input with a leading axis of
-  N (or 1, broadcast to every case), the loop over cases inside the compiled code.
-
-Parameters come as the table's flat buffers (one per dtype), constants that are not
-scalars as arrays, inputs as arrays; only scalars are baked into the code, each cast to
-its node's dtype (``np.float32(...)`` globals), so no computation silently widens to
-float64. The one deliberate widening: a float32 sum or mean reduced into a register
-accumulates in float64 and rounds once when stored. No ``parallel=True`` and no
-``fastmath``: results match the reference interpreter within dtype tolerances.
+Only scalars are baked into the code, each cast to its node's dtype (``np.float32(...)``
+globals), so no computation silently widens to float64. The one deliberate widening: a
+float32 sum or mean reduced into a register accumulates in float64 and rounds once when
+stored. No ``parallel=True`` and no ``fastmath``: results match the reference
+interpreter within dtype tolerances.
 """
 
 from __future__ import annotations
@@ -32,7 +24,10 @@ import numpy as np
 from ...errors import CompileError
 from .. import primitives
 from ..ir import DTYPES
-from ..schedule import Kernel, Scalar, Schedule, Strided, broadcast_access, c_strides
+from ..kernels import (Arena, ConcatKernel, CopyKernel, FusedKernel, Kernel, MatmulKernel,
+                       OneHotKernel, PadKernel, Scalar, ScatterAddKernel, Strided, TakeKernel,
+                       broadcast_access, c_strides)
+from ..schedule import Schedule, blas_layout
 
 #: bump when generated code changes meaning (part of every cache key)
 CODEGEN_VERSION = "4"
@@ -40,6 +35,16 @@ CODEGEN_VERSION = "4"
 NP = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
       "int64": "np.int64"}
 
+
+def array_name(arena: Arena) -> str:
+    """The generated code's name for an arena: ``P_f32`` (the table's float32 buffer),
+    ``C0`` (constant 0), ``X1`` (input 1), ``W_f64`` (scratch), ``O_i64`` (output)."""
+    if arena.role == "constant":
+        return f"C{arena.index}"
+    if arena.role == "input":
+        return f"X{arena.index}"
+    letter = {"parameter": "P", "scratch": "W", "output": "O"}[arena.role]
+    return f"{letter}_{DTYPES[arena.dtype]}"
 
 
 class _Emitter:
@@ -76,7 +81,7 @@ def _coalesce(dims: Sequence[int], vectors: Sequence[Sequence[int]]
     return out_dims, out_vecs
 
 
-class _Generator:
+class Generator:
     def __init__(self, schedule: Schedule, approximate: bool = True) -> None:
         self.s = schedule
         self.approximate = approximate
@@ -107,11 +112,7 @@ class _Generator:
 
     def base(self, loc: Strided) -> tuple[str, int]:
         """The flat array holding ``loc`` and the element offset of its start."""
-        buf = self.s.buffers.get(loc.buffer)
-        if buf is None:
-            return loc.buffer, loc.offset
-        arena = "W" if buf.kind == "scratch" else "O"
-        return f"{arena}_{DTYPES[buf.dtype]}", buf.offset + loc.offset
+        return array_name(loc.arena), loc.offset
 
     def index(self, offset: Any, strides: Sequence[int], names: Sequence[str]) -> str:
         terms = [] if offset == 0 else [str(offset)]
@@ -138,11 +139,11 @@ class _Generator:
         e.line(f"# kernel {k}: {kernel.kind} {' '.join('%' + str(i) for i in kernel.nodes)}")
         getattr(self, f"k_{kernel.kind}")(kernel)
 
-    def k_fused(self, kernel: Kernel) -> None:
+    def k_fused(self, kernel: FusedKernel) -> None:
         g, e = self.s.graph, self.out
         space = tuple(kernel.space)
-        loads: dict[int, Any] = kernel.detail["loads"]
-        stores: dict[int, Strided] = kernel.detail["stores"]
+        loads: dict[int, Any] = kernel.loads
+        stores: dict[int, Strided] = kernel.stores
         members = kernel.nodes
         reductions = [i for i in members if g.nodes[i].op in ("sum", "mean", "max", "min")]
         vectors: list[list[int]] = []
@@ -303,8 +304,8 @@ class _Generator:
             self.out.open(n, d)
         return names
 
-    def k_copy(self, kernel: Kernel) -> None:
-        src, dst = kernel.detail["src"], kernel.detail["dst"]
+    def k_copy(self, kernel: CopyKernel) -> None:
+        src, dst = kernel.src, kernel.dst
         shape = dst.shape
         vectors = [list(dst.strides)]
         if isinstance(src, Strided):
@@ -315,10 +316,10 @@ class _Generator:
         self.out.line(f"{self.access(dst, vecs[0], names)} = {value}")
         self.out.close(len(dims))
 
-    def k_matmul(self, kernel: Kernel) -> None:
-        d, e, k = kernel.detail, self.out, self.kernel_index
-        a, b, out = d["a"], d["b"], d["out"]
-        batch, m, kk, n = d["batch"], d["m"], d["k"], d["n"]
+    def k_matmul(self, kernel: MatmulKernel) -> None:
+        e, k = self.out, self.kernel_index
+        a, b, out = kernel.a, kernel.b, kernel.out
+        batch, m, kk, n = kernel.batch, kernel.m, kernel.k, kernel.n
         dtype = out.dtype
         # batch offsets
         bnames = self._nest(batch, "j")
@@ -339,7 +340,7 @@ class _Generator:
         bb = batch_off(b)
         e.line(f"ab{k} = {ab}")
         e.line(f"bb{k} = {bb}")
-        if d["mode"] == "blas":
+        if kernel.mode == "blas":
             e.line(f"np.dot({self._blas_view(a, m, kk, f'ab{k}')}, "
                    f"{self._blas_view(b, kk, n, f'bb{k}')}, "
                    f"{oarr}[ob{k}:ob{k} + {m * n}].reshape(({m}, {n})))")
@@ -359,7 +360,7 @@ class _Generator:
             return f"{arr}[{' + '.join(terms)}]"
 
         zero = self.const(0, dtype)
-        if d["mode"] == "kij":
+        if kernel.mode == "kij":
             e.open(f"mi{k}", m * n)
             e.line(f"{oarr}[ob{k} + mi{k}] = {zero}")
             e.close()
@@ -371,7 +372,7 @@ class _Generator:
             e.line(f"{target} = {self._wrap(f'{target} + {product}', dtype)}")
             e.close(3 + len(batch))
             return
-        if d["mode"] == "ikj":
+        if kernel.mode == "ikj":
             e.open(f"mi{k}", m)
             e.open(f"mj{k}", n)
             e.line(f"{oarr}[ob{k} + mi{k} * {n} + mj{k}] = {zero}")
@@ -394,8 +395,6 @@ class _Generator:
         e.close(len(batch))
 
     def _blas_view(self, loc: Strided, rows: int, cols: int, base: str) -> str:
-        from ..schedule import blas_layout
-
         arr, _ = self.base(loc)
         layout = blas_layout(loc, rows, cols)
         span = f"{arr}[{base}:{base} + {rows * cols}]"
@@ -408,10 +407,8 @@ class _Generator:
         self.out.line(f"    raise IndexError('{op}: an index is out of range for an axis of "
                       f"size {size}')")
 
-    def k_take(self, kernel: Kernel) -> None:
-        x, idx = kernel.detail["ins"]
-        out = kernel.detail["out"]
-        axis = kernel.detail["attrs"]["axis"]
+    def k_take(self, kernel: TakeKernel) -> None:
+        x, idx, out, axis = kernel.x, kernel.index, kernel.out, kernel.axis
         k, e = self.kernel_index, self.out
         xshape = self.s.graph.nodes[self.s.graph.nodes[kernel.nodes[0]].inputs[0]].type.shape
         ishape = self.s.graph.nodes[self.s.graph.nodes[kernel.nodes[0]].inputs[1]].type.shape
@@ -439,11 +436,9 @@ class _Generator:
         e.line(f"{oa}[{self.index(ooff, [1], [oidx]) if oidx != '0' else ooff}] = {value}")
         e.close(len(pre) + len(ishape) + len(post))
 
-    def k_scatter_add(self, kernel: Kernel) -> None:
-        gl, idx = kernel.detail["ins"]
-        out = kernel.detail["out"]
-        attrs = kernel.detail["attrs"]
-        axis, size = attrs["axis"], attrs["size"]
+    def k_scatter_add(self, kernel: ScatterAddKernel) -> None:
+        gl, idx, out = kernel.values, kernel.index, kernel.out
+        axis, size = kernel.axis, kernel.size
         k, e = self.kernel_index, self.out
         graph = self.s.graph
         gshape = graph.nodes[graph.nodes[kernel.nodes[0]].inputs[0]].type.shape
@@ -467,10 +462,8 @@ class _Generator:
         e.line(f"{target} = {self._wrap(f'{target} + {value}', out.dtype)}")
         e.close(len(pre) + len(ishape) + len(post))
 
-    def k_one_hot(self, kernel: Kernel) -> None:
-        (idx,) = kernel.detail["ins"]
-        out = kernel.detail["out"]
-        n = kernel.detail["attrs"]["n"]
+    def k_one_hot(self, kernel: OneHotKernel) -> None:
+        idx, out, n = kernel.index, kernel.out, kernel.n
         k, e = self.kernel_index, self.out
         graph = self.s.graph
         ishape = graph.nodes[graph.nodes[kernel.nodes[0]].inputs[0]].type.shape
@@ -485,151 +478,26 @@ class _Generator:
         e.line(f"{oa}[{pos}] = {self.const(1, out.dtype)}")
         e.close(len(ishape))
 
-    def k_concat(self, kernel: Kernel) -> None:
-        out = kernel.detail["out"]
-        axis = kernel.detail["attrs"]["axis"]
+    def k_concat(self, kernel: ConcatKernel) -> None:
+        out, axis = kernel.out, kernel.axis
         ostr = c_strides(out.shape)
         start = 0
-        for src in kernel.detail["ins"]:
+        for src in kernel.ins:
             shape = src.shape if isinstance(src, Strided) else None
             if shape is None:  # a scalar: its shape is the out shape with 1 on the axis
                 shape = tuple(1 if a == axis else d for a, d in enumerate(out.shape))
-            dst = Strided(out.buffer, out.offset + start * ostr[axis], shape, ostr, out.dtype)
-            self.k_copy(Kernel("copy", [], shape, {"src": src, "dst": dst}))
+            dst = Strided(out.base, out.offset + start * ostr[axis], shape, ostr, out.dtype)
+            self.k_copy(CopyKernel([], shape, src, dst))
             start += shape[axis]
 
-    def k_pad(self, kernel: Kernel) -> None:
-        (src,) = kernel.detail["ins"]
-        out = kernel.detail["out"]
-        attrs = kernel.detail["attrs"]
-        axis, before = attrs["axis"], attrs["before"]
+    def k_pad(self, kernel: PadKernel) -> None:
+        src, out, axis, before = kernel.x, kernel.out, kernel.axis, kernel.before
         self._fill(out, self.const(0, out.dtype), out.dtype)
         ostr = c_strides(out.shape)
         graph = self.s.graph
         shape = graph.nodes[graph.nodes[kernel.nodes[0]].inputs[0]].type.shape
-        dst = Strided(out.buffer, out.offset + before * ostr[axis], shape, ostr, out.dtype)
-        self.k_copy(Kernel("copy", [], shape, {"src": src, "dst": dst}))
+        dst = Strided(out.base, out.offset + before * ostr[axis], shape, ostr, out.dtype)
+        self.k_copy(CopyKernel([], shape, src, dst))
 
 
-def _array_type(dtype: str, ndim: int, readonly: bool) -> str:
-    return f"types.Array(types.{dtype}, {ndim}, 'C', readonly={readonly})"
-
-
-def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str:
-    """The module source for ``schedule`` (deterministic: the same schedule gives the
-    same text, which the plan cache compares before importing). ``approximate`` turns
-    on the float32 approximations of ``approx.py``."""
-    gen = _Generator(schedule, approximate)
-    s = schedule
-    for k, kernel in enumerate(s.kernels):
-        gen.kernel(k, kernel)
-    body_lines = gen.out.lines or ["    pass"]
-    pdt = [DTYPES[d] for d in s.sources.parameter_dtypes]
-    params = [f"P_{d}" for d in pdt]
-    consts = [f"C{k}" for k in range(len(s.constants))]
-    inputs = [f"X{k}" for k in range(len(s.sources.inputs))]
-    flat_inputs = [f"x{k}" for k in range(len(s.sources.inputs))]
-    arenas = sorted(s.arena)
-    outs = sorted(s.out_arena)
-    w_names = [f"W_{DTYPES[d]}" for d in arenas]
-    o_names = [f"O_{DTYPES[d]}" for d in outs]
-    g = s.graph
-    lines = [
-        f"# Generated by TensorCode (codegen {CODEGEN_VERSION}); the file name is its key.",
-        "# Do not edit: the plan cache regenerates this file and compares it before use.",
-        "import numpy as np",
-        "",
-    ]
-    if gen.uses_pow2:
-        lines.append("from tensorcode.compiler.backends.intrinsics import pow2_float32")
-    lines += gen.const_lines
-    lines.append("")
-    sig = ", ".join(params + consts + inputs)
-    body_sig = ", ".join(params + consts + flat_inputs + w_names + o_names)
-    # body: reads flat inputs (renamed x.. -> X.. inside)
-    lines.append(f"def body({body_sig}):")
-    for k in range(len(inputs)):
-        lines.append(f"    X{k} = x{k}")
-    lines += body_lines
-    lines.append("")
-
-    def input_checks(batch: bool) -> list[str]:
-        out = []
-        for k, i in enumerate(s.sources.inputs):
-            node = g.nodes[i]
-            shape = tuple(node.type.shape)
-            label = f'"{node.name}"' if node.name else f"%{i}"
-            if batch:
-                out.append(f"    if X{k}.shape[1:] != {shape!r} or "
-                           f"(X{k}.shape[0] != n and X{k}.shape[0] != 1):")
-            else:
-                out.append(f"    if X{k}.shape != {shape!r}:")
-            out.append(f"        raise ValueError('input {label}: expected shape "
-                       f"{list(shape)}{' after the case axis' if batch else ''}')")
-        return out
-
-    lines.append(f"def run({sig}):")
-    lines += input_checks(False)
-    for k, i in enumerate(s.sources.inputs):
-        # the body reads inputs flat; a rank-1 input already is (and reshape costs a call)
-        flat = "" if g.nodes[i].type.rank == 1 else f".reshape({max(g.nodes[i].type.size, 0)})"
-        lines.append(f"    x{k} = X{k}{flat}")
-    for d, w in zip(arenas, w_names):
-        lines.append(f"    {w} = np.empty({s.arena[d]}, {NP[d]})")
-    for d, o in zip(outs, o_names):
-        lines.append(f"    {o} = np.empty({s.out_arena[d]}, {NP[d]})")
-    # the body inline: one function to compile for a single call
-    for k in range(len(inputs)):
-        lines.append(f"    X{k} = x{k}")
-    lines += body_lines
-    lines.append(f"    return ({', '.join(o_names)}{',' if o_names else ''})")
-    lines.append("")
-    if s.roots and all(not shape for _, _, shape in s.roots):
-        # every root a scalar: return the numbers themselves (no array to box per call)
-        picks = ", ".join(f"outs[{outs.index(d)}][{offset}]" for d, offset, _ in s.roots)
-        lines.append(f"def run_scalars({sig}):")
-        lines.append(f"    outs = run({sig})")
-        lines.append(f"    return ({picks},)")
-        lines.append("")
-    lines.append(f"def run_batch({sig}):")
-    lines.append("    n = 1")
-    for k in range(len(inputs)):
-        lines.append(f"    if X{k}.shape[0] != 1:")
-        lines.append(f"        n = X{k}.shape[0]")
-    lines += input_checks(True)
-    for d, w in zip(arenas, w_names):
-        lines.append(f"    {w} = np.empty({s.arena[d]}, {NP[d]})")
-    for d, o in zip(outs, o_names):
-        lines.append(f"    {o}_all = np.empty((n, {s.out_arena[d]}), {NP[d]})")
-    for k, i in enumerate(s.sources.inputs):
-        # cases as rows of a 2-D view, reshaped once here rather than once per case
-        if g.nodes[i].type.rank > 1:
-            lines.append(f"    X{k} = X{k}.reshape(X{k}.shape[0], {g.nodes[i].type.size})")
-    lines.append("    for c in range(n):")
-    for k, i in enumerate(s.sources.inputs):
-        case = f"c if X{k}.shape[0] != 1 else 0"
-        if g.nodes[i].type.rank == 0:  # a scalar per case: a one-element slice
-            lines.append(f"        j{k} = {case}")
-            lines.append(f"        x{k} = X{k}[j{k}:j{k} + 1]")
-        else:
-            lines.append(f"        x{k} = X{k}[{case}]")
-    for o in o_names:
-        lines.append(f"        {o} = {o}_all[c]")
-    lines.append(f"        body({body_sig})")
-    lines.append(f"    return ({', '.join(o + '_all' for o in o_names)}{',' if o_names else ''})")
-    lines.append("")
-    # signatures, as text the plan evaluates with numba.types in scope
-    run_types = ([_array_type(d, 1, True) for d in s.sources.parameter_dtypes]
-                 + [_array_type(g.nodes[i].type.dtype, 1, True) for i in s.constants]
-                 + [_array_type(g.nodes[i].type.dtype, g.nodes[i].type.rank, True)
-                    for i in s.sources.inputs])
-    batch_types = (run_types[:len(params) + len(consts)]
-                   + [_array_type(g.nodes[i].type.dtype, g.nodes[i].type.rank + 1, True)
-                      for i in s.sources.inputs])
-    lines.append(f"RUN_SIGNATURE = {'(' + ', '.join(run_types) + (',' if run_types else '') + ')'!r}")
-    lines.append(f"BATCH_SIGNATURE = {'(' + ', '.join(batch_types) + (',' if batch_types else '') + ')'!r}")
-    lines.append(f"OUTPUT_DTYPES = {outs!r}")
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["generate", "CODEGEN_VERSION"]
+__all__ = ["CODEGEN_VERSION", "NP", "Generator", "array_name"]

@@ -1,17 +1,22 @@
 """The NumPy reference interpreter: the oracle every other backend is tested against.
 
 It evaluates a graph node by node with each op's ``reference`` rule from the registry,
-computing only what the requested roots need and reusing values already known.
+computing only what the requested roots need and reusing values already known. As a
+``Backend`` it prepares nothing ahead of time: a plan on it interprets its optimized
+graph at every call, so it never approximates and never touches the plan cache.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, MutableMapping
+from typing import TYPE_CHECKING, Iterable, MutableMapping
 
 import numpy as np
 
 from .. import primitives
 from ..ir import Graph, closure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..schedule import Schedule
 
 
 def evaluate(graph: Graph, values: MutableMapping[int, np.ndarray], roots: Iterable[int]
@@ -41,3 +46,19 @@ def evaluate(graph: Graph, values: MutableMapping[int, np.ndarray], roots: Itera
         result.flags.writeable = False
         values[i] = result
     return values
+
+
+class ReferenceBackend:
+    """The ``Backend`` of the NumPy interpreter: nothing to generate or compile."""
+
+    name = "reference"
+    approximates = False
+
+    def prepare(self, schedule: "Schedule", approximate: bool) -> None:
+        """No program: the plan evaluates its optimized graph with ``evaluate``."""
+        return None
+
+
+BACKEND = ReferenceBackend()
+
+__all__ = ["evaluate", "ReferenceBackend", "BACKEND"]
