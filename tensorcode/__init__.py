@@ -8,19 +8,39 @@ building blocks. Heavy imports (numba) stay lazy: ``import tensorcode`` never lo
 
 from __future__ import annotations
 
-from .compiler.functions import (concat, cross_entropy, gelu, layer_norm, log_softmax,
-                                 logsumexp, maximum, minimum, mse, one_hot, softmax,
-                                 stop_gradient, where)
-from .compiler.tape import Adjoints, Expr, Tape
-from .errors import (ArtifactError, CompileError, DistillationError, DTypeError, FeedError,
-                     PatchError, ShapeError, TensorCodeError, TrainingError)
-from .nn import init
 from . import nn
-from .runtime import checkpoint, random
-from .runtime import optim
+from .compiler.functions import (
+    concat,
+    cross_entropy,
+    gelu,
+    layer_norm,
+    log_softmax,
+    logsumexp,
+    maximum,
+    minimum,
+    mse,
+    one_hot,
+    softmax,
+    stop_gradient,
+    where,
+)
+from .compiler.tape import Adjoints, Expr, Tape
+from .errors import (
+    ArtifactError,
+    CompileError,
+    DistillationError,
+    DTypeError,
+    FeedError,
+    PatchError,
+    ShapeError,
+    TensorCodeError,
+    TrainingError,
+)
+from .nn import init
+from .runtime import checkpoint, optim, random
+from .runtime.experience import OutputRef, trace
 from .runtime.network import Backward, Network, Run
 from .runtime.parameters import Gradients, Parameters
-from .runtime.experience import OutputRef, trace
 
 __version__ = "0.1.0"
 

@@ -46,7 +46,8 @@ def _warm_algorithm(path: pathlib.Path, backend: str):
     try:
         from ..algorithm import load
     except ModuleNotFoundError as error:  # pragma: no cover - algorithm package absent
-        raise ArtifactError(f"cannot read algorithm artifacts here ({error})", path=path)
+        raise ArtifactError(f"cannot read algorithm artifacts here ({error})",
+                            path=path) from error
     algorithm = load(path, executor="compiled" if backend == "numba" else "reference")
     return getattr(getattr(algorithm, "_executor", None), "plan", None)
 

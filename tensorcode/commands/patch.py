@@ -85,7 +85,8 @@ def read_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, str] |
     try:
         with safe_open(path, framework="np") as handle:
             metadata = handle.metadata()
-            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+            names = handle.keys()  # a safetensors handle, not a mapping: it is not iterable
+            tensors = {name: handle.get_tensor(name) for name in names}
     except Exception as error:  # safetensors raises several kinds for a bad file
         raise ArtifactError(f"not a readable safetensors file ({type(error).__name__}: "
                             f"{error}); bfloat16 tensors must be converted to float32 first",
@@ -161,7 +162,7 @@ def _read_text(path: str) -> str:
     if path == "-":
         return sys.stdin.read()
     try:
-        with open(path, "r", encoding="utf-8") as stream:
+        with open(path, encoding="utf-8") as stream:
             return stream.read()
     except (OSError, UnicodeDecodeError) as error:
         raise ArtifactError(f"cannot read the edit statements: {error}", path=path) from None

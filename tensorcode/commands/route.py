@@ -55,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
         answer, reason = decide(program, outputs, inputs)
         if answer is None:
             counts["escalated"] += 1
-            document: dict[str, Any] = {name: None for name in outputs}
+            document: dict[str, Any] = dict.fromkeys(outputs)
             document.update({"escalated": True, "reason": reason})
         else:
             counts["answered"] += 1

@@ -8,8 +8,9 @@ feeds the result back, until a program is acceptable or the attempts run out.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from ..errors import TensorCodeError
 from ..integrations.model import ModelRequest, ask
@@ -31,6 +32,15 @@ FEEDBACK_POLICY = (
     "the fewest wrong-while-covered design cases is selected, then the fewest runtime "
     "errors, then the highest design coverage, then the earliest. Only the selected "
     "program is scored on the acceptance cases, once, after the loop.")
+
+
+class Scored(NamedTuple):
+    """What every attempt that reached the ``scored`` stage has: its source, its design
+    report and whether the program can abstain."""
+
+    source: str
+    design: dict[str, Any]
+    abstains: bool
 
 
 @dataclass
@@ -57,6 +67,15 @@ class Attempt:
                 "parameters": self.parameters, "error": self.error, "design": self.design,
                 "abstains": self.abstains, "note": self.note}
 
+    def scored(self) -> Scored:
+        """The source, design report and abstention of a scored attempt; asking an attempt
+        that stopped earlier is a programming error, reported as ``TensorCodeError``."""
+        if (self.stage != "scored" or self.source is None or self.design is None
+                or self.abstains is None):
+            raise TensorCodeError(f"attempt {self.number} stopped at stage {self.stage!r}; "
+                                  "only a scored attempt has a design report")
+        return Scored(self.source, self.design, self.abstains)
+
     def summary(self) -> dict[str, Any]:
         """The attempt without its prompt and failures, for the report."""
         return {"number": self.number, "phase": self.phase, "stage": self.stage,
@@ -65,18 +84,22 @@ class Attempt:
 
 
 def eligible(attempt: Attempt, min_coverage: float) -> bool:
-    return attempt.stage == "scored" and attempt.design["coverage"] >= min_coverage
+    """Whether the attempt was scored and claims at least ``min_coverage`` of the cases."""
+    return attempt.stage == "scored" and attempt.scored().design["coverage"] >= min_coverage
 
 
 def rank(attempt: Attempt) -> tuple:
     """Smaller is better: wrong while covered, runtime errors, then coverage, then order."""
-    design = attempt.design
+    design = attempt.scored().design
     return (design["wrong"], design["errors"], -design["coverage"], attempt.number)
 
 
 def acceptable(attempt: Attempt, min_coverage: float) -> bool:
-    return (eligible(attempt, min_coverage) and attempt.design["wrong"] == 0
-            and attempt.design["errors"] == 0)
+    """Whether the search may stop here: eligible, never wrong while covered, no errors."""
+    if not eligible(attempt, min_coverage):
+        return False
+    design = attempt.scored().design
+    return design["wrong"] == 0 and design["errors"] == 0
 
 
 def select(attempts: Sequence[Attempt], min_coverage: float) -> Attempt | None:
@@ -163,7 +186,7 @@ def failure_message(attempts: Sequence[Attempt], min_coverage: float) -> str:
     lines = []
     for a in attempts:
         if a.stage == "scored":
-            lines.append(f"attempt {a.number}: design {one_line(a.design)}")
+            lines.append(f"attempt {a.number}: design {one_line(a.scored().design)}")
         else:
             lines.append(f"attempt {a.number}: {a.error}")
     compiled = any(a.stage == "scored" for a in attempts)

@@ -8,7 +8,8 @@ is charged to the case that caused it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def run_cases(program: Any, cases: Sequence[Case]) -> list[dict[str, Any] | Exce
     try:
         stacked = {name: np.stack([case[name] for case in cases]) for name in names}
         batch = program.batch(stacked)
-        results = []
+        results: list[dict[str, Any] | Exception] = []
         for i in range(len(cases)):
             results.append({name: np.asarray(value)[i] for name, value in batch.items()})
         return results

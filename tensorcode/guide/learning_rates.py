@@ -6,6 +6,10 @@ network is copied.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 import tensorcode as tc
 
 from . import GuideResult
@@ -25,6 +29,11 @@ def line_fit(tape: tc.Tape):
     return w, b, loss
 
 
+def descend(rate: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The plain gradient-descent rule at ``rate``, for ``Parameters.step``."""
+    return lambda p, g: p - g * rate
+
+
 def run(quick: bool = False, steps: int = 300) -> GuideResult:
     network, (w, b, loss) = tc.Tape.record(line_fit)
     initial = network.parameters()
@@ -38,7 +47,7 @@ def run(quick: bool = False, steps: int = 300) -> GuideResult:
             run_ = network.forward(parameters)
             losses.append(float(run_.of(loss)))
             gradients = run_.backward(loss).parameters(parameters)
-            parameters = parameters.step(gradients, lambda p, g, rate=rate: p - g * rate)
+            parameters = parameters.step(gradients, descend(rate))
         fw, fb = float(parameters.of(w)), float(parameters.of(b))
         label = f"lr {rate}: w {fw:.2f}, b {fb:.2f}"
         curves[label] = losses

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import ArtifactError
 from .model import ModelError, ModelRequest

@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -147,12 +148,12 @@ class Operation:
         return [[name, list(p.shape), p.dtype.name]
                 for name, p in zip(self._names, self._parameters.payloads())]
 
-    def train(self, mode: bool = True) -> "Operation":
+    def train(self, mode: bool = True) -> Operation:
         """Set the training mode (kept by checkpoints; returns self)."""
         self.training = bool(mode)
         return self
 
-    def eval(self) -> "Operation":
+    def eval(self) -> Operation:
         return self.train(False)
 
     # -- identity -------------------------------------------------------------------------
@@ -191,7 +192,7 @@ class Operation:
             output = output[:rows]
         return np.array(output, copy=True)
 
-    def _executor_for(self, arrays: Sequence[np.ndarray]) -> "_execute.Executor":
+    def _executor_for(self, arrays: Sequence[np.ndarray]) -> _execute.Executor:
         key = tuple((a.shape, a.dtype.name) for a in arrays)
         with self._plans_lock:
             executor = self._plans.get(key)

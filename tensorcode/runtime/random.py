@@ -8,7 +8,8 @@ resume drawing the same numbers with ``set_state()``.
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,7 +79,7 @@ class Generator:
         self._bits = bits
         self._rng = np.random.Generator(bits)
 
-    def clone(self) -> "Generator":
+    def clone(self) -> Generator:
         return copy.deepcopy(self)
 
 

@@ -8,7 +8,8 @@ so the prediction can be traced).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from ..ops.base import Operation
 
