@@ -22,16 +22,16 @@ import json
 import os
 import pathlib
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
-from .parameters import Layout, Parameters, Table
 from ..files import atomic_write, fsync_directory
-from .tensorfile import (DATA_DIGEST_PLACEHOLDER, TensorFile,
-                         write_tensors)
+from .parameters import Layout, Parameters, Table
+from .tensorfile import DATA_DIGEST_PLACEHOLDER, TensorFile, write_tensors
 
 
 def named_snapshot(parameters: Parameters, module: Any) -> dict[str, np.ndarray]:
@@ -429,9 +429,9 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_file: TensorFil
     tensors, digest = tensor_file.read(targets, digest=digest_kind)
     recorded = manifest["tensors"]["sha256"]
     if digest != recorded:
-        raise fail(f"checksum mismatch: the "
-                   f"{'file hashes' if digest_kind == 'file' else 'tensor bytes hash'} to {digest}, the manifest records {recorded} (corrupted or "
-                   "replaced)", digest_field, tensor_path)
+        hashed = "file hashes" if digest_kind == "file" else "tensor bytes hash"
+        raise fail(f"checksum mismatch: the {hashed} to {digest}, the manifest records "
+                   f"{recorded} (corrupted or replaced)", digest_field, tensor_path)
 
     commit_optimizer = None
     if optimizer is not None:
@@ -443,7 +443,7 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_file: TensorFil
             groups = [dict(g, betas=tuple(g["betas"])) if isinstance(g, dict) and
                       isinstance(g.get("betas"), list) else g for g in groups]
         try:
-            commit_optimizer = optimizer._prepare_load(
+            commit_optimizer = optimizer.prepare_load(
                 {"state": state_dict_state, "param_groups": groups}, layout)
         except (TensorCodeError, TypeError, ValueError) as error:
             raise fail(str(error), "optimizer") from error
