@@ -21,8 +21,7 @@ import numpy as np
 import tensorcode as tc
 from tensorcode import trace
 from tensorcode.ops import Mlp
-from tensorcode.training import (TemperatureCalibration, Trainer, evaluate_calibration,
-                                 fit_threshold)
+from tensorcode.training import TemperatureCalibration, Trainer, evaluate_calibration, fit_threshold
 
 CLASSES, FEATURES = 3, 8
 

@@ -29,6 +29,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tensorcode`` command line; only the chosen subcommand's module is
+    imported, so ``tensorcode demo`` never loads numba until a guide example needs it.
+    Returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="tensorcode",

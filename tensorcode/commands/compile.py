@@ -19,6 +19,7 @@ from ..errors import ArtifactError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``compile`` flags to ``parser``."""
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="a saved plan directory (or a directory of them)")
     parser.add_argument("--cache-dir", metavar="DIR",
@@ -53,6 +54,7 @@ def _warm_algorithm(path: pathlib.Path, backend: str):
 
 
 def main(args: argparse.Namespace) -> int:
+    """Warm the plan cache for every saved plan or algorithm under ``args.paths``."""
     if args.cache_dir:
         os.environ["TENSORCODE_CACHE_DIR"] = str(pathlib.Path(args.cache_dir).resolve())
     from ..compiler.plan import Plan, cache_dir, compile_stats

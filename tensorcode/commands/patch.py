@@ -28,6 +28,7 @@ SCALES_FORMAT = "tensorcode.scales"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``patch`` actions and their flags to ``parser``."""
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     render = actions.add_parser("render", help="write a checkpoint's tensors as integers x scale")
@@ -105,6 +106,7 @@ def write_safetensors(path: str, tensors: dict[str, np.ndarray],
 
 
 def write_scales(path: str, scales: dict[str, float], digits: int) -> None:
+    """Write the per-tensor scales ``render`` used, atomically, for ``apply --scales``."""
     document = {"format": SCALES_FORMAT, "version": 1, "digits": digits, "scales": scales}
     write_atomic(path, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
 
@@ -245,6 +247,7 @@ _ACTIONS = {"render": _render, "edit": _edit, "diff": _diff, "apply": _apply, "s
 
 
 def main(args: argparse.Namespace) -> int:
+    """Run the chosen ``patch`` action."""
     return _ACTIONS[args.action](args)
 
 

@@ -24,6 +24,7 @@ MAX_LINE_CHARS = 1 << 20
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``route`` flags to ``parser``."""
     parser.add_argument("directory", metavar="DIR",
                         help="a directory written by Distillation.save (algorithm.json and "
                              "distillation.json)")
@@ -33,6 +34,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Answer JSON-lines inputs from stdin with a saved distilled program, one JSON
+    line out per line in; cases it does not claim are marked escalated, malformed lines
+    get an error line and make the exit status 1."""
     from ..distill.result import Distillation
     from ..distill.router import decide
 

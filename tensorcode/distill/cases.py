@@ -82,6 +82,8 @@ def normalize_case(case: Any, contract: Contract, what: str) -> Case:
 
 
 def normalize_cases(cases: Sequence[Any], contract: Contract, what: str) -> list[Case]:
+    """Each case of ``cases`` checked against ``contract`` (``what`` names them in
+    errors), as float64 arrays."""
     if isinstance(cases, Mapping) or not isinstance(cases, Sequence):
         raise TensorCodeError(f"{what} must be a list of dictionaries, got "
                               f"{type(cases).__name__}")

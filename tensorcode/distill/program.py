@@ -63,6 +63,7 @@ def check_executor(executor: str) -> None:
 
 
 def load_algorithm(path: Any, executor: str) -> Any:
+    """A saved algorithm artifact, imported lazily so distill loads without it."""
     from ..algorithm import Algorithm
 
     return Algorithm.load(path, executor=executor)
@@ -98,6 +99,7 @@ def parameters_of(program: Any) -> dict[str, np.ndarray]:
 
 
 def parameters_to_json(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameter values as JSON-safe floats and nested lists."""
     out = {}
     for name, value in parameters.items():
         array = np.asarray(value, dtype=np.float64)

@@ -18,6 +18,7 @@ MAX_QUOTED_SOURCE = 6000
 
 
 def describe_contract(contract: Contract) -> str:
+    """The contract as prompt lines, one per name with its shape."""
     lines = []
     for name, shape in contract.items():
         lines.append(f"- {name}: float, shape {list(shape)}" + (" (a scalar)" if not shape else ""))

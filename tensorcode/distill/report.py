@@ -30,6 +30,9 @@ VERDICTS = ("agreed", "wrong", "uncovered", "error")
 
 @dataclass(frozen=True)
 class Verdict:
+    """How one case went: ``kind`` is one of ``VERDICTS``; ``produced`` holds the
+    program's outputs and ``error`` its exception text, when there are any."""
+
     kind: str
     produced: dict[str, Any] | None = None
     error: str | None = None

@@ -69,11 +69,13 @@ class Router:
 
     @property
     def calls(self) -> int:
+        """Calls answered so far, by the program or the fallback."""
         with self._lock:
             return self._calls
 
     @property
     def escalations(self) -> int:
+        """Calls the fallback answered so far."""
         with self._lock:
             return len(self._escalated)
 

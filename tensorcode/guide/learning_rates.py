@@ -18,6 +18,7 @@ RATES = (0.005, 0.02, 0.05)
 
 
 def line_fit(tape: tc.Tape):
+    """Record a line ``w * x + b`` and its squared error on three points."""
     w = tape.parameter(0.0)
     b = tape.parameter(0.0)
     # three samples of the line y = 2x + 1, as leaves; the loss sums squared errors
@@ -35,6 +36,7 @@ def descend(rate: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
 
 
 def run(quick: bool = False, steps: int = 300) -> GuideResult:
+    """Train the same line from clones of one initial table at each rate."""
     network, (w, b, loss) = tc.Tape.record(line_fit)
     initial = network.parameters()
     curves: dict[str, list[float]] = {}

@@ -50,6 +50,7 @@ class Model(Protocol):
     """Anything that turns a request into reply text."""
 
     def complete(self, request: ModelRequest) -> str:  # pragma: no cover - protocol
+        """The reply text to ``request``."""
         ...
 
 

@@ -65,6 +65,7 @@ class OpenAICompatibleModel:
 
     @property
     def url(self) -> str:
+        """The chat-completions endpoint under ``base_url``."""
         return f"{self.base_url}/chat/completions"
 
     def body(self, request: ModelRequest) -> dict[str, Any]:

@@ -44,9 +44,12 @@ class RecordedModel:
 
     @property
     def remaining(self) -> int:
+        """Replies not handed out yet."""
         return len(self.replies) - len(self.prompts)
 
     def complete(self, request: ModelRequest | str) -> str:
+        """The next recorded reply (the prompt is kept in ``prompts``); running out
+        raises ``ModelError``."""
         prompt = request if isinstance(request, str) else request.prompt
         with self._lock:
             index = len(self.prompts)

@@ -51,12 +51,14 @@ def xavier(seed: int) -> Initializer:
 
 
 def zeros() -> Initializer:
+    """An initializer that fills with zeros (biases, by convention)."""
     def draw(shape: Sequence[int], dtype: Any = "float32") -> np.ndarray:
         return np.zeros(tuple(shape), dtype=dtype)
     return draw
 
 
 def ones() -> Initializer:
+    """An initializer that fills with ones (scales, by convention)."""
     def draw(shape: Sequence[int], dtype: Any = "float32") -> np.ndarray:
         return np.ones(tuple(shape), dtype=dtype)
     return draw

@@ -45,6 +45,7 @@ class Module:
         return result
 
     def parameters(self) -> list[Expr]:
+        """The parameter symbols in recording order."""
         return [symbol for _, symbol in self.named_parameters()]
 
     def __iter__(self) -> Iterator[Expr]:

@@ -42,12 +42,15 @@ class Plot:
     dpi: int = DEFAULT_DPI
 
     def title(self, text: str) -> Plot:
+        """The plot with this title."""
         return dataclasses.replace(self, title_text=_text(text, "Plot.title"))
 
     def x_label(self, text: str) -> Plot:
+        """The plot with this x-axis label."""
         return dataclasses.replace(self, x_label_text=_text(text, "Plot.x_label"))
 
     def y_label(self, text: str) -> Plot:
+        """The plot with this y-axis label."""
         return dataclasses.replace(self, y_label_text=_text(text, "Plot.y_label"))
 
     def log_y(self) -> Plot:

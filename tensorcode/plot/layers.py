@@ -156,6 +156,7 @@ class Points:
 
     @classmethod
     def xy(cls, xs: Iterable[float], ys: Iterable[float]) -> Points:
+        """Points at ``(xs[i], ys[i])``; the two must have the same length."""
         xs_, ys_ = _floats(xs, "Points.xy", "xs"), _floats(ys, "Points.xy", "ys")
         _same_length(xs_, ys_, "Points.xy")
         return cls(xs_, ys_)
@@ -191,6 +192,7 @@ class Cells:
 
     @property
     def rows(self) -> int:
+        """The number of rows in the grid."""
         return len(self.values)
 
     @classmethod

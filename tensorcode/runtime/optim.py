@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import DTypeError, TensorCodeError
 from . import optim_reference
-from .optim_state import check_state_dict, json_safe, state_entries, torch_flags
+from .optim_state import check_state_dict, state_entries, torch_flags
 from .parameters import Gradients, Layout, Parameters, Table
 
 #: dtypes the built-in update loops support
@@ -98,6 +98,7 @@ class Optimizer:
     # -- the contract ------------------------------------------------------------------
     @classmethod
     def type_name(cls) -> str:
+        """The name written to checkpoints: ``kind``, else the class's qualified name."""
         return cls.kind or cls.__qualname__
 
     def group(self) -> dict[str, Any]:
@@ -122,12 +123,11 @@ class Optimizer:
         return self.state_keys
 
     def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
+        """The new parameters after one step (the subclass's rule); ``step`` has
+        validated the call and bound the layout. Must return a fresh ``Parameters`` table
+        of the same layout."""
         raise NotImplementedError(f"{type(self).__name__} must implement update(parameters, "
                                   "gradients, lr)")
-
-    def hyperparameters(self) -> dict[str, Any]:
-        """JSON-safe hyperparameters (the param-group fields), for checkpoints."""
-        return json_safe(self.group())
 
     # -- stepping ----------------------------------------------------------------------
     def step(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
@@ -175,6 +175,7 @@ class Optimizer:
 
     @property
     def layout(self) -> Layout | None:
+        """The parameter layout the state is bound to (None before the first step)."""
         return self._layout
 
     def _output_buffer(self, dtype: str, size: int) -> np.ndarray:

@@ -161,18 +161,6 @@ def torch_flags(group: Mapping[str, Any], current: Mapping[str, Any]) -> dict[st
     return flags
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` with NumPy scalars turned into Python ones and tuples into lists, so the
-    hyperparameters can go into a checkpoint's JSON manifest."""
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
 def _int(value: Any) -> int | None:
     """A parameter index given as an integer or a digit string (JSON keys), else None."""
     if isinstance(value, bool):

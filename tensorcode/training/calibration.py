@@ -82,6 +82,7 @@ class TemperatureCalibration(Operation):
 
     @property
     def temperature(self) -> float:
+        """The current temperature (the logits are divided by it)."""
         return float(self.parameters.payloads()[0])
 
     def forward(self, logits: Any) -> np.ndarray:

@@ -16,6 +16,9 @@ from ..ops.base import Operation
 
 @runtime_checkable
 class Tool(Protocol):
+    """What a ``Trainer`` trains: operations holding the parameters, the objective
+    its supervised predictions use, and its training-mode policy."""
+
     #: the operations holding the tool's trainable parameters, by stable name
     operations: Mapping[str, Operation]
     #: the loss name its supervised predictions are trained on ("cross_entropy", ...)

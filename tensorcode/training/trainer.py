@@ -156,6 +156,7 @@ class Trainer:
         self._parameters = table
 
     def modes(self) -> dict[str, bool]:
+        """Each operation's training mode, by name (what checkpoints record)."""
         return {name: bool(op.training) for name, op in self._owners}
 
     # -- capture ------------------------------------------------------------------------

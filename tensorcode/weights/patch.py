@@ -37,6 +37,7 @@ class TensorChange:
 
     @property
     def size(self) -> int:
+        """The number of elements of the changed tensor."""
         return int(np.prod(self.shape, dtype=np.int64))
 
 
@@ -251,6 +252,7 @@ class Patch:
         return name in self.changes
 
     def names(self) -> list[str]:
+        """The names of the changed tensors."""
         return list(self.changes)
 
     def __repr__(self) -> str:
