@@ -1,4 +1,5 @@
-"""Run the benchmark suites: ``python -m benchmarks [--quick] [--only NAME] [--json PATH] [--chart PATH]``.
+"""Run the benchmark suites:
+``python -m benchmarks [--quick] [--only NAME] [--json PATH] [--chart PATH]``.
 
 Each ``suite_*.py`` runs in its own process; its rows are printed together as one table
 of medians and ratios measured in this run.
@@ -22,10 +23,9 @@ def suites() -> list[str]:
 
 
 def run_suite(name: str, quick: bool) -> list[Row]:
-    code = ("import json, sys; sys.path.insert(0, %r); "
-            "from benchmarks import suite_%s as s; "
-            "print(json.dumps([r.to_json() for r in s.run(quick=%r)]))"
-            % (str(HERE.parent), name, quick))
+    code = (f"import json, sys; sys.path.insert(0, {str(HERE.parent)!r}); "
+            f"from benchmarks import suite_{name} as s; "
+            f"print(json.dumps([r.to_json() for r in s.run(quick={quick!r})]))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if result.returncode != 0:
         print(f"suite {name} failed:\n{result.stderr[-3000:]}", file=sys.stderr)
@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", choices=suites(), help="run only this suite")
     parser.add_argument("--json", help="also write the rows as JSON to this path")
     parser.add_argument("--chart", metavar="PATH",
-                        help="also draw the ratios as a bar chart (.png or .svg; needs the plot extra)")
+                        help="also draw the ratios as a bar chart (.png or .svg; needs the "
+                             "plot extra)")
     args = parser.parse_args(argv)
     rows: list[Row] = []
     for name in args.only or suites():

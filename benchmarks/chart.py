@@ -3,8 +3,8 @@
 One group of horizontal bars per workload, one bar per peer, each bar the ratio the
 table prints in its ``tensorcode vs peer`` column (above 1: TensorCode is that many
 times better), growing from the parity line at 1 on a logarithmic axis, so 2x better
-and 2x worse are bars of the same length on opposite sides. Drawing needs the ``plot`` extra; without it the runner says what
-to install and the table is still printed.
+and 2x worse are bars of the same length on opposite sides. Drawing needs the ``plot``
+extra; without it the runner says what to install and the table is still printed.
 """
 
 from __future__ import annotations

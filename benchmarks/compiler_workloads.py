@@ -11,6 +11,7 @@ several-fold with JAX loaded beside it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
@@ -48,7 +49,7 @@ def make_data(spec: dict, seed: int = 0) -> dict:
     else:
         data["y"] = rng.integers(0, sizes[-1], size=(batch,)).astype(np.int64)
     layers = []
-    for a, b in zip(sizes, sizes[1:]):
+    for a, b in itertools.pairwise(sizes):
         limit = math.sqrt(6.0 / (a + b))
         layers.append((rng.uniform(-limit, limit, (a, b)).astype(np.float32),
                        np.zeros(b, np.float32)))
@@ -72,7 +73,7 @@ def tensorcode_network(spec: dict, data: dict):
     tape = tc.Tape()
     params = []
     if "embedding" in spec:
-        vocab, dim, context = spec["embedding"]
+        _, dim, context = spec["embedding"]
         idx = tape.input(data["idx"], name="idx")
         table = tape.parameter(data["E"], name="E")
         params.append(table)
@@ -95,7 +96,7 @@ def tensorcode_network(spec: dict, data: dict):
 
 def tensorcode_step(spec: dict, data: dict, backend: str = "numba"):
     """A step closure for the TensorCode plan, and a note on the update it uses."""
-    network, loss, adjoints = tensorcode_network(spec, data)
+    network, _, adjoints = tensorcode_network(spec, data)
     plan = network.entry(adjoints.roots()).lower(backend)
     state = {"p": network.parameters()}
     lr = spec["lr"]
@@ -123,7 +124,7 @@ def tensorcode_step(spec: dict, data: dict, backend: str = "numba"):
 
 def numpy_step(spec: dict, data: dict):
     layers = [(w.copy(), b.copy()) for w, b in data["layers"]]
-    E = data.get("E", None)
+    E = data.get("E")
     E = None if E is None else E.copy()
     lr, act, batch = spec["lr"], spec["act"], spec["batch"]
     adam = spec["opt"] == "adam"
@@ -376,7 +377,7 @@ def _hand_kernels():
 def hand_numba_step(name: str, spec: dict, data: dict):
     from numba.typed import List
 
-    small1, small2, dense = _hand_kernels()
+    small1, _, dense = _hand_kernels()
     layers = [(w.copy(), b.copy()) for w, b in data["layers"]]
     lr = np.float32(spec["lr"])
     if name == "W1":
@@ -428,7 +429,8 @@ def torch_rows(quick: bool) -> list[dict]:
             x = torch.tensor(data["x"])
         layers = []
         for w, b in data["layers"]:
-            layers.append((torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)))
+            layers.append((torch.tensor(w, requires_grad=True),
+                           torch.tensor(b, requires_grad=True)))
             params += list(layers[-1])
         y = torch.tensor(data["y"])
         opt = (torch.optim.Adam(params, lr=spec["lr"]) if spec["opt"] == "adam"

@@ -15,8 +15,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -74,7 +75,8 @@ def format_table(rows: list[Row]) -> str:
     """Rows grouped by suite and workload, with each peer's ratio to the baseline row
     (>1 means TensorCode is that many times better)."""
     lines = []
-    header = f"{'suite':<12} {'workload':<34} {'peer':<22} {'median':>14}  {'tensorcode vs peer':>18}  note"
+    header = (f"{'suite':<12} {'workload':<34} {'peer':<22} {'median':>14}  "
+              f"{'tensorcode vs peer':>18}  note")
     lines.append(header)
     lines.append("-" * len(header))
     groups: dict[tuple[str, str], list[Row]] = {}
@@ -89,5 +91,6 @@ def format_table(rows: list[Row]) -> str:
                 r = row.value / base.value if row.lower_is_better else base.value / row.value
                 ratio = f"{r:.2f}x"
             value = f"{row.value:.4g} {row.unit}"
-            lines.append(f"{suite:<12} {workload:<34} {row.peer:<22} {value:>14}  {ratio:>18}  {row.note}")
+            lines.append(f"{suite:<12} {workload:<34} {row.peer:<22} {value:>14}  "
+                         f"{ratio:>18}  {row.note}")
     return "\n".join(lines)

@@ -24,8 +24,9 @@ TENSORS = 4
 
 
 def run(quick: bool) -> list[Row]:
-    import tensorcode as tc
     from safetensors.numpy import load_file, save_file
+
+    import tensorcode as tc
 
     nbytes = 10_000_000 if quick else 100_000_000
     repeat = 5 if quick else 7

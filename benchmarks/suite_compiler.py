@@ -16,8 +16,15 @@ import sys
 import tempfile
 import time
 
-from .compiler_workloads import (WORKLOADS, fresh_process_script, hand_numba_step, make_data,
-                                 numpy_step, repeats, tensorcode_step)
+from .compiler_workloads import (
+    WORKLOADS,
+    fresh_process_script,
+    hand_numba_step,
+    make_data,
+    numpy_step,
+    repeats,
+    tensorcode_step,
+)
 from .harness import Row, median_time, module_available
 
 SUITE = "compiler"
@@ -86,7 +93,7 @@ def run(quick: bool = False) -> list[Row]:
             for r in _framework_rows(kind, quick):
                 rows.append(Row(SUITE, WORKLOADS[r["workload"]]["title"], r["peer"], r["value"],
                                 note=r["note"]))
-        except Exception as error:  # noqa: BLE001 - report, do not abort the suite
+        except Exception as error:  # report, do not abort the suite
             rows.append(Row(SUITE, WORKLOADS["W1"]["title"], f"{kind} (failed)", 0.0,
                             note=str(error).splitlines()[-1][:80]))
     # cold and warm lowering of W2 in fresh processes
@@ -105,7 +112,7 @@ def run(quick: bool = False) -> list[Row]:
             jax_fresh = _fresh("jax", "")
             rows.append(Row(SUITE, "W2 warm: process start to 1st step", "jax jit",
                             jax_fresh["wall"], unit="s", note="import + trace + compile"))
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:  # report, do not abort the suite
             rows.append(Row(SUITE, "W2 warm: process start to 1st step", "jax (failed)", 0.0,
                             unit="s", note=str(error).splitlines()[-1][:80]))
     return rows

@@ -14,8 +14,7 @@ def run(quick: bool) -> list[Row]:
     import numpy as np
 
     from tensorcode import algorithm
-    from tensorcode.distill import distill
-    from tensorcode.distill import tickets
+    from tensorcode.distill import distill, tickets
     from tensorcode.integrations import RecordedModel, load_replies
 
     replies = load_replies(tickets.replies_path())

@@ -94,7 +94,7 @@ def _torch(n: int, quick: bool) -> list[Row]:
         return []
     out = run_in_subprocess(_TORCH.format(n=n, tensors=TENSORS, repeat=_repeat(n, quick)))
     rows = []
-    for name, mode, seconds, error in out["results"]:
+    for name, mode, seconds, _error in out["results"]:
         if seconds is None:
             continue
         rows.append(Row(SUITE, f"{name} {n:.0e} f32", f"torch {mode}", n / seconds,

@@ -44,7 +44,7 @@ def main() -> None:
 
     parameters = network.parameters()
     opt = tc.optim.Sgd()
-    for step in range(200):
+    for _ in range(200):
         run = plan.forward(parameters)
         parameters = opt.step(parameters, run.recorded_gradients(adjoints), 0.1)
     print(f"loss after 200 steps: {float(plan.forward(parameters).of(loss)):.5f}")

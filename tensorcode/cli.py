@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .errors import TensorCodeError
 
@@ -29,9 +29,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tensorcode`` command line; only the chosen subcommand's module is
+    imported, so ``tensorcode demo`` never loads numba until a guide example needs it.
+    Returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
-        prog="tensorcode", description="TensorCode: record, compile and run small trainable programs.")
+        prog="tensorcode",
+        description="TensorCode: record, compile and run small trainable programs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = argv[0] if argv and argv[0] in COMMANDS else None
     module = None

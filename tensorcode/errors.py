@@ -26,11 +26,13 @@ class FeedError(TensorCodeError):
     """A feed names an unknown or non-input symbol, or has the wrong type."""
 
 
-class SourceLocated:
+class SourceLocated(Exception):
     """Mixin for errors that point into a source text (a program, an edit reply).
 
     ``line`` and ``column`` are 1-based; ``excerpt`` is the offending source line with a
-    caret under the column. The message reads ``line L, column C: what was wrong``.
+    caret under the column. The message reads ``line L, column C: what was wrong``. It
+    derives from ``Exception`` so its ``__init__`` can pass the message on; combine it
+    with a ``TensorCodeError`` subclass (it comes first in the bases).
     """
 
     def __init__(self, message: str, line: int | None = None, column: int | None = None,

@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS)
     parser.add_argument("--reply", default=str(HERE / "reply.txt"),
                         help="the recorded edit reply (edit statements)")
-    parser.add_argument("-o", "--output", help="directory for the patch file (default: a temporary one)")
+    parser.add_argument("-o", "--output",
+                        help="directory for the patch file (default: a temporary one)")
     args = parser.parse_args(argv)
 
     router = algorithms.compile(SOURCE, inputs={"features": (6,)}, outputs={"scores": (3,)},

@@ -16,6 +16,7 @@ from ..errors import TensorCodeError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``bench`` flags to ``parser``."""
     parser.add_argument("--root", metavar="DIR",
                         help="the checkout holding benchmarks/ (default: the current "
                              "directory or the one tensorcode is installed from)")
@@ -25,6 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def find_root(explicit: str | None) -> pathlib.Path:
+    """The checkout holding ``benchmarks/``: ``explicit``, else the current directory
+    or the one tensorcode is installed from (the suites are not part of the package)."""
     candidates = [pathlib.Path(explicit)] if explicit else [
         pathlib.Path.cwd(), pathlib.Path(__file__).resolve().parents[1]]
     for root in candidates:
@@ -37,6 +40,7 @@ def find_root(explicit: str | None) -> pathlib.Path:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Run the benchmark suites in a child ``python -m benchmarks``; its exit status."""
     root = find_root(args.root)
     command = [sys.executable, "-m", "benchmarks"]
     if args.quick:

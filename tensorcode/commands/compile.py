@@ -20,6 +20,7 @@ from ..errors import ArtifactError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``compile`` flags to ``parser``."""
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="a saved plan directory (or a directory of them)")
     parser.add_argument("--cache-dir", metavar="DIR",
@@ -47,12 +48,13 @@ def _warm_algorithm(path: pathlib.Path, backend: str):
     try:
         from ..algorithm import load
     except ModuleNotFoundError as error:  # pragma: no cover - algorithm package absent
-        raise ArtifactError(f"cannot read algorithm artifacts here ({error})", path=path)
+        raise ArtifactError(f"cannot read algorithm artifacts here ({error})", path=path) from error
     algorithm = load(path, executor=backend)
     return getattr(getattr(algorithm, "_executor", None), "plan", None)
 
 
 def main(args: argparse.Namespace) -> int:
+    """Warm the plan cache for every saved plan or algorithm under ``args.paths``."""
     if args.cache_dir:
         os.environ["TENSORCODE_CACHE_DIR"] = str(pathlib.Path(args.cache_dir).resolve())
     from ..compiler.plan import Plan, cache_dir, compile_stats

@@ -16,6 +16,7 @@ from .. import guide
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``demo`` flags to ``parser``."""
     parser.add_argument("--plots", metavar="DIR", help="also write every plate into DIR")
     parser.add_argument("-o", "--output", metavar="DIR", default="tensorcode-demo",
                         help="where to save the distilled router (default: ./tensorcode-demo)")
@@ -33,6 +34,8 @@ def _distill_example():
 
 
 def main(args: argparse.Namespace) -> int:
+    """Run the guide examples (and, when all run, the distilled ticket router), printing
+    their lines."""
     names = args.only or guide.available()
     for name in names:
         start = time.perf_counter()

@@ -28,6 +28,7 @@ SCALES_FORMAT = "tensorcode.scales"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``patch`` actions and their flags to ``parser``."""
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     render = actions.add_parser("render", help="write a checkpoint's tensors as integers x scale")
@@ -96,6 +97,7 @@ def write_safetensors(path: str, tensors: dict[str, np.ndarray],
 
 
 def write_scales(path: str, scales: dict[str, float], digits: int) -> None:
+    """Write the per-tensor scales ``render`` used, atomically, for ``apply --scales``."""
     document = {"format": SCALES_FORMAT, "version": 1, "digits": digits, "scales": scales}
     atomic_write_json(path, document)
 
@@ -141,7 +143,7 @@ def _read_text(path: str) -> str:
     if path == "-":
         return sys.stdin.read()
     try:
-        with open(path, "r", encoding="utf-8") as stream:
+        with open(path, encoding="utf-8") as stream:
             return stream.read()
     except (OSError, UnicodeDecodeError) as error:
         raise ArtifactError(f"cannot read the edit statements: {error}", path=path) from None
@@ -224,6 +226,7 @@ _ACTIONS = {"render": _render, "edit": _edit, "diff": _diff, "apply": _apply, "s
 
 
 def main(args: argparse.Namespace) -> int:
+    """Run the chosen ``patch`` action."""
     return _ACTIONS[args.action](args)
 
 

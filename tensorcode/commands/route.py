@@ -26,6 +26,7 @@ MAX_LINE_CHARS = 1 << 20
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    """Add the ``route`` flags to ``parser``."""
     parser.add_argument("directory", metavar="DIR",
                         help="a directory written by Distillation.save (algorithm.json and "
                              "distillation.json)")
@@ -36,6 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    """Answer JSON-lines inputs from stdin with a saved distilled program, one JSON
+    line out per line in; cases it does not claim are marked escalated, malformed lines
+    get an error line and make the exit status 1."""
     from ..distill.result import Distillation
     from ..distill.router import decide
 
@@ -58,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
         answer, reason = decide(program, outputs, inputs)
         if answer is None:
             counts["escalated"] += 1
-            document: dict[str, Any] = {name: None for name in outputs}
+            document: dict[str, Any] = dict.fromkeys(outputs)
             document.update({"escalated": True, "reason": reason})
         else:
             counts["answered"] += 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Self, Sequence
 
 import numpy as np
 
@@ -117,7 +117,7 @@ class Table:
 
     # -- construction --------------------------------------------------------------------
     @classmethod
-    def from_payloads(cls, layout: Layout, payloads: Sequence[Any]) -> "Table":
+    def from_payloads(cls, layout: Layout, payloads: Sequence[Any]) -> Self:
         """A table holding copies of ``payloads`` (one per slot, exact shapes)."""
         if len(payloads) != len(layout.slots):
             raise ShapeError(f"expected {len(layout.slots)} payloads, got {len(payloads)}")
@@ -128,7 +128,7 @@ class Table:
         return cls(layout, buffers)
 
     @classmethod
-    def from_buffers(cls, layout: Layout, buffers: Mapping[str, np.ndarray]) -> "Table":
+    def from_buffers(cls, layout: Layout, buffers: Mapping[str, np.ndarray]) -> Self:
         """A table that takes ownership of ``buffers`` (flat, one per dtype)."""
         return cls(layout, buffers)
 
@@ -171,7 +171,7 @@ class Table:
     def __iter__(self) -> Iterator[np.ndarray]:
         return iter(self._payload_views())
 
-    def clone(self):
+    def clone(self) -> Self:
         """An independent copy: a what-if costs exactly the payloads."""
         return type(self)(self._layout, {d: b.copy() for d, b in self._buffers.items()})
 

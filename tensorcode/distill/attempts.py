@@ -7,9 +7,9 @@ feeds the result back, until a program is acceptable or the attempts run out.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from ..errors import TensorCodeError
 from ..integrations.model import ModelRequest, ask
@@ -17,8 +17,6 @@ from . import program as programs
 from .cases import Case, Contract
 from .prompt import build_prompt
 from .report import judge, one_line, summarize
-
-STAGES = ("author", "parse", "compile", "scored")
 
 FEEDBACK_POLICY = (
     "Design cases are shown to the author with the teacher's outputs; acceptance cases are "
@@ -31,6 +29,15 @@ FEEDBACK_POLICY = (
     "the fewest wrong-while-covered design cases is selected, then the fewest runtime "
     "errors, then the highest design coverage, then the earliest. Only the selected "
     "program is scored on the acceptance cases, once, after the loop.")
+
+
+class Scored(NamedTuple):
+    """What every attempt that reached the ``scored`` stage has: its source, its design
+    report and whether the program can abstain."""
+
+    source: str
+    design: dict[str, Any]
+    abstains: bool
 
 
 @dataclass
@@ -52,10 +59,27 @@ class Attempt:
     program: Any = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
+        """The attempt as JSON-safe data, for ``Distillation.attempts``."""
         return {"number": self.number, "phase": self.phase, "stage": self.stage,
                 "prompt": self.prompt, "reply": self.reply, "source": self.source,
                 "parameters": self.parameters, "error": self.error, "design": self.design,
                 "abstains": self.abstains, "note": self.note}
+
+    def design_report(self) -> dict[str, Any]:
+        """The design report of a scored attempt; asking an attempt that stopped earlier
+        is a programming error, reported as ``TensorCodeError``."""
+        if self.design is None:
+            raise TensorCodeError(f"attempt {self.number} stopped at stage {self.stage!r}; "
+                                  "only a scored attempt has a design report")
+        return self.design
+
+    def scored(self) -> Scored:
+        """The source, design report and abstention of a scored attempt (the selected
+        one); asking an attempt that stopped earlier is a programming error."""
+        if self.source is None or self.abstains is None:
+            raise TensorCodeError(f"attempt {self.number} stopped at stage {self.stage!r}; "
+                                  "only a scored attempt has a source and a program")
+        return Scored(self.source, self.design_report(), self.abstains)
 
     def summary(self) -> dict[str, Any]:
         """The attempt without its prompt and failures, for the report."""
@@ -65,18 +89,22 @@ class Attempt:
 
 
 def eligible(attempt: Attempt, min_coverage: float) -> bool:
-    return attempt.stage == "scored" and attempt.design["coverage"] >= min_coverage
+    """Whether the attempt was scored and claims at least ``min_coverage`` of the cases."""
+    return attempt.stage == "scored" and attempt.design_report()["coverage"] >= min_coverage
 
 
 def rank(attempt: Attempt) -> tuple:
     """Smaller is better: wrong while covered, runtime errors, then coverage, then order."""
-    design = attempt.design
+    design = attempt.design_report()
     return (design["wrong"], design["errors"], -design["coverage"], attempt.number)
 
 
 def acceptable(attempt: Attempt, min_coverage: float) -> bool:
-    return (eligible(attempt, min_coverage) and attempt.design["wrong"] == 0
-            and attempt.design["errors"] == 0)
+    """Whether the search may stop here: eligible, never wrong while covered, no errors."""
+    if not eligible(attempt, min_coverage):
+        return False
+    design = attempt.design_report()
+    return design["wrong"] == 0 and design["errors"] == 0
 
 
 def select(attempts: Sequence[Attempt], min_coverage: float) -> Attempt | None:
@@ -160,10 +188,11 @@ def search(*, task: str, inputs: Contract, outputs: Contract, author: Any, attem
 
 
 def failure_message(attempts: Sequence[Attempt], min_coverage: float) -> str:
+    """Why no attempt was selected, one line per attempt, for ``DistillationError``."""
     lines = []
     for a in attempts:
         if a.stage == "scored":
-            lines.append(f"attempt {a.number}: design {one_line(a.design)}")
+            lines.append(f"attempt {a.number}: design {one_line(a.design_report())}")
         else:
             lines.append(f"attempt {a.number}: {a.error}")
     compiled = any(a.stage == "scored" for a in attempts)
@@ -171,7 +200,3 @@ def failure_message(attempts: Sequence[Attempt], min_coverage: float) -> str:
             if compiled else "no attempt produced a program that compiles")
     return (head + "; every attempt is in error.attempts (prompt, reply, error):\n  "
             + "\n  ".join(lines or ["no attempt was made (attempts=0?)"]))
-
-
-def parameters_json_text(parameters: Mapping[str, Any] | None) -> str:
-    return json.dumps(parameters or {}, indent=None)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -81,6 +82,8 @@ def normalize_case(case: Any, contract: Contract, what: str) -> Case:
 
 
 def normalize_cases(cases: Sequence[Any], contract: Contract, what: str) -> list[Case]:
+    """Each case of ``cases`` checked against ``contract`` (``what`` names them in
+    errors), as float64 arrays."""
     if isinstance(cases, Mapping) or not isinstance(cases, Sequence):
         raise TensorCodeError(f"{what} must be a list of dictionaries, got "
                               f"{type(cases).__name__}")
@@ -128,7 +131,7 @@ def split(count: int, holdout: float, seed: int) -> tuple[list[int], list[int]]:
     if count < 2:
         raise TensorCodeError(f"the workload has {count} case(s); at least 2 are needed, one "
                               "to design on and one to accept on")
-    held = min(count - 1, max(1, int(round(count * float(holdout)))))
+    held = min(count - 1, max(1, round(count * float(holdout))))
     order = np.random.default_rng(int(seed)).permutation(count)
     acceptance = sorted(int(i) for i in order[:held])
     design = sorted(int(i) for i in order[held:])

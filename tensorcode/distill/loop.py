@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ..errors import DistillationError, TensorCodeError
 from . import program as programs
-from .attempts import (FEEDBACK_POLICY, Attempt, CaseSet, failure_message, score, search,
-                       select)
-from .cases import (Case, Contract, infer_contract, normalize_cases,
-                    normalize_contract, split)
+from .attempts import FEEDBACK_POLICY, Attempt, CaseSet, failure_message, score, search, select
+from .cases import Case, Contract, infer_contract, normalize_cases, normalize_contract, split
 from .report import teacher_vs_truth
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from .result import Distillation
@@ -70,9 +69,10 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
     report["split"] = {"seed": seed, "holdout": holdout, "design": len(design),
                        "acceptance": len(acceptance)}
     return Distillation(task=task, inputs=input_contract, outputs=outputs,
-                        program=chosen.program, source=chosen.source, report=report,
+                        program=chosen.program, source=chosen.scored().source, report=report,
                         attempts=[a.to_json() for a in made], design=design,
-                        acceptance=acceptance, settings=settings, abstains=chosen.abstains,
+                        acceptance=acceptance, settings=settings,
+                        abstains=chosen.scored().abstains,
                         executor=executor)
 
 
@@ -82,11 +82,12 @@ def build_report(chosen: Attempt, made: Sequence[Attempt], design: CaseSet,
     """The report of the selected program: its design report, one scoring on the
     acceptance cases, the policy in words, the attempts, and the truth separation."""
     program = chosen.program if program is None else program
-    abstains = chosen.abstains if abstains is None else abstains
+    if abstains is None:
+        abstains = chosen.scored().abstains
     atol, rtol, feedback = settings["atol"], settings["rtol"], settings["feedback_cases"]
     accepted = score(program, abstains, acceptance, outputs, atol, rtol, feedback)
     report: dict[str, Any] = {
-        "design": chosen.design if program is chosen.program else
+        "design": chosen.scored().design if program is chosen.program else
         score(program, abstains, design, outputs, atol, rtol, feedback),
         "acceptance": accepted,
         "feedback_policy": FEEDBACK_POLICY.format(**settings),

@@ -8,7 +8,8 @@ is charged to the case that caused it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,7 @@ def check_executor(executor: str) -> None:
 
 
 def load_algorithm(path: Any, executor: str) -> Any:
+    """A saved algorithm artifact, imported lazily so distill loads without it."""
     from ..algorithm import Algorithm
 
     return Algorithm.load(path, executor=executor)
@@ -75,7 +77,7 @@ def run_cases(program: Any, cases: Sequence[Case]) -> list[dict[str, Any] | Exce
     try:
         stacked = {name: np.stack([case[name] for case in cases]) for name in names}
         batch = program.batch(stacked)
-        results = []
+        results: list[dict[str, Any] | Exception] = []
         for i in range(len(cases)):
             results.append({name: np.asarray(value)[i] for name, value in batch.items()})
         return results
@@ -97,6 +99,7 @@ def parameters_of(program: Any) -> dict[str, np.ndarray]:
 
 
 def parameters_to_json(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameter values as JSON-safe floats and nested lists."""
     out = {}
     for name, value in parameters.items():
         array = np.asarray(value, dtype=np.float64)

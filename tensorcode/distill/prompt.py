@@ -7,7 +7,8 @@ only, and the tests check every prompt for acceptance inputs).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .cases import COVERED, Case, Contract, format_case
 from .report import one_line
@@ -17,6 +18,7 @@ MAX_QUOTED_SOURCE = 6000
 
 
 def describe_contract(contract: Contract) -> str:
+    """The contract as prompt lines, one per name with its shape."""
     lines = []
     for name, shape in contract.items():
         lines.append(f"- {name}: float, shape {list(shape)}" + (" (a scalar)" if not shape else ""))
@@ -82,7 +84,7 @@ def attempt_feedback(attempt: Any) -> list[str]:
         lines.append(attempt.note)
     for failure in attempt.design["failures"]:
         produced = failure["error"] or format_case(
-            {k: v for k, v in (failure["produced"] or {}).items()})
+            dict(failure["produced"] or {}))
         lines.append(f"- inputs {format_case(failure['inputs'])}: teacher "
                      f"{format_case(failure['expected'])}; program {produced}")
     return lines

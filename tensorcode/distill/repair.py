@@ -10,7 +10,8 @@ on the unchanged acceptance set.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import TensorCodeError
 from . import program as programs
@@ -69,8 +70,8 @@ def repair(program: Distillation, author: Any, cases: Sequence[Mapping[str, Any]
                   phase="repair", first_number=1 + len(program.attempts), starting=starting)
     for attempt in made:  # rescore in design order so reports list failures consistently
         if attempt.stage == "scored":
-            attempt.design = score(attempt.program, attempt.abstains, design, program.outputs,
-                                   atol, rtol, feedback)
+            attempt.design = score(attempt.program, attempt.scored().abstains, design,
+                                   program.outputs, atol, rtol, feedback)
     # the deployed program stays when no revision is eligible (it is what is serving)
     chosen = select([deployed, *made], min_coverage) or deployed
     report = build_report(chosen, [deployed, *made], design, program.acceptance,
@@ -83,7 +84,7 @@ def repair(program: Distillation, author: Any, cases: Sequence[Mapping[str, Any]
     }
     report["split"] = dict(program.report.get("split", {}), design=len(design))
     return Distillation(task=program.task, inputs=program.inputs, outputs=program.outputs,
-                        program=chosen.program, source=chosen.source, report=report,
+                        program=chosen.program, source=chosen.scored().source, report=report,
                         attempts=[*program.attempts, *(a.to_json() for a in made)],
                         design=design, acceptance=program.acceptance, settings=settings,
-                        abstains=chosen.abstains, executor=program.executor)
+                        abstains=chosen.scored().abstains, executor=program.executor)

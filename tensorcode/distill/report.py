@@ -13,8 +13,9 @@ So ``cases = covered + uncovered + errors`` and ``covered = agreed + wrong``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +30,9 @@ VERDICTS = ("agreed", "wrong", "uncovered", "error")
 
 @dataclass(frozen=True)
 class Verdict:
+    """How one case went: ``kind`` is one of ``VERDICTS``; ``produced`` holds the
+    program's outputs and ``error`` its exception text, when there are any."""
+
     kind: str
     produced: dict[str, Any] | None = None
     error: str | None = None
@@ -68,8 +72,8 @@ def summarize(verdicts: Sequence[Verdict], cases: Sequence[Case], targets: Seque
     ``failures`` lists up to ``feedback_cases`` wrong or erroring cases, in case order,
     with the case's workload index, inputs, expected and produced outputs and the error.
     """
-    counts = {kind: 0 for kind in VERDICTS}
-    failures = []
+    counts = dict.fromkeys(VERDICTS, 0)
+    failures: list[dict[str, Any]] = []
     for verdict, case, target, index in zip(verdicts, cases, targets, indices):
         counts[verdict.kind] += 1
         if verdict.kind in ("wrong", "error") and len(failures) < feedback_cases:

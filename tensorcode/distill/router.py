@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,12 +46,14 @@ class Router:
         self._escalated: list[tuple[dict[str, Any], dict[str, Any], str]] = []
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        answer, reason = decide(self._program, self.outputs, inputs)
-        if answer is not None:
+        decision = decide(self._program, self.outputs, inputs)
+        if decision[1] is None:  # claimed: the program's answer
+            answer = decision[0]
             answer["escalated"] = False
             with self._lock:
                 self._calls += 1
             return answer
+        reason = decision[1]
         fallback_answer = self._fallback(inputs)
         if not isinstance(fallback_answer, Mapping):
             raise TensorCodeError(f"the fallback returned {type(fallback_answer).__name__}; it "
@@ -66,11 +69,13 @@ class Router:
 
     @property
     def calls(self) -> int:
+        """Calls answered so far, by the program or the fallback."""
         with self._lock:
             return self._calls
 
     @property
     def escalations(self) -> int:
+        """Calls the fallback answered so far."""
         with self._lock:
             return len(self._escalated)
 
@@ -93,7 +98,7 @@ class Router:
 
 
 def decide(program: Program, outputs: Sequence[str], inputs: Mapping[str, Any]
-           ) -> tuple[dict[str, Any] | None, str | None]:
+           ) -> tuple[dict[str, Any], None] | tuple[None, str]:
     """``(answer, None)`` when the program claims ``inputs`` with finite outputs, else
     ``(None, reason)``: ``abstained`` or ``error: ...``."""
     try:

@@ -57,6 +57,8 @@ FRESH_SIZE = 200
 
 @dataclass(frozen=True)
 class Ticket:
+    """One generated support ticket and the route it was written for."""
+
     text: str
     topic: int  # the route the ticket was written for: the ground truth
 
@@ -100,6 +102,7 @@ def teacher(text: str) -> float:
 
 
 def replies_path() -> Path:
+    """The recorded author replies that ship with the package."""
     return Path(str(resources.files("tensorcode.distill").joinpath("data", REPLIES)))
 
 

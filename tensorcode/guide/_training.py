@@ -7,7 +7,8 @@ The choice is explicit and printed, never a silent substitution.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import tensorcode as tc
 

@@ -6,6 +6,10 @@ network is copied.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 import tensorcode as tc
 
 from . import GuideResult
@@ -14,6 +18,7 @@ RATES = (0.005, 0.02, 0.05)
 
 
 def line_fit(tape: tc.Tape):
+    """Record a line ``w * x + b`` and its squared error on three points."""
     w = tape.parameter(0.0)
     b = tape.parameter(0.0)
     # three samples of the line y = 2x + 1, as leaves; the loss sums squared errors
@@ -25,7 +30,13 @@ def line_fit(tape: tc.Tape):
     return w, b, loss
 
 
+def descend(rate: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """The plain gradient-descent rule at ``rate``, for ``Parameters.step``."""
+    return lambda p, g: p - g * rate
+
+
 def run(quick: bool = False, steps: int = 300) -> GuideResult:
+    """Train the same line from clones of one initial table at each rate."""
     network, (w, b, loss) = tc.Tape.record(line_fit)
     initial = network.parameters()
     curves: dict[str, list[float]] = {}
@@ -38,7 +49,7 @@ def run(quick: bool = False, steps: int = 300) -> GuideResult:
             run_ = network.forward(parameters)
             losses.append(float(run_.of(loss)))
             gradients = run_.backward(loss).parameters(parameters)
-            parameters = parameters.step(gradients, lambda p, g, rate=rate: p - g * rate)
+            parameters = parameters.step(gradients, descend(rate))
         fw, fb = float(parameters.of(w)), float(parameters.of(b))
         label = f"lr {rate}: w {fw:.2f}, b {fb:.2f}"
         curves[label] = losses

@@ -12,6 +12,7 @@ from . import GuideResult
 
 
 def run(quick: bool = False) -> GuideResult:
+    """Snapshot an MLP's parameters under named paths and restore them into a new table."""
     tape = tc.Tape()
     mlp = tc.nn.Mlp(tape, [3, 4, 2], activation="relu", init=tc.init.xavier(11))
     network = tape.into_network()

@@ -16,6 +16,7 @@ from ._training import descend, gradient_reader
 
 
 def run(quick: bool = False, steps: int = 1500, backend: str | None = None) -> GuideResult:
+    """Fit an MLP to noisy samples of a sine."""
     features = tc.init.uniform(3, 3.0)((96, 1))
     noise = tc.init.normal(5, 0.1)((96, 1))
     targets = (np.sin(features) + noise).astype(np.float32)

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import pathlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..plot import Cells, Line, Plot, PlotError, Points
 from . import GUIDE, GuideResult

@@ -14,6 +14,7 @@ SAMPLES = [(1.0, 2.0), (2.0, 4.0), (3.0, 6.0)]
 
 
 def regression(tape: tc.Tape):
+    """Record ``(w * x - y)^2`` with default feeds that fix the input types."""
     w = tape.parameter(0.0)  # float64 scalar, like the recorded initial
     x = tape.input(0.0)      # the default feed fixes shape and dtype
     y = tape.input(0.0)
@@ -22,6 +23,7 @@ def regression(tape: tc.Tape):
 
 
 def run(quick: bool = False) -> GuideResult:
+    """Step the caller's table a hundred times and show the network is unchanged."""
     network, (w, x, y, loss) = tc.Tape.record(regression)
     before = network.describe()
     parameters = network.parameters()

@@ -16,6 +16,7 @@ from ._training import gradient_reader
 
 
 def run(quick: bool = False, steps: int = 400, backend: str | None = None) -> GuideResult:
+    """Train one regression with plain SGD and with Adam from the same initial table."""
     if quick:
         steps = min(steps, 100)
     # A tanh MLP fit to sin x over 48 samples, recorded once.

@@ -21,6 +21,7 @@ MINIBATCHES = [
 
 def run(quick: bool = False, steps: int = 3000, columns: int = 24, rows: int = 12
         ) -> GuideResult:
+    """Learn XOR with a [2, 4, 1] tanh MLP and draw its decision surface."""
     tape = tc.Tape()
     mlp = tc.nn.Mlp(tape, [2, 4, 1], activation="tanh", init=tc.init.uniform(7, 0.5))
     x = tape.input(np.zeros((2, 2), np.float32), name="x")  # the defaults fix the shapes

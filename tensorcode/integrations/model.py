@@ -7,8 +7,9 @@ text is accepted wherever a model is (``as_author``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import TensorCodeError
 
@@ -49,6 +50,7 @@ class Model(Protocol):
     """Anything that turns a request into reply text."""
 
     def complete(self, request: ModelRequest) -> str:  # pragma: no cover - protocol
+        """The reply text to ``request``."""
         ...
 
 

@@ -14,6 +14,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from http.client import HTTPException
 from typing import Any
 
 from .model import ModelError, ModelRequest
@@ -64,6 +65,7 @@ class OpenAICompatibleModel:
 
     @property
     def url(self) -> str:
+        """The chat-completions endpoint under ``base_url``."""
         return f"{self.base_url}/chat/completions"
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
@@ -117,7 +119,7 @@ class OpenAICompatibleModel:
                                            else None)
                 if retry_after is not None:
                     wait = max(wait, retry_after)
-            except (socket.timeout, TimeoutError):
+            except TimeoutError:
                 status = None
                 last = f"no answer within {self.timeout:g} s"
             except urllib.error.URLError as error:
@@ -126,7 +128,7 @@ class OpenAICompatibleModel:
                     last = f"no answer within {self.timeout:g} s"
                 else:
                     last = f"could not connect: {error.reason}"
-            except (ConnectionError, http_client_errors()) as error:
+            except (ConnectionError, HTTPException) as error:
                 status = None
                 last = f"the connection failed: {error!r}"
             if attempt <= self.retries:
@@ -134,11 +136,6 @@ class OpenAICompatibleModel:
                 pause *= 2
         raise ModelError(f"{self.url}: {last} (after {self.retries + 1} tries); check that the "
                          "server is up, or raise timeout/retries", status, self.retries + 1)
-
-
-def http_client_errors() -> type:
-    import http.client
-    return http.client.HTTPException
 
 
 def _excerpt(raw: bytes, limit: int = 300) -> str:
@@ -190,8 +187,9 @@ def _reply_text(url: str, payload: bytes, attempt: int) -> str:
     content = message.get("content")
     if isinstance(content, list):  # some servers return content parts
         parts = [p.get("text") for p in content if isinstance(p, dict)]
-        if all(isinstance(p, str) for p in parts) and parts:
-            content = "".join(parts)
+        texts = [p for p in parts if isinstance(p, str)]
+        if texts and len(texts) == len(parts):
+            content = "".join(texts)
     if not isinstance(content, str) or not content.strip():
         raise ModelError(f"{url}: the reply has no text content (finish_reason "
                          f"{choice.get('finish_reason')!r}); raise max_tokens or check the "

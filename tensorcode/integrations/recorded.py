@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import ArtifactError
 from .model import ModelError, ModelRequest
@@ -43,9 +44,12 @@ class RecordedModel:
 
     @property
     def remaining(self) -> int:
+        """Replies not handed out yet."""
         return len(self.replies) - len(self.prompts)
 
     def complete(self, request: ModelRequest | str) -> str:
+        """The next recorded reply (the prompt is kept in ``prompts``); running out
+        raises ``ModelError``."""
         prompt = request if isinstance(request, str) else request.prompt
         with self._lock:
             index = len(self.prompts)

@@ -8,7 +8,8 @@ state loads into ``tc.optim``. Importing this module imports PyTorch.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,22 +57,22 @@ def state_dict_from_torch(state_dict: Mapping[str, Any]) -> dict:
 
 
 def parameters_to_torch(parameters: Parameters, requires_grad: bool = True
-                        ) -> list["torch.Tensor"]:
+                        ) -> list[torch.Tensor]:
     """One leaf tensor per slot (copies), in recording order: the ``params`` list whose
     indices a state dict names."""
     return [torch.tensor(np.array(p, copy=True), requires_grad=requires_grad)
             for p in parameters.payloads()]
 
 
-def parameters_from_torch(tensors: Sequence["torch.Tensor"], like: Parameters) -> Parameters:
+def parameters_from_torch(tensors: Sequence[torch.Tensor], like: Parameters) -> Parameters:
     """A table of ``like``'s layout holding copies of ``tensors`` (shapes and dtypes must
     match slot for slot)."""
     return Parameters.from_payloads(like.layout,
                                      [t.detach().cpu().numpy() for t in tensors])
 
 
-def torch_optimizer(optimizer: Optimizer, tensors: Sequence["torch.Tensor"],
-                    lr: float | None = None) -> "torch.optim.Optimizer":
+def torch_optimizer(optimizer: Optimizer, tensors: Sequence[torch.Tensor],
+                    lr: float | None = None) -> torch.optim.Optimizer:
     """A ``torch.optim`` optimizer over ``tensors`` carrying ``optimizer``'s
     hyperparameters and state, so PyTorch continues the trajectory."""
     if not isinstance(optimizer, (Sgd, Adam)):

@@ -8,7 +8,8 @@ values for each.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -50,12 +51,14 @@ def xavier(seed: int) -> Initializer:
 
 
 def zeros() -> Initializer:
+    """An initializer that fills with zeros (biases, by convention)."""
     def draw(shape: Sequence[int], dtype: Any = "float32") -> np.ndarray:
         return np.zeros(tuple(shape), dtype=dtype)
     return draw
 
 
 def ones() -> Initializer:
+    """An initializer that fills with ones (scales, by convention)."""
     def draw(shape: Sequence[int], dtype: Any = "float32") -> np.ndarray:
         return np.ones(tuple(shape), dtype=dtype)
     return draw

@@ -7,7 +7,8 @@ batch and a grid-shaped twin over the same parameter symbols.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from ..compiler.functions import gelu, layer_norm
 from ..compiler.tape import Expr, Tape
@@ -32,7 +33,7 @@ class Module:
         self._parameters[local] = symbol
         return symbol
 
-    def _child(self, local: str, module: "Module") -> "Module":
+    def _child(self, local: str, module: Module) -> Module:
         self._children[local] = module
         return module
 
@@ -44,6 +45,7 @@ class Module:
         return result
 
     def parameters(self) -> list[Expr]:
+        """The parameter symbols in recording order."""
         return [symbol for _, symbol in self.named_parameters()]
 
     def __iter__(self) -> Iterator[Expr]:

@@ -8,13 +8,14 @@ error, never a silent substitution.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..compiler.backends import BACKENDS, DEFAULT_BACKEND, check_backend
 from ..compiler.tape import Expr
-from ..compiler.tables import Parameters
+from ..compiler.tables import Parameters, Table
 from ..errors import TensorCodeError
 
 
@@ -29,7 +30,7 @@ def lower(network: Any, roots: Sequence[Expr], backend: str | None) -> Any:
     return network.entry(list(roots)).lower(backend=backend)
 
 
-def rewrap(table: Parameters, layout: Any, cls: type = Parameters) -> Any:
+def rewrap(table: Table, layout: Any, cls: type[Table] = Parameters) -> Any:
     """The same flat buffers viewed through another layout with identical slots (no
     copy). The trainer and each operation record their parameters in one fixed order,
     so every tape they build has the same slots and offsets."""
@@ -65,7 +66,7 @@ class Executor:
         else:
             table = rewrap(parameters, self.network.layout)
             self._last = (parameters, table)
-        feeds = {symbol: array for symbol, array in zip(self.inputs, arrays)}
+        feeds = dict(zip(self.inputs, arrays))
         return self.plan.forward(table, feeds)
 
     def run(self, parameters: Parameters, arrays: Sequence[np.ndarray]) -> np.ndarray:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -69,7 +70,6 @@ class Operation:
     #: operation's output can flow in as a gradient path (False for text inputs)
     accepts_tensors: ClassVar[bool] = True
 
-    _state_tape: Tape
     _names: tuple[str, ...]
     _parameters: Parameters
 
@@ -106,13 +106,11 @@ class Operation:
             raise TensorCodeError(f"{type(self).__name__}.replay must be one of "
                                   f"{REPLAY_CAPABILITIES}, got {self.replay!r}")
         tape = Tape()
-        built = self.build(tape, fresh=True)
+        self.build(tape, fresh=True)
         network = tape.into_network()
-        self._state_tape = tape
         self._state_network = network
         self._names = tuple(slot.name or f"%{slot.node}" for slot in network.layout.slots)
         self._parameters = network.parameters()
-        self._built = built
         self.backend = None if backend is None else _execute.resolve_backend(backend)
         self.training = False
         self._plans: dict[tuple, Any] = {}
@@ -144,15 +142,18 @@ class Operation:
         return list(zip(self._names, self._parameters.payloads()))
 
     def parameter_signature(self) -> list[list]:
+        """``[name, shape, dtype]`` per parameter, in recording order: what a checkpoint
+        or a trainer must match."""
         return [[name, list(p.shape), p.dtype.name]
                 for name, p in zip(self._names, self._parameters.payloads())]
 
-    def train(self, mode: bool = True) -> "Operation":
+    def train(self, mode: bool = True) -> Operation:
         """Set the training mode (kept by checkpoints; returns self)."""
         self.training = bool(mode)
         return self
 
-    def eval(self) -> "Operation":
+    def eval(self) -> Operation:
+        """Leave training mode (``train(False)``); returns self."""
         return self.train(False)
 
     # -- identity -------------------------------------------------------------------------
@@ -191,7 +192,7 @@ class Operation:
             output = output[:rows]
         return np.array(output, copy=True)
 
-    def _executor_for(self, arrays: Sequence[np.ndarray]) -> "_execute.Executor":
+    def _executor_for(self, arrays: Sequence[np.ndarray]) -> _execute.Executor:
         key = tuple((a.shape, a.dtype.name) for a in arrays)
         with self._plans_lock:
             executor = self._plans.get(key)
@@ -217,6 +218,7 @@ class Operation:
 
 
 def check_last_axis(name: str, array: np.ndarray, size: int) -> None:
+    """Raise ``ShapeError`` unless ``array``'s last axis has ``size`` entries."""
     if array.ndim == 0 or array.shape[-1] != size:
         raise ShapeError(f"{name}: input last axis must be {size}, got shape "
                          f"{list(array.shape)}")

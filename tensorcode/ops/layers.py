@@ -8,7 +8,8 @@ partial batch reuses a plan instead of compiling a new one.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

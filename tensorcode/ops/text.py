@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,7 @@ class Classifier(Operation):
                  backend: str | None = None) -> None:
         self.dim, self.seed = _positive("dim", dim), _seed(seed)
         labels = tuple(labels)
-        if len(labels) < 2 or not all(isinstance(l, str) and l for l in labels):
+        if len(labels) < 2 or not all(isinstance(label, str) and label for label in labels):
             raise ValueError(f"Classifier needs at least two nonempty label names, got "
                              f"{list(labels)}")
         if len(set(labels)) != len(labels):

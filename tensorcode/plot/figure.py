@@ -41,34 +41,38 @@ class Plot:
     pixels: tuple[int, int] = DEFAULT_SIZE
     dpi: int = DEFAULT_DPI
 
-    def title(self, text: str) -> "Plot":
+    def title(self, text: str) -> Plot:
+        """The plot with this title."""
         return dataclasses.replace(self, title_text=_text(text, "Plot.title"))
 
-    def x_label(self, text: str) -> "Plot":
+    def x_label(self, text: str) -> Plot:
+        """The plot with this x-axis label."""
         return dataclasses.replace(self, x_label_text=_text(text, "Plot.x_label"))
 
-    def y_label(self, text: str) -> "Plot":
+    def y_label(self, text: str) -> Plot:
+        """The plot with this y-axis label."""
         return dataclasses.replace(self, y_label_text=_text(text, "Plot.y_label"))
 
-    def log_y(self) -> "Plot":
+    def log_y(self) -> Plot:
         """A logarithmic y axis: a constant convergence rate becomes a straight line.
         Values at or below zero cannot be placed on it and are left out."""
         return dataclasses.replace(self, logarithmic_y=True)
 
-    def colorbar(self) -> "Plot":
+    def colorbar(self) -> Plot:
         """A colour scale beside the axes for the (last) ``Cells`` layer; a plot without
         one is refused when drawn."""
         return dataclasses.replace(self, with_colorbar=True)
 
-    def size(self, width: int, height: int, dpi: int = DEFAULT_DPI) -> "Plot":
+    def size(self, width: int, height: int, dpi: int = DEFAULT_DPI) -> Plot:
         """The image size in pixels (PNG) at ``dpi``; SVG keeps the same proportions."""
         for name, value, low in (("width", width, 16), ("height", height, 16), ("dpi", dpi, 10)):
-            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= _MAX_PIXELS:
+            whole = isinstance(value, int) and not isinstance(value, bool)
+            if not whole or not low <= value <= _MAX_PIXELS:
                 raise PlotError(f"Plot.size: {name} must be an integer from {low} to "
                                 f"{_MAX_PIXELS}, got {_describe(value)}")
         return dataclasses.replace(self, pixels=(width, height), dpi=dpi)
 
-    def layer(self, layer: Layer) -> "Plot":
+    def layer(self, layer: Layer) -> Plot:
         """This plot with ``layer`` drawn over the ones before it."""
         if not isinstance(layer, (Line, Points, Cells)):
             raise PlotError(f"Plot.layer: expected a Line, Points or Cells layer, got "

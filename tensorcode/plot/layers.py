@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -99,13 +100,13 @@ class Line:
     color_name: str | None = None
 
     @classmethod
-    def y(cls, values: Iterable[float]) -> "Line":
+    def y(cls, values: Iterable[float]) -> Line:
         """``values`` against their index 0, 1, 2, ... (a loss per step, say)."""
         ys = _floats(values, "Line.y")
         return cls(tuple(float(i) for i in range(len(ys))), ys)
 
     @classmethod
-    def xy(cls, xs: Iterable[float], ys: Iterable[float]) -> "Line":
+    def xy(cls, xs: Iterable[float], ys: Iterable[float]) -> Line:
         """``ys`` against ``xs``, in the order given (the line is not sorted)."""
         xs_, ys_ = _floats(xs, "Line.xy", "xs"), _floats(ys, "Line.xy", "ys")
         _same_length(xs_, ys_, "Line.xy")
@@ -113,7 +114,7 @@ class Line:
 
     @classmethod
     def function(cls, span: Sequence[float] | range, f: Callable[[float], float],
-                 samples: int = FUNCTION_SAMPLES) -> "Line":
+                 samples: int = FUNCTION_SAMPLES) -> Line:
         """``f`` sampled at ``samples`` evenly spaced points of ``span = (start, stop)``,
         both ends included. ``f`` is called once per point with a Python float, so
         ``math.sin`` and ``numpy.sin`` both work; it is evaluated now, not at render."""
@@ -132,11 +133,11 @@ class Line:
                 raise PlotError(f"Line.function: f({x!r}) failed: {error}") from error
         return cls(xs, tuple(ys))
 
-    def label(self, text: str) -> "Line":
+    def label(self, text: str) -> Line:
         """The name this line has in the legend."""
         return dataclasses.replace(self, label_text=_text(text, "Line.label"))
 
-    def color(self, color: str) -> "Line":
+    def color(self, color: str) -> Line:
         """Any matplotlib color (``"tab:red"``, ``"#336699"``); checked at render."""
         return dataclasses.replace(self, color_name=_text(color, "Line.color"))
 
@@ -154,16 +155,17 @@ class Points:
     color_name: str | None = None
 
     @classmethod
-    def xy(cls, xs: Iterable[float], ys: Iterable[float]) -> "Points":
+    def xy(cls, xs: Iterable[float], ys: Iterable[float]) -> Points:
+        """Points at ``(xs[i], ys[i])``; the two must have the same length."""
         xs_, ys_ = _floats(xs, "Points.xy", "xs"), _floats(ys, "Points.xy", "ys")
         _same_length(xs_, ys_, "Points.xy")
         return cls(xs_, ys_)
 
-    def label(self, text: str) -> "Points":
+    def label(self, text: str) -> Points:
         """The name these points have in the legend."""
         return dataclasses.replace(self, label_text=_text(text, "Points.label"))
 
-    def color(self, color: str) -> "Points":
+    def color(self, color: str) -> Points:
         """Any matplotlib color; checked at render."""
         return dataclasses.replace(self, color_name=_text(color, "Points.color"))
 
@@ -190,10 +192,11 @@ class Cells:
 
     @property
     def rows(self) -> int:
+        """The number of rows in the grid."""
         return len(self.values)
 
     @classmethod
-    def matrix(cls, columns: int, values: Any) -> "Cells":
+    def matrix(cls, columns: int, values: Any) -> Cells:
         """``values`` as a grid ``columns`` wide: either flat, row after row (its length
         a multiple of ``columns``), or already two-dimensional, ``rows x columns``."""
         if not isinstance(columns, int) or isinstance(columns, bool) or columns < 1:
@@ -218,21 +221,21 @@ class Cells:
                             f"shape {tuple(array.shape)}")
         return cls(columns, tuple(tuple(float(v) for v in row) for row in array))
 
-    def extents(self, x: Sequence[float], y: Sequence[float]) -> "Cells":
+    def extents(self, x: Sequence[float], y: Sequence[float]) -> Cells:
         """The region the grid covers: ``x = (x0, x1)`` left to right, ``y = (y0, y1)``
         bottom to top, in data coordinates (so points drawn over it line up)."""
         return dataclasses.replace(self, x_span=_pair(x, "Cells.extents", "x"),
                                    y_span=_pair(y, "Cells.extents", "y"))
 
-    def label(self, text: str) -> "Cells":
+    def label(self, text: str) -> Cells:
         """The caption of the colorbar (cells have no legend entry)."""
         return dataclasses.replace(self, label_text=_text(text, "Cells.label"))
 
-    def colormap(self, name: str) -> "Cells":
+    def colormap(self, name: str) -> Cells:
         """A matplotlib colormap name (``"RdBu"``, ``"magma"``); checked at render."""
         return dataclasses.replace(self, colormap_name=_text(name, "Cells.colormap"))
 
-    def color_limits(self, low: float, high: float) -> "Cells":
+    def color_limits(self, low: float, high: float) -> Cells:
         """The values mapped to the ends of the colormap; a symmetric pair puts zero
         (a decision boundary) at the middle colour."""
         return dataclasses.replace(self, limits=_pair((low, high), "Cells.color_limits",

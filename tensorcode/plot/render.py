@@ -8,6 +8,7 @@ pyplot, because showing is what pyplot's backends are for.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pathlib
@@ -60,8 +61,7 @@ def draw_on(figure: Any, plot: Plot, matplotlib: Any | None = None) -> Any:
     """Draw ``plot`` on a fresh axes of ``figure`` (any matplotlib figure); the axes."""
     matplotlib = matplotlib or require_matplotlib()
     axes = figure.add_subplot()
-    last_image = None
-    last_cells: Cells | None = None
+    last: tuple[Any, Cells] | None = None  # the last Cells layer's image and the layer
     # one colour cycle over lines and points alike (matplotlib keeps one for each,
     # which would give the first points and the first line the same colour)
     uncolored = 0
@@ -72,7 +72,7 @@ def draw_on(figure: Any, plot: Plot, matplotlib: Any | None = None) -> Any:
             if color is None:
                 color, uncolored = f"C{uncolored % 10}", uncolored + 1
         if isinstance(layer, Cells):
-            last_image, last_cells = _draw_cells(axes, layer, matplotlib), layer
+            last = (_draw_cells(axes, layer, matplotlib), layer)
         elif isinstance(layer, Points):
             axes.scatter(layer.xs, layer.ys, s=18, label=layer.label_text, color=color,
                          edgecolors="white", linewidths=0.5, zorder=3)
@@ -82,12 +82,12 @@ def draw_on(figure: Any, plot: Plot, matplotlib: Any | None = None) -> Any:
     if plot.logarithmic_y:
         axes.set_yscale("log", nonpositive="mask")
     if plot.with_colorbar:
-        if last_image is None:
+        if last is None:
             raise PlotError("Plot.colorbar: a colorbar shows the scale of a Cells layer, "
                             "and this plot has none; add one with "
                             ".layer(Cells.matrix(...)) or drop .colorbar()")
-        figure.colorbar(last_image, ax=axes, label=last_cells.label_text or "")
-    if last_image is None:
+        figure.colorbar(last[0], ax=axes, label=last[1].label_text or "")
+    if last is None:
         axes.grid(True, alpha=0.3, which="major")
     if plot.title_text is not None:
         axes.set_title(plot.title_text)

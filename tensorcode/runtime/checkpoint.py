@@ -22,8 +22,9 @@ import json
 import os
 import pathlib
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -352,75 +353,50 @@ def _tensor_file_name(manifest: dict, path: pathlib.Path) -> str:
     return name
 
 
+class _Checks:
+    """Errors that name the checkpoint's manifest or tensor file and the bad field, and
+    the tensor-header check every stage of ``_restore`` uses."""
+
+    def __init__(self, manifest_path: pathlib.Path, tensor_file: TensorFile) -> None:
+        self.manifest_path = manifest_path
+        self.tensor_path = tensor_file.path
+        self.entries = tensor_file.entries
+
+    def fail(self, message: str, field: str, path: pathlib.Path | None = None
+             ) -> ArtifactError:
+        return ArtifactError(message, path=path or self.manifest_path, field=field)
+
+    def tensor(self, key: str, shape: tuple[int, ...] | None, dtype: str | None) -> None:
+        """The tensor file holds ``key`` with this shape and dtype (None: any)."""
+        if key not in self.entries:
+            raise self.fail(f"the tensor file has no tensor {key!r}", key, self.tensor_path)
+        found_dtype, found_shape = self.entries[key]
+        if shape is not None and tuple(found_shape) != tuple(shape):
+            raise self.fail(f"shape {list(found_shape)}, expected {list(shape)}", key,
+                            self.tensor_path)
+        if dtype is not None and found_dtype != dtype:
+            raise self.fail(f"dtype {found_dtype}, expected {dtype}", key, self.tensor_path)
+
+
 def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_file: TensorFile,
              digest_kind: str, digest_field: str, layout: Layout, optimizer: Any,
              generator: Any) -> Restored:
     """Validate the manifest and the tensor header against the caller's objects, read the
     tensors (parameters straight into the new table's buffers) and verify the checksum,
     validate the optimizer and generator state, then commit all at once."""
-    tensor_path = tensor_file.path
-    entries_in_file = tensor_file.entries
-
-    def fail(message: str, field: str, path: pathlib.Path = manifest_path) -> ArtifactError:
-        return ArtifactError(message, path=path, field=field)
-
-    def check_tensor(key: str, shape: tuple[int, ...] | None, dtype: str | None) -> None:
-        if key not in entries_in_file:
-            raise fail(f"the tensor file has no tensor {key!r}", key, tensor_path)
-        found_dtype, found_shape = entries_in_file[key]
-        if shape is not None and tuple(found_shape) != tuple(shape):
-            raise fail(f"shape {list(found_shape)}, expected {list(shape)}", key, tensor_path)
-        if dtype is not None and found_dtype != dtype:
-            raise fail(f"dtype {found_dtype}, expected {dtype}", key, tensor_path)
-
-    entries = manifest["parameters"]
+    checks = _Checks(manifest_path, tensor_file)
     keys = parameter_keys(layout)
-    if len(entries) != len(layout):
-        raise fail(f"the checkpoint holds {len(entries)} parameters, these parameters have "
-                   f"{len(layout)}", "parameters")
-    expected_names = set(keys)
-    for k, (entry, key, slot) in enumerate(zip(entries, keys, layout.slots)):
-        where = f"parameters[{k}]"
-        if entry["key"] != key or entry["name"] != slot.name:
-            raise fail(f"expected the parameter {key!r} here, the checkpoint has "
-                       f"{entry['key']!r} (name {entry['name']!r})", where + ".name")
-        if entry["shape"] != list(slot.shape):
-            raise fail(f"{key}: shape {entry['shape']} in the checkpoint, {list(slot.shape)} "
-                       "here", where + ".shape")
-        if entry["dtype"] != slot.dtype:
-            raise fail(f"{key}: dtype {entry['dtype']} in the checkpoint, {slot.dtype} here",
-                       where + ".dtype")
-        check_tensor(key, slot.shape, slot.dtype)
-
+    _check_parameters(checks, manifest["parameters"], keys, layout)
     opt_entry = manifest["optimizer"]
-    if optimizer is not None:
-        if opt_entry is None:
-            raise fail("the checkpoint holds no optimizer state; load without an optimizer "
-                       "or save one with it", "optimizer")
-        if opt_entry["type"] != optimizer.type_name():
-            raise fail(f"the state belongs to a {opt_entry['type']!r} optimizer, not "
-                       f"{optimizer.type_name()!r}: rebuild the same optimizer type",
-                       "optimizer.type")
-    state_names: dict[int, list[str]] = {}
-    if opt_entry is not None:
-        state = opt_entry["state"]
-        if not isinstance(state, dict):
-            raise fail("optimizer.state must map indices to key lists", "optimizer.state")
-        for index, names in state.items():
-            if not (isinstance(index, str) and index.isdigit()) or not isinstance(names, list) \
-                    or not all(isinstance(n, str) for n in names):
-                raise fail(f"bad entry {index!r}", f"optimizer.state.{index}")
-            for name in names:
-                tensor_key = f"optimizer/{index}/{name}"
-                check_tensor(tensor_key, None, None)
-                expected_names.add(tensor_key)
-            state_names[int(index)] = names
-    extra = sorted(set(entries_in_file) - expected_names)
+    state_names = _check_optimizer_entry(checks, opt_entry, optimizer)
+    expected_names = set(keys) | {f"optimizer/{index}/{name}"
+                                  for index, names in state_names.items() for name in names}
+    extra = sorted(set(checks.entries) - expected_names)
     if extra:
-        raise fail(f"unexpected tensors {extra[:5]} (renamed or from another program)",
-                   extra[0], tensor_path)
+        raise checks.fail(f"unexpected tensors {extra[:5]} (renamed or from another "
+                          "program)", extra[0], checks.tensor_path)
     if generator is not None and manifest["generator"] is None:
-        raise fail("the checkpoint holds no generator state", "generator")
+        raise checks.fail("the checkpoint holds no generator state", "generator")
 
     # read: parameters straight into the flat buffers the new table will own
     buffers = {d: np.empty(n, dtype=d) for d, n in layout.sizes.items()}
@@ -429,35 +405,18 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_file: TensorFil
     tensors, digest = tensor_file.read(targets, digest=digest_kind)
     recorded = manifest["tensors"]["sha256"]
     if digest != recorded:
-        raise fail(f"checksum mismatch: the "
-                   f"{'file hashes' if digest_kind == 'file' else 'tensor bytes hash'} to {digest}, the manifest records {recorded} (corrupted or "
-                   "replaced)", digest_field, tensor_path)
+        hashed = "file hashes" if digest_kind == "file" else "tensor bytes hash"
+        raise checks.fail(f"checksum mismatch: the {hashed} to {digest}, the manifest "
+                          f"records {recorded} (corrupted or replaced)", digest_field,
+                          checks.tensor_path)
 
     commit_optimizer = None
     if optimizer is not None:
-        state_dict_state = {index: {name: tensors[f"optimizer/{index}/{name}"]
-                                    for name in names}
-                            for index, names in state_names.items()}
-        groups = opt_entry["param_groups"]
-        if isinstance(groups, list):
-            groups = [dict(g, betas=tuple(g["betas"])) if isinstance(g, dict) and
-                      isinstance(g.get("betas"), list) else g for g in groups]
-        try:
-            commit_optimizer = optimizer._prepare_load(
-                {"state": state_dict_state, "param_groups": groups}, layout)
-        except (TensorCodeError, TypeError, ValueError) as error:
-            raise fail(str(error), "optimizer") from error
-
+        commit_optimizer = _prepare_optimizer(checks, optimizer, opt_entry, state_names,
+                                              tensors, layout)
     restore_generator = False
     if generator is not None:
-        probe = generator.clone()
-        try:
-            probe.set_state(manifest["generator"])
-        except ArtifactError as error:
-            message = str(error)
-            prefix = f"field {error.field!r}: "
-            raise fail(message[len(prefix):] if message.startswith(prefix) else message,
-                       error.field or "generator") from error
+        _probe_generator(checks, generator, manifest["generator"])
         restore_generator = True
 
     restored = Parameters.from_buffers(layout, buffers)
@@ -469,8 +428,87 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_file: TensorFil
     return Restored(parameters=restored, steps=manifest["steps"],
                     progress=manifest["progress"], modes=manifest["modes"],
                     optimizer_type=None if opt_entry is None else opt_entry["type"],
-                    generator_restored=restore_generator, path=tensor_path,
+                    generator_restored=restore_generator, path=checks.tensor_path,
                     manifest=manifest)
+
+
+def _check_parameters(checks: _Checks, entries: list, keys: list[str], layout: Layout
+                      ) -> None:
+    """The manifest's parameter entries and tensors match the caller's layout, slot for
+    slot (key, name, shape, dtype)."""
+    if len(entries) != len(layout):
+        raise checks.fail(f"the checkpoint holds {len(entries)} parameters, these "
+                          f"parameters have {len(layout)}", "parameters")
+    for k, (entry, key, slot) in enumerate(zip(entries, keys, layout.slots)):
+        where = f"parameters[{k}]"
+        if entry["key"] != key or entry["name"] != slot.name:
+            raise checks.fail(f"expected the parameter {key!r} here, the checkpoint has "
+                              f"{entry['key']!r} (name {entry['name']!r})", where + ".name")
+        if entry["shape"] != list(slot.shape):
+            raise checks.fail(f"{key}: shape {entry['shape']} in the checkpoint, "
+                              f"{list(slot.shape)} here", where + ".shape")
+        if entry["dtype"] != slot.dtype:
+            raise checks.fail(f"{key}: dtype {entry['dtype']} in the checkpoint, "
+                              f"{slot.dtype} here", where + ".dtype")
+        checks.tensor(key, slot.shape, slot.dtype)
+
+
+def _check_optimizer_entry(checks: _Checks, opt_entry: dict | None, optimizer: Any
+                           ) -> dict[int, list[str]]:
+    """The optimizer entry fits the caller's optimizer (if any) and names only tensors
+    the file holds; returns the state keys per parameter index."""
+    if optimizer is not None:
+        if opt_entry is None:
+            raise checks.fail("the checkpoint holds no optimizer state; load without an "
+                              "optimizer or save one with it", "optimizer")
+        if opt_entry["type"] != optimizer.type_name():
+            raise checks.fail(f"the state belongs to a {opt_entry['type']!r} optimizer, not "
+                              f"{optimizer.type_name()!r}: rebuild the same optimizer type",
+                              "optimizer.type")
+    state_names: dict[int, list[str]] = {}
+    if opt_entry is None:
+        return state_names
+    state = opt_entry["state"]
+    if not isinstance(state, dict):
+        raise checks.fail("optimizer.state must map indices to key lists", "optimizer.state")
+    for index, names in state.items():
+        if not (isinstance(index, str) and index.isdigit()) or not isinstance(names, list) \
+                or not all(isinstance(n, str) for n in names):
+            raise checks.fail(f"bad entry {index!r}", f"optimizer.state.{index}")
+        for name in names:
+            checks.tensor(f"optimizer/{index}/{name}", None, None)
+        state_names[int(index)] = names
+    return state_names
+
+
+def _prepare_optimizer(checks: _Checks, optimizer: Any, opt_entry: dict,
+                       state_names: dict[int, list[str]], tensors: dict[str, np.ndarray],
+                       layout: Layout) -> Any:
+    """Validate the saved optimizer state as a PyTorch state dict; the commit function."""
+    state_dict_state = {index: {name: tensors[f"optimizer/{index}/{name}"]
+                                for name in names}
+                        for index, names in state_names.items()}
+    groups = opt_entry["param_groups"]
+    if isinstance(groups, list):
+        groups = [dict(g, betas=tuple(g["betas"])) if isinstance(g, dict) and
+                  isinstance(g.get("betas"), list) else g for g in groups]
+    try:
+        return optimizer.prepare_load({"state": state_dict_state, "param_groups": groups},
+                                      layout)
+    except (TensorCodeError, TypeError, ValueError) as error:
+        raise checks.fail(str(error), "optimizer") from error
+
+
+def _probe_generator(checks: _Checks, generator: Any, state: Any) -> None:
+    """The saved generator state loads into a clone of ``generator`` (which is untouched)."""
+    probe = generator.clone()
+    try:
+        probe.set_state(state)
+    except ArtifactError as error:
+        message = str(error)
+        prefix = f"field {error.field!r}: "
+        raise checks.fail(message[len(prefix):] if message.startswith(prefix) else message,
+                          error.field or "generator") from error
 
 
 __all__ = ["named_snapshot", "named_restore", "save", "save_file", "load", "Restored",

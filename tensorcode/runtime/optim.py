@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..compiler.backends import check_backend
 from ..errors import DTypeError, TensorCodeError
 from ..compiler.tables import Gradients, Layout, Parameters, Table
+from . import optim_reference
+from .optim_state import check_state_dict, state_entries, torch_flags
 
 #: dtypes the built-in update loops support
 FLOAT_DTYPES = ("float32", "float64")
@@ -71,7 +74,7 @@ class Optimizer:
         self.lr: float = self.default_lr
         self._spare: dict[str, list[np.ndarray]] = {}
 
-    def __deepcopy__(self, memo: dict) -> "Optimizer":
+    def __deepcopy__(self, memo: dict) -> Optimizer:
         """An independent copy of the state that shares the (immutable) layout instead of
         copying it and the tape behind it; recycled buffers are not carried over."""
         import copy
@@ -95,6 +98,7 @@ class Optimizer:
     # -- the contract ------------------------------------------------------------------
     @classmethod
     def type_name(cls) -> str:
+        """The name written to checkpoints: ``kind``, else the class's qualified name."""
         return cls.kind or cls.__qualname__
 
     def group(self) -> dict[str, Any]:
@@ -119,12 +123,11 @@ class Optimizer:
         return self.state_keys
 
     def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
+        """The new parameters after one step (the subclass's rule); ``step`` has
+        validated the call and bound the layout. Must return a fresh ``Parameters`` table
+        of the same layout."""
         raise NotImplementedError(f"{type(self).__name__} must implement update(parameters, "
                                   "gradients, lr)")
-
-    def hyperparameters(self) -> dict[str, Any]:
-        """JSON-safe hyperparameters (the param-group fields), for checkpoints."""
-        return _json_safe(self.group())
 
     # -- stepping ----------------------------------------------------------------------
     def step(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
@@ -166,12 +169,13 @@ class Optimizer:
 
     def _rebind(self, layout: Layout) -> None:
         self._layout = layout
-        for key, table in self._tables.items():
+        for key in self._tables:
             self._tables[key] = StateTable.from_buffers(
                 layout, {d: b.view() for d, b in self._writable[key].items()})
 
     @property
     def layout(self) -> Layout | None:
+        """The parameter layout the state is bound to (None before the first step)."""
         return self._layout
 
     def _output_buffer(self, dtype: str, size: int) -> np.ndarray:
@@ -237,19 +241,11 @@ class Optimizer:
         """``{"state": {index: {key: array}}, "param_groups": [{..., "params": [...]}]}``
         exactly as ``torch.optim`` lays it out; arrays are NumPy copies, ``step`` a 0-d
         float32 array like PyTorch's default step tensor."""
-        n = 0 if self._layout is None else len(self._layout)
         keys = self.active_state_keys()
-        state: dict[int, dict[str, np.ndarray]] = {}
-        for k in range(n):
-            if not self.present[k]:
-                continue
-            entry = {}
-            for key in keys:
-                if key == "step":
-                    entry[key] = np.array(self.steps[k], dtype=np.float32)
-                else:
-                    entry[key] = np.array(self._tables[key].payloads()[k], copy=True)
-            state[k] = entry
+        payloads = ({key: self._tables[key].payloads() for key in keys if key != "step"}
+                    if self.present.any() else {})  # no table exists before any state
+        state = state_entries(self._layout, keys, self.present, self.steps, payloads)
+        n = 0 if self._layout is None else len(self._layout)
         group = {"lr": self.lr, **self.group(), "params": list(range(n))}
         return {"state": state, "param_groups": [group]}
 
@@ -259,11 +255,13 @@ class Optimizer:
         indices, keys, shapes, dtypes; on any mismatch it raises ``TensorCodeError`` and
         the optimizer is unchanged). An optimizer that has not stepped yet needs the
         ``parameters`` (or their layout) the state belongs to."""
-        self._prepare_load(state_dict, parameters)()
+        self.prepare_load(state_dict, parameters)()
 
-    def _prepare_load(self, state_dict: Mapping[str, Any],
-                      parameters: Parameters | Layout | None = None) -> Callable[[], None]:
-        """Validate ``state_dict`` and return the function that commits it."""
+    def prepare_load(self, state_dict: Mapping[str, Any],
+                     parameters: Parameters | Layout | None = None) -> Callable[[], None]:
+        """Validate ``state_dict`` as ``load_state_dict`` does and return the function
+        that commits it, so a caller restoring several things (a checkpoint) can check
+        them all before changing any."""
         layout = parameters.layout if isinstance(parameters, Table) else parameters
         if layout is None:
             layout = self._layout
@@ -274,77 +272,18 @@ class Optimizer:
                 _signature(self._layout) != _signature(layout):
             raise TensorCodeError(f"this optimizer holds state for {_describe(self._layout)}, "
                                   f"not {_describe(layout)}")
-        if not isinstance(state_dict, Mapping) or set(state_dict) != {"state", "param_groups"}:
-            got = sorted(state_dict) if isinstance(state_dict, Mapping) else type(state_dict)
-            raise TensorCodeError(f"a state dict has exactly the keys ['param_groups', "
-                                  f"'state'], got {got}")
-        groups = state_dict["param_groups"]
-        if not isinstance(groups, (list, tuple)) or len(groups) != 1:
-            raise TensorCodeError("param_groups: TensorCode optimizers hold one param group "
-                                  f"over every parameter, got {groups!r:.80}")
-        group = groups[0]
-        expected = {"lr", "params", *self.group()}
-        if not isinstance(group, Mapping) or set(group) != expected:
-            got = sorted(group) if isinstance(group, Mapping) else type(group).__name__
-            missing = sorted(expected - set(group)) if isinstance(group, Mapping) else []
-            extra = sorted(set(group) - expected) if isinstance(group, Mapping) else []
-            raise TensorCodeError(f"param_groups[0]: expected the fields {sorted(expected)} of "
-                                  f"{type(self).__name__}, got {got} (missing {missing}, "
-                                  f"unexpected {extra})")
-        n = len(layout)
-        params = group["params"]
-        if not isinstance(params, (list, tuple)) or [_int(i) for i in params] != list(range(n)):
-            raise TensorCodeError(f"param_groups[0].params: expected the indices "
-                                  f"{list(range(n))} (one per parameter, in recording order), "
-                                  f"got {params!r:.120}")
-        lr = _check_lr(group["lr"], field="param_groups[0].lr")
-        adopt = self._load_group(group)
-        keys = self._keys_for(group)
-        state = state_dict["state"]
-        if not isinstance(state, Mapping):
-            raise TensorCodeError("state: expected a mapping from parameter index to state")
-        steps = np.zeros(n, dtype=np.float64)
-        present = np.zeros(n, dtype=np.uint8)
-        buffers = {key: {d: np.zeros(size, dtype=d) for d, size in layout.sizes.items()}
-                   for key in keys if key != "step"}
-        for index, entry in state.items():
-            k = _int(index)
-            if k is None or not 0 <= k < n:
-                raise TensorCodeError(f"state: index {index!r} is not a parameter index "
-                                      f"0..{n - 1}")
-            if not isinstance(entry, Mapping) or set(entry) != set(keys):
-                got = sorted(entry) if isinstance(entry, Mapping) else type(entry).__name__
-                raise TensorCodeError(f"state[{k}]: expected the keys {sorted(keys)}, got {got}")
-            slot = layout.slots[k]
-            for key in keys:
-                value = np.asarray(entry[key])
-                if key == "step":
-                    if value.shape != () or value.dtype.kind not in "iuf":
-                        raise TensorCodeError(f"state[{k}].step: expected a number, got "
-                                              f"{value.dtype}{list(value.shape)}")
-                    count = float(value)
-                    if not (count >= 0 and count == math.floor(count) and math.isfinite(count)):
-                        raise TensorCodeError(f"state[{k}].step: expected a non-negative "
-                                              f"whole number, got {count}")
-                    steps[k] = count
-                    continue
-                if value.shape != slot.shape:
-                    raise TensorCodeError(f"state[{k}].{key}: parameter {slot.label} has shape "
-                                          f"{list(slot.shape)}, got {list(value.shape)}")
-                if value.dtype.name != slot.dtype:
-                    raise TensorCodeError(f"state[{k}].{key}: parameter {slot.label} is "
-                                          f"{slot.dtype}, got {value.dtype.name}")
-                buffers[key][slot.dtype][slot.offset:slot.offset + slot.size] = value.reshape(-1)
-            present[k] = 1
+        checked, adopt = check_state_dict(state_dict, layout, type(self).__name__,
+                                          set(self.group()), _check_lr, self._load_group,
+                                          self._keys_for)
 
         def commit() -> None:
             adopt()
-            self._layout = layout
-            self.steps, self.present = steps, present
+            self._layout = checked.layout
+            self.steps, self.present = checked.steps, checked.present
             self._tables, self._writable = {}, {}
-            for key, buffer in buffers.items():
+            for key, buffer in checked.buffers.items():
                 self._init_table(key, buffer)
-            self.lr = lr
+            self.lr = checked.lr
         return commit
 
 
@@ -390,7 +329,7 @@ class Sgd(Optimizer):
         maximize = _flag(field + "maximize", group["maximize"], TensorCodeError)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise TensorCodeError(f"{field}nesterov needs a momentum and zero dampening")
-        flags = _torch_flags(group, self._torch_flags)
+        flags = torch_flags(group, self._torch_flags)
 
         def adopt() -> None:
             self.momentum, self.dampening, self.weight_decay = momentum, dampening, weight_decay
@@ -416,7 +355,7 @@ class Sgd(Optimizer):
             if self.backend == "numba":
                 _kernels().sgd_update(*args)
             else:
-                _sgd_reference(*args)
+                optim_reference.sgd_update(*args)
             out[dtype] = result
         if use_momentum:
             self.present[:] = 1
@@ -474,7 +413,7 @@ class Adam(Optimizer):
             raise TensorCodeError(f"{field}decoupled_weight_decay is "
                                   f"{group['decoupled_weight_decay']!r}: this state belongs to "
                                   f"{other}; load it into tc.optim.{other}")
-        flags = _torch_flags(group, self._torch_flags)
+        flags = torch_flags(group, self._torch_flags)
 
         def adopt() -> None:
             self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
@@ -511,7 +450,7 @@ class Adam(Optimizer):
             if self.backend == "numba":
                 _kernels().adam_update(*args)
             else:
-                _adam_reference(*args)
+                optim_reference.adam_update(*args)
             out[dtype] = result
         self.steps = steps
         self.present[:] = 1
@@ -529,46 +468,6 @@ class AdamW(Adam):
                  weight_decay: float = 0.01, amsgrad: bool = False, maximize: bool = False,
                  *, backend: str = "numba") -> None:
         super().__init__(betas, eps, weight_decay, amsgrad, maximize, backend=backend)
-
-
-# -- the reference (NumPy) paths: the same operations, whole buffers at a time ---------------
-def _sgd_reference(parameter, gradient, buffer, out, offsets, present, neg_lr, weight_decay,
-                   momentum, one_minus_dampening, nesterov, maximize) -> None:
-    d = -gradient if maximize else gradient.copy()
-    if weight_decay != 0:
-        d = d + weight_decay * parameter
-    if momentum != 0:
-        first = np.repeat(present == 0, np.diff(offsets))
-        b = np.where(first, d, buffer * momentum + one_minus_dampening * d)
-        buffer[:] = b
-        d = d + momentum * b if nesterov else b
-    out[:] = parameter + neg_lr * d
-
-
-def _adam_reference(parameter, gradient, exp_avg, exp_avg_sq, max_exp_avg_sq, out, offsets,
-                    neg_step_size, bias_correction2_sqrt, decay_factor, weight_decay, weight1,
-                    one_minus_weight1, beta2, one_minus_beta2, eps, decoupled, amsgrad,
-                    maximize) -> None:
-    sizes = np.diff(offsets)
-    d = -gradient if maximize else gradient
-    p = parameter
-    if weight_decay != 0:
-        if decoupled:
-            p = p * decay_factor
-        else:
-            d = d + weight_decay * p
-    if abs(weight1) < 0.5:
-        m = exp_avg + weight1 * (d - exp_avg)
-    else:
-        m = d - (d - exp_avg) * one_minus_weight1
-    exp_avg[:] = m
-    v = exp_avg_sq * beta2 + one_minus_beta2 * d * d
-    exp_avg_sq[:] = v
-    if amsgrad:
-        np.maximum(max_exp_avg_sq, v, out=max_exp_avg_sq)
-        v = max_exp_avg_sq
-    denom = np.sqrt(v) / np.repeat(bias_correction2_sqrt, sizes) + eps
-    out[:] = p + np.repeat(neg_step_size, sizes) * m / denom
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -657,44 +556,8 @@ def _betas(betas: Any, error: type = ValueError, name: str = "betas") -> tuple[f
     return pair[0], pair[1]
 
 
-def _torch_flags(group: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
-    """PyTorch's implementation switches (foreach, fused, capturable, differentiable) mean
-    nothing to TensorCode's one CPU loop; they are validated and echoed back unchanged."""
-    flags = {}
-    for key in current:
-        value = group[key]
-        if key in ("foreach", "fused"):
-            if value is not None and not isinstance(value, bool):
-                raise TensorCodeError(f"param_groups[0].{key} must be None, True or False, got "
-                                      f"{value!r}")
-        elif not isinstance(value, bool):
-            raise TensorCodeError(f"param_groups[0].{key} must be True or False, got {value!r}")
-        flags[key] = value
-    return flags
-
-
 def _backend(backend: str) -> str:
     return check_backend(backend)
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
 
 
 __all__ = ["Optimizer", "StateTable", "Sgd", "Adam", "AdamW", "FLOAT_DTYPES"]

@@ -44,15 +44,9 @@ def sgd_update(parameter, gradient, buffer, out, offsets, present, neg_lr, weigh
             if use_decay:
                 d = d + weight_decay * p_[i]
             if use_momentum:
-                if first:
-                    b = d
-                else:
-                    b = b_[i] * momentum + one_minus_dampening * d
+                b = d if first else b_[i] * momentum + one_minus_dampening * d
                 b_[i] = b
-                if nesterov:
-                    d = d + momentum * b
-                else:
-                    d = b
+                d = d + momentum * b if nesterov else b
             o_[i] = p_[i] + neg_lr * d
 
 
@@ -86,10 +80,7 @@ def adam_update(parameter, gradient, exp_avg, exp_avg_sq, max_exp_avg_sq, out, o
                 else:
                     d = d + weight_decay * p
             m = m_[i]
-            if small:
-                m = m + weight1 * (d - m)
-            else:
-                m = d - (d - m) * one_minus_weight1
+            m = m + weight1 * (d - m) if small else d - (d - m) * one_minus_weight1
             m_[i] = m
             v = v_[i] * beta2 + one_minus_beta2 * d * d
             v_[i] = v

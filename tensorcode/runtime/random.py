@@ -8,7 +8,8 @@ resume drawing the same numbers with ``set_state()``.
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,24 +31,30 @@ class Generator:
     # -- draws --------------------------------------------------------------------------
     def uniform(self, low: float, high: float, shape: Sequence[int] = (),
                 dtype: Any = "float32") -> np.ndarray:
+        """Draws from ``[low, high)`` as ``dtype``."""
         return self._rng.uniform(low, high, size=tuple(shape)).astype(dtype)
 
     def normal(self, mean: float, std: float, shape: Sequence[int] = (),
                dtype: Any = "float32") -> np.ndarray:
+        """Normal draws as ``dtype``."""
         return self._rng.normal(mean, std, size=tuple(shape)).astype(dtype)
 
     def integers(self, low: int, high: int, shape: Sequence[int] = ()) -> np.ndarray:
+        """int64 draws from ``[low, high)``."""
         return self._rng.integers(low, high, size=tuple(shape), dtype=np.int64)
 
     def bernoulli(self, p: float, shape: Sequence[int] = (), dtype: Any = "float32"
                   ) -> np.ndarray:
+        """1 with probability ``p``, else 0, as ``dtype`` (dropout masks)."""
         return (self._rng.random(size=tuple(shape)) < p).astype(dtype)
 
     def permutation(self, n: int) -> np.ndarray:
+        """A shuffled ``arange(n)`` (minibatch order)."""
         return self._rng.permutation(n)
 
     def choice(self, n: int, size: int, replace: bool = True,
                p: Sequence[float] | None = None) -> np.ndarray:
+        """``size`` draws from ``range(n)``, optionally weighted by ``p``."""
         return self._rng.choice(n, size=size, replace=replace, p=p)
 
     # -- state --------------------------------------------------------------------------
@@ -78,7 +85,8 @@ class Generator:
         self._bits = bits
         self._rng = np.random.Generator(bits)
 
-    def clone(self) -> "Generator":
+    def clone(self) -> Generator:
+        """An independent generator at the same point of the stream."""
         return copy.deepcopy(self)
 
 

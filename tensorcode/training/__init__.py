@@ -7,8 +7,7 @@
 """
 
 from ..runtime.experience import load_experience
-from .calibration import (TemperatureCalibration, ThresholdFit, evaluate_calibration,
-                          fit_threshold)
+from .calibration import TemperatureCalibration, ThresholdFit, evaluate_calibration, fit_threshold
 from .losses import BUILTIN as BUILTIN_LOSSES
 from .tool import Tool
 from .trainer import Trainer

@@ -13,8 +13,9 @@ empirical statement about that sample, not a guarantee on new inputs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -81,6 +82,7 @@ class TemperatureCalibration(Operation):
 
     @property
     def temperature(self) -> float:
+        """The current temperature (the logits are divided by it)."""
         return float(self.parameters.payloads()[0])
 
     def forward(self, logits: Any) -> np.ndarray:
@@ -110,7 +112,7 @@ class TemperatureCalibration(Operation):
         before = nll(0.0)
         self.load_payloads([np.float32(temperature)])
         return {"temperature": float(np.float32(temperature)), "nll_before": before,
-                "nll_after": float(result.fun), "examples": int(len(y))}
+                "nll_after": float(result.fun), "examples": len(y)}
 
 
 def evaluate_calibration(logits: Any, labels: Any, bins: int = 15) -> dict:

@@ -8,13 +8,17 @@ so the prediction can be traced).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from ..ops.base import Operation
 
 
 @runtime_checkable
 class Tool(Protocol):
+    """What a ``Trainer`` trains: operations holding the parameters, the objective
+    its supervised predictions use, and its training-mode policy."""
+
     #: the operations holding the tool's trainable parameters, by stable name
     operations: Mapping[str, Operation]
     #: the loss name its supervised predictions are trained on ("cross_entropy", ...)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import copy
 import math
 import sys
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ class Trainer:
             current = op.parameters.payloads()
             spans: dict[str, tuple[int, int]] = {}
             for slot in slots[len(payloads):len(payloads) + len(current)]:
-                start, stop = spans.get(slot.dtype, (slot.offset, slot.offset))
+                start, _stop = spans.get(slot.dtype, (slot.offset, slot.offset))
                 spans[slot.dtype] = (start, slot.offset + slot.size)
             self._spans.append((op, spans))
             payloads += current
@@ -100,7 +101,7 @@ class Trainer:
     @classmethod
     def from_ops(cls, operations: Mapping[str, Operation], optimizer: Any = None,
                  lr: float = 0.01, losses: Mapping[str, LossFn] | None = None,
-                 backend: str | None = None, seed: int = 0) -> "Trainer":
+                 backend: str | None = None, seed: int = 0) -> Trainer:
         """Train an explicitly supervised program (``trace()`` + ``supervise()``); the
         operations' training modes are left as they are."""
         return cls(operations, optimizer=optimizer, lr=lr, losses=losses, backend=backend,
@@ -109,7 +110,7 @@ class Trainer:
     @classmethod
     def from_tool(cls, tool: Tool, optimizer: Any = None, lr: float = 0.001,
                   losses: Mapping[str, LossFn] | None = None, backend: str | None = None,
-                  seed: int = 0) -> "Trainer":
+                  seed: int = 0) -> Trainer:
         """Train a tool's declared operations on its declared objective, with its
         training-mode policy applied."""
         for attribute in ("operations", "objective", "set_training", "predict"):
@@ -155,6 +156,7 @@ class Trainer:
         self._parameters = table
 
     def modes(self) -> dict[str, bool]:
+        """Each operation's training mode, by name (what checkpoints record)."""
         return {name: bool(op.training) for name, op in self._owners}
 
     # -- capture ------------------------------------------------------------------------
@@ -289,7 +291,7 @@ class Trainer:
         else:
             target_feeds = self._target_arrays(lowered, place, targets, calls)
         feed_arrays = arrays + target_feeds
-        feeds = {symbol: array for symbol, array in zip(lowered.feed_symbols, feed_arrays)}
+        feeds = dict(zip(lowered.feed_symbols, feed_arrays))
         return lowered, feeds
 
     def _express(self, plan_steps: list[tuple]) -> tuple[Tape, list[Expr], dict[int, Any],

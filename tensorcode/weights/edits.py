@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from lark import Lark, Token, Tree
@@ -75,7 +76,7 @@ class Number:
 class ListValue:
     """A bracketed list of numbers or lists."""
 
-    items: tuple["Number | ListValue", ...]
+    items: tuple[Number | ListValue, ...]
     line: int
     column: int
 
@@ -185,7 +186,7 @@ def _error(lines: Sequence[str], message: str, line: int | None, column: int | N
     return EditError(message, line, column, _excerpt(lines, line, column))
 
 
-def _describe_expected(expected: Sequence[str]) -> str:
+def _describe_expected(expected: Iterable[str]) -> str:
     names = sorted({_EXPECTED_NAMES.get(name, repr(name)) for name in expected})
     return ", ".join(names) if names else "nothing more"
 
@@ -248,24 +249,53 @@ def parse_edits(text: str, *, max_text_chars: int = MAX_TEXT_CHARS,
             if isinstance(child, Tree) and child.data == "statement"]
 
 
+def _tree(node: Tree | Token) -> Tree:
+    """A parse-tree branch the grammar guarantees to be a subtree."""
+    if not isinstance(node, Tree):  # pragma: no cover - the grammar rules this out
+        raise TypeError(f"edit grammar: expected a subtree, got token {node!r}")
+    return node
+
+
+def _token(node: Tree | Token) -> Token:
+    """A parse-tree branch the grammar guarantees to be a token."""
+    if not isinstance(node, Token):  # pragma: no cover - the grammar rules this out
+        raise TypeError(f"edit grammar: expected a token, got subtree {node.data!r}")
+    return node
+
+
+def _column(token: Token) -> int:
+    """A token's 1-based column; the lexer records positions on every token it makes."""
+    if token.column is None:  # pragma: no cover - lark always sets it here
+        raise TypeError(f"edit grammar: token {token!r} has no position")
+    return token.column
+
+
+def _line(token: Token) -> int:
+    """A token's 1-based line; the lexer records positions on every token it makes."""
+    if token.line is None:  # pragma: no cover - lark always sets it here
+        raise TypeError(f"edit grammar: token {token!r} has no position")
+    return token.line
+
+
 def _statement(lines: Sequence[str], tree: Tree) -> Statement:
-    target, op, value = tree.children
-    name_tree = target.children[0]
-    token = name_tree.children[0]
+    target, op, value = _tree(tree.children[0]), _token(tree.children[1]), tree.children[2]
+    name_tree = _tree(target.children[0])
+    token = _token(name_tree.children[0])
     if name_tree.data == "quoted_name":
         try:
             name = json.loads(str(token))
         except ValueError:
-            raise _error(lines, f"the quoted name {str(token)} is not a valid JSON string",
+            raise _error(lines, f"the quoted name {token!s} is not a valid JSON string",
                          token.line, token.column) from None
     else:
         name = str(token)
     index = None
     if len(target.children) > 1:
-        index = tuple(_part(lines, part) for part in target.children[1].children)
-    return Statement(name=name, index=index, op=str(op), value=_value(lines, value),
+        index = tuple(_part(lines, _tree(part))
+                      for part in _tree(target.children[1]).children)
+    return Statement(name=name, index=index, op=str(op), value=_value(lines, _tree(value)),
                      line=tree.meta.line, column=tree.meta.column,
-                     name_column=token.column, op_column=op.column)
+                     name_column=_column(token), op_column=_column(op))
 
 
 def _integer(lines: Sequence[str], token: Token) -> int:
@@ -278,23 +308,23 @@ def _integer(lines: Sequence[str], token: Token) -> int:
 
 def _part(lines: Sequence[str], tree: Tree) -> Point | Range:
     if tree.data == "point":
-        token = tree.children[0]
-        return Point(_integer(lines, token), token.line, token.column)
-    start_tree, stop_tree = tree.children
-    start = _integer(lines, start_tree.children[0]) if start_tree.children else None
-    stop = _integer(lines, stop_tree.children[0]) if stop_tree.children else None
+        token = _token(tree.children[0])
+        return Point(_integer(lines, token), _line(token), _column(token))
+    start_tree, stop_tree = (_tree(child) for child in tree.children)
+    start = _integer(lines, _token(start_tree.children[0])) if start_tree.children else None
+    stop = _integer(lines, _token(stop_tree.children[0])) if stop_tree.children else None
     return Range(start, stop, tree.meta.line, tree.meta.column)
 
 
 def _value(lines: Sequence[str], tree: Tree) -> Number | ListValue:
     if tree.data == "number":
-        token = tree.children[0]
+        token = _token(tree.children[0])
         value = float(str(token))
         if not math.isfinite(value):
-            raise _error(lines, f"the number {str(token)} is too large to represent",
+            raise _error(lines, f"the number {token!s} is too large to represent",
                          token.line, token.column)
-        return Number(str(token), value, token.line, token.column)
-    return ListValue(tuple(_value(lines, item) for item in tree.children),
+        return Number(str(token), value, _line(token), _column(token))
+    return ListValue(tuple(_value(lines, _tree(item)) for item in tree.children),
                      tree.meta.line, tree.meta.column)
 
 
@@ -304,7 +334,7 @@ def _list_array(lines: Sequence[str], value: ListValue) -> tuple[tuple[int, ...]
     """The shape of a nested list and its numbers in C order; ragged lists refused."""
     if not value.items:
         return (0,), []
-    shapes = []
+    shapes: list[tuple[int, ...]] = []
     flat: list[Number] = []
     for item in value.items:
         if isinstance(item, Number):
@@ -337,8 +367,8 @@ def _selection(lines: Sequence[str], statement: Statement, shape: tuple[int, ...
         raise _error(lines, f"tensor {statement.name!r} has rank {len(shape)} (shape "
                      f"{list(shape)}) but the index has {len(parts)} part{plural}; use at "
                      f"most {len(shape)}{advice}", first_extra.line, first_extra.column)
-    index = []
-    selected = []
+    index: list[int | slice] = []
+    selected: list[int] = []
     for axis, part in enumerate(parts):
         size = shape[axis]
         if isinstance(part, Point):
@@ -496,7 +526,7 @@ def run_statements(base: Mapping[str, Any], statements: Sequence[Statement],
             if isinstance(statement.value, ListValue):
                 values = np.array([n.value for n in numbers], dtype=np.float64).reshape(selected)
             else:
-                values = np.float64(statement.value.value)
+                values = np.array(statement.value.value, dtype=np.float64)
             new = _float_values(lines, statement, current, values, scale, array.dtype)
         else:
             new = _integer_values(lines, statement, current, numbers, scale, array.dtype)

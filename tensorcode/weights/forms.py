@@ -63,6 +63,7 @@ class Sparse:
         object.__setattr__(self, "values", np.asarray(self.values).reshape(-1))
 
     def check(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """Raise ``PatchError`` unless this change fits tensor ``name``."""
         size = int(np.prod(shape, dtype=np.int64))
         if self.indices.ndim != 1 or self.values.shape != self.indices.shape:
             raise PatchError(f"sparse change of {name!r}: {self.indices.size} indices but "
@@ -73,12 +74,14 @@ class Sparse:
                              f"and within 0..{size - 1}")
 
     def rebuild(self, base: np.ndarray, name: str) -> np.ndarray:
+        """The edited tensor: ``base`` with the listed elements replaced."""
         self.check(name, base.shape, base.dtype)
         result = np.array(base, copy=True).reshape(-1)
         result[self.indices] = self.values.astype(base.dtype)
         return result.reshape(base.shape)
 
     def stored_numbers(self) -> int:
+        """How many numbers the patch file stores for this change."""
         return int(self.indices.size + self.values.size)
 
 
@@ -93,15 +96,18 @@ class Dense:
         object.__setattr__(self, "values", np.asarray(self.values))
 
     def check(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """Raise ``PatchError`` unless this change fits tensor ``name``."""
         if self.values.shape != tuple(shape):
             raise PatchError(f"dense change of {name!r} has shape {list(self.values.shape)}, "
                              f"but the tensor has shape {list(shape)}")
 
     def rebuild(self, base: np.ndarray, name: str) -> np.ndarray:
+        """The edited tensor: the stored values."""
         self.check(name, base.shape, base.dtype)
         return np.array(self.values, dtype=base.dtype, copy=True)
 
     def stored_numbers(self) -> int:
+        """How many numbers the patch file stores for this change."""
         return int(self.values.size)
 
 
@@ -130,9 +136,11 @@ class LowRank:
 
     @property
     def rank(self) -> int:
+        """The number of columns of ``a`` (rows of ``b``)."""
         return int(self.a.shape[1])
 
     def check(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """Raise ``PatchError`` unless this change fits tensor ``name``."""
         _require_matrix("lowrank", shape, dtype, name)
         if self.a.shape[0] != shape[0] or self.b.shape[1] != shape[1]:
             raise PatchError(f"low-rank factors a {list(self.a.shape)} and b "
@@ -140,6 +148,7 @@ class LowRank:
                              f"{list(shape)}: a needs {shape[0]} rows and b {shape[1]} columns")
 
     def rebuild(self, base: np.ndarray, name: str) -> np.ndarray:
+        """The edited tensor: ``base + a @ b``."""
         self.check(name, base.shape, base.dtype)
         result = base.astype(np.float64)
         for k in range(self.rank):
@@ -147,6 +156,7 @@ class LowRank:
         return _cast_finite(result, base, "lowrank", name)
 
     def stored_numbers(self) -> int:
+        """How many numbers the patch file stores for this change."""
         return int(self.a.size + self.b.size)
 
 
@@ -203,6 +213,7 @@ class Projection:
         return self.direction / norm
 
     def check(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        """Raise ``PatchError`` unless this change fits tensor ``name``."""
         _require_matrix("projection", shape, dtype, name)
         if self.direction.size != shape[self.axis]:
             raise PatchError(f"projection direction has {self.direction.size} entries but axis "
@@ -214,6 +225,7 @@ class Projection:
                              f"{1 - self.axis} of tensor {name!r}, which has size {other}")
 
     def rebuild(self, base: np.ndarray, name: str) -> np.ndarray:
+        """The edited tensor, with the projection applied to ``base``."""
         self.check(name, base.shape, base.dtype)
         u = self.unit()
         result = base.astype(np.float64)
@@ -234,6 +246,7 @@ class Projection:
         return _cast_finite(result, base, "projection", name)
 
     def stored_numbers(self) -> int:
+        """How many numbers the patch file stores for this change."""
         return int(self.direction.size + 2 + (2 if self.span is not None else 0))
 
 

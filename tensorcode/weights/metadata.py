@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,7 @@ def _check_size(value: Any, where: str) -> None:
 
 
 def check_rationale(rationale: Any) -> str:
+    """The rationale, checked to be text within ``MAX_METADATA_CHARS``."""
     if not isinstance(rationale, str):
         raise PatchError(f"rationale must be text, got {type(rationale).__name__}")
     if len(rationale) > MAX_METADATA_CHARS:

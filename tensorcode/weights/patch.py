@@ -10,8 +10,9 @@ hash too, so a patch either reproduces exactly what was recorded or says why not
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ class TensorChange:
 
     @property
     def size(self) -> int:
+        """The number of elements of the changed tensor."""
         return int(np.prod(self.shape, dtype=np.int64))
 
 
@@ -101,7 +103,7 @@ class Patch:
     @classmethod
     def from_edits(cls, base: Mapping[str, Any], edits: str,
                    scales: Mapping[str, float] | None = None, rationale: str = "",
-                   evidence: Sequence[Mapping[str, Any]] = (), author: Any = None) -> "Patch":
+                   evidence: Sequence[Mapping[str, Any]] = (), author: Any = None) -> Patch:
         """Parse edit statements, run them on ``base`` and record the result.
 
         ``scales`` (usually ``render(...).scales``) puts every value in the tensor's
@@ -236,7 +238,7 @@ class Patch:
         save_patch(self, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Patch":
+    def load(cls, path: str | os.PathLike) -> Patch:
         """Read and validate a patch artifact (``ArtifactError`` names file and field)."""
         from .artifact import load_patch
 
@@ -250,6 +252,7 @@ class Patch:
         return name in self.changes
 
     def names(self) -> list[str]:
+        """The names of the changed tensors."""
         return list(self.changes)
 
     def __repr__(self) -> str:

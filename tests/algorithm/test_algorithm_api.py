@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from router_programs import INPUTS, OUTPUTS, SCORES, SCORES_PARAMETERS, WEIGHTS, scores_numpy
 
 import tensorcode.algorithm as algorithms
 from tensorcode.errors import CompileError, FeedError, TensorCodeError
-
-from router_programs import INPUTS, OUTPUTS, SCORES, SCORES_PARAMETERS, WEIGHTS, scores_numpy
 
 ROW = np.array([1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 1, 0], dtype=np.float64)
 

@@ -10,14 +10,19 @@ import os
 
 import numpy as np
 import pytest
+from router_programs import (
+    INPUTS,
+    OUTPUTS,
+    SCORES,
+    SCORES_PARAMETERS,
+    all_feature_vectors,
+    scores_numpy,
+)
 
 import tensorcode.algorithm as algorithms
 from tensorcode.algorithm import Algorithm
 from tensorcode.algorithm.artifact import FIELDS, FORMAT, VERSION
 from tensorcode.errors import ArtifactError, BackendError
-
-from router_programs import (INPUTS, OUTPUTS, SCORES, SCORES_PARAMETERS, all_feature_vectors,
-                             scores_numpy)
 
 MARKER = "# distinctive-comment-never-in-the-artifact"
 SOURCE = SCORES.replace("def route(features, w, threshold):",

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from router_programs import (
+    GROUPS,
+    GROUPS_PARAMETERS,
+    INPUTS,
+    OUTPUTS,
+    all_feature_vectors,
+    groups_numpy,
+)
 
 import tensorcode.algorithm as algorithms
 from tensorcode.errors import TensorCodeError
-
-from router_programs import (GROUPS, GROUPS_PARAMETERS, INPUTS, OUTPUTS, all_feature_vectors,
-                             groups_numpy)
 
 CASES = [{"features": row} for row in all_feature_vectors()[::41]]
 

@@ -7,11 +7,10 @@ import sys
 
 import numpy as np
 import pytest
+from router_programs import INPUTS, OUTPUTS, ROUTERS, all_feature_vectors
 
 import tensorcode.algorithm as algorithms
 from tensorcode.errors import CompileError
-
-from router_programs import INPUTS, OUTPUTS, ROUTERS, all_feature_vectors
 
 CASES = all_feature_vectors()
 

@@ -21,7 +21,8 @@ def test_no_command_prints_help_and_fails(capsys):
 
 
 def test_only_the_chosen_subcommand_is_imported():
-    code = ("import sys; from tensorcode import cli; cli.main(['demo', '--only', 'spec_and_state']); "
+    code = ("import sys; from tensorcode import cli; "
+            "cli.main(['demo', '--only', 'spec_and_state']); "
             "print('numba' in sys.modules, 'tensorcode.weights' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False False"

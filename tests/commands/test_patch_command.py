@@ -10,8 +10,8 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
-from tensorcode.errors import TensorCodeError
 from tensorcode.commands import patch as patch_command
+from tensorcode.errors import TensorCodeError
 from tensorcode.weights import Patch, render, tensor_sha256
 
 

@@ -27,7 +27,7 @@ def random_program(seed: int, dtype: str = "float32", steps: int = 12, parts: in
             return p
         return tape.input(data, name=f"x{len(values)}")
 
-    for part in range(parts):
+    for _part in range(parts):
         n, m = int(rng.integers(2, 5)), int(rng.integers(2, 5))
         pool = [new_value((n, m)), new_value((m,)), new_value((n, m), "input"),
                 new_value((n, 1))]
@@ -57,7 +57,8 @@ def random_program(seed: int, dtype: str = "float32", steps: int = 12, parts: in
 
 def _step(choice, a, b, rng, tape, dtype, extras, params):
     if choice == 0:
-        return [a.tanh, a.sin, a.cos, a.sigmoid, a.relu, a.abs, lambda: -a][int(rng.integers(0, 7))]()
+        unary = [a.tanh, a.sin, a.cos, a.sigmoid, a.relu, a.abs, lambda: -a]
+        return unary[int(rng.integers(0, 7))]()
     if choice == 1:
         return ((a.abs() + 1.0).log() if rng.integers(0, 2) else (a * a + 0.5).sqrt())
     if choice == 2:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tensorcode as tc
 from tensorcode.compiler import primitives
@@ -202,7 +203,8 @@ def test_shape_ops(shape, seed):
     perm = tuple(int(k) for k in rng.permutation(len(shape)))
     check_gradients([_values(rng, shape)],
                     lambda t, x: x.transpose(perm).reshape(-1).reshape(
-                        tuple(shape[k] for k in perm)).broadcast_to((2,) + tuple(shape[k] for k in perm)),
+                        tuple(shape[k] for k in perm)).broadcast_to(
+                            (2,) + tuple(shape[k] for k in perm)),
                     seed)
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from compiler_graphs import TOLERANCE, random_program
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tensorcode as tc
 from tensorcode.compiler import ir, passes, primitives
 from tensorcode.compiler.fusion import Fusion, fuse
 from tensorcode.compiler.backends import reference
-
-from compiler_graphs import TOLERANCE, random_program
 
 
 def values_of(graph: ir.Graph) -> list[np.ndarray]:
@@ -96,7 +96,7 @@ def test_fold_constants_keeps_broadcasts_and_bad_indices():
     (lambda x: x + 0.0, "add"),
     (lambda x: x - 0.0, "sub"),
     (lambda x: x / 1.0, "div"),
-    (lambda x: -(-x), "neg"),
+    (lambda x: -(-x), "neg"),  # noqa: B002 - negation twice, not a decrement
     (lambda x: x.reshape(6).reshape(2, 3), "reshape"),
     (lambda x: x.T.T, "transpose"),
     (lambda x: x.detach(), "detach"),

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+from compiler_graphs import mlp_program, random_program
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tensorcode as tc
 from tensorcode.compiler.schedule import Strided, build
-
-from compiler_graphs import mlp_program, random_program
 
 
 def schedule_of(network, roots):
@@ -34,7 +36,7 @@ def check_schedule(schedule) -> None:
             apart = a.offset + a.size <= b.offset or b.offset + b.size <= a.offset
             assert not live or apart or a.size == 0 or b.size == 0, (a, b)
     regions = sorted((d, o, o + int(np.prod(s))) for d, o, s in schedule.roots)
-    for (d1, a1, b1), (d2, a2, b2) in zip(regions, regions[1:]):
+    for (d1, _, b1), (d2, a2, _) in itertools.pairwise(regions):
         assert d1 != d2 or b1 <= a2
 
 

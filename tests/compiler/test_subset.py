@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 
 from tensorcode.compiler import ir
-from tensorcode.compiler.subset import (MAX_LITERAL_ELEMENTS, MAX_UNROLLED_STATEMENTS,
-                                        compile_program)
+from tensorcode.compiler.subset import (
+    MAX_LITERAL_ELEMENTS,
+    MAX_UNROLLED_STATEMENTS,
+    compile_program,
+)
 from tensorcode.compiler.subset_syntax import MAX_SOURCE_CHARS
 from tensorcode.errors import CompileError
 
@@ -62,7 +65,7 @@ def test_arithmetic_and_broadcasting_match_numpy():
 def test_comparisons_give_zero_one_float64():
     out = run("a = x < 1\nb = x <= 0.5\nc = x > 1\nd = x >= 2\ne = x == 0\nf = x != 0\n"
               "return {'a': a, 'b': b, 'c': c, 'd': d, 'e': e, 'f': f}",
-              {k: (6,) for k in "abcdef"})
+              dict.fromkeys("abcdef", (6,)))
     expected = {"a": X < 1, "b": X <= 0.5, "c": X > 1, "d": X >= 2, "e": X == 0, "f": X != 0}
     for name, value in expected.items():
         assert out[name].dtype == np.float64

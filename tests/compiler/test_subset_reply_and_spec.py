@@ -10,8 +10,13 @@ import pytest
 from tensorcode.compiler import primitives, subset
 from tensorcode.compiler.subset import compile_program, parse_reply
 from tensorcode.compiler.subset_syntax import GRAMMAR_PATH, parser
-from tensorcode.distill.spec import (EXAMPLE, EXAMPLE_INPUTS, EXAMPLE_OUTPUTS,
-                                     EXAMPLE_PARAMETERS, SUBSET_SPEC)
+from tensorcode.distill.spec import (
+    EXAMPLE,
+    EXAMPLE_INPUTS,
+    EXAMPLE_OUTPUTS,
+    EXAMPLE_PARAMETERS,
+    SUBSET_SPEC,
+)
 from tensorcode.errors import CompileError
 
 PROGRAM = "def f(x, t):\n    return {'y': x.sum() * t}\n"

@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorcode.distill.cases import (case_key, format_case, infer_contract, normalize_case,
-                                      normalize_contract, split)
+from tensorcode.distill.cases import (
+    case_key,
+    format_case,
+    infer_contract,
+    normalize_case,
+    normalize_contract,
+    split,
+)
 from tensorcode.errors import FeedError, TensorCodeError
 
 

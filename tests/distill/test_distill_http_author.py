@@ -9,8 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 
-from tensorcode.distill import distill
-from tensorcode.distill import tickets
+from tensorcode.distill import distill, tickets
 from tensorcode.integrations import OpenAICompatibleModel, load_replies
 
 

@@ -3,15 +3,14 @@ selection rule, early acceptance, failures and the truth separation."""
 
 from __future__ import annotations
 
-
 import pytest
-
 from distill_fakes import install, threshold_workload
+
 from tensorcode.distill import DistillationError, distill
 from tensorcode.distill.attempts import Attempt, select
 from tensorcode.distill.cases import format_case, split
-from tensorcode.integrations import RecordedModel
 from tensorcode.errors import TensorCodeError
+from tensorcode.integrations import RecordedModel
 
 RULES = {
     # right on every case it claims, claims x >= 6 or x < 4
@@ -111,7 +110,7 @@ def test_min_coverage_is_respected(fake_compiler):
     # 'shy' claims nothing: acceptable without a minimum, ineligible with one
     result, _, _ = run(["rule:shy"])
     assert result.report["design"]["coverage"] == 0.0
-    with pytest.raises(DistillationError, match="required design coverage of 0.5"):
+    with pytest.raises(DistillationError, match=r"required design coverage of 0\.5"):
         run(["rule:shy", "rule:shy"], min_coverage=0.5)
     result, author, _ = run(["rule:shy", "rule:careful"], min_coverage=0.5)
     assert result.report["selected_attempt"] == 2

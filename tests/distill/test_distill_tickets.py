@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from tensorcode.cli import main as cli_main
-from tensorcode.distill import Distillation
-from tensorcode.distill import tickets
+from tensorcode.distill import Distillation, tickets
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,14 @@ import sys
 import numpy as np
 import pytest
 
-from tensorcode.guide import learning_rates, named_checkpoint, noisy_sine, spec_and_state, \
-    two_moons, xor
+from tensorcode.guide import (
+    learning_rates,
+    named_checkpoint,
+    noisy_sine,
+    spec_and_state,
+    two_moons,
+    xor,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

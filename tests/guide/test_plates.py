@@ -12,10 +12,18 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from tensorcode.guide import GUIDE, GuideResult, load  # noqa: E402
-from tensorcode.guide.plates import (LOSS_CURVES, PLATES, TEXT_ONLY, draw,  # noqa: E402
-                                     draw_loss, has_plate, plates, save_plates)
-from tensorcode.plot import Plot, PlotError  # noqa: E402
+from tensorcode.guide import GUIDE, GuideResult, load
+from tensorcode.guide.plates import (
+    LOSS_CURVES,
+    PLATES,
+    TEXT_ONLY,
+    draw,
+    draw_loss,
+    has_plate,
+    plates,
+    save_plates,
+)
+from tensorcode.plot import Plot, PlotError
 
 
 def png_size(path) -> tuple[int, int]:
@@ -170,7 +178,7 @@ def test_missing_or_malformed_data_is_named():
         draw(broken)
     ragged = synthetic("noisy_sine")
     ragged.data["fit"] = ragged.data["fit"][:-1]
-    with pytest.raises(PlotError, match="'noisy_sine': Line.xy: xs has 96 values but ys has 95"):
+    with pytest.raises(PlotError, match=r"'noisy_sine': Line\.xy: xs has 96 values but ys has 95"):
         draw(ragged)
     with pytest.raises(PlotError, match="has no separate loss-curve plate"):
         draw_loss(synthetic("xor"))

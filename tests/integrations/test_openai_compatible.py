@@ -132,7 +132,7 @@ def test_retry_after_header_is_honoured_but_bounded(server):
 def test_client_errors_are_not_retried(server):
     url, script = server([(401, b'{"error": "bad key"}', 0.0, {})])
     model = OpenAICompatibleModel(url, "m", timeout=5, retries=3, backoff=0.0)
-    with pytest.raises(ModelError, match="HTTP 401.*bad key"):
+    with pytest.raises(ModelError, match=r"HTTP 401.*bad key"):
         model.complete("hello")
     assert len(script.requests) == 1
 
@@ -141,7 +141,7 @@ def test_timeout_is_retried_and_reported(server):
     url, script = server([(200, completion("too late"), 1.0, {})])
     model = OpenAICompatibleModel(url, "m", timeout=0.2, retries=1, backoff=0.0)
     start = time.perf_counter()
-    with pytest.raises(ModelError, match="no answer within 0.2 s"):
+    with pytest.raises(ModelError, match=r"no answer within 0\.2 s"):
         model.complete("hello")
     assert time.perf_counter() - start < 5
     assert len(script.requests) == 2

@@ -8,8 +8,15 @@ import threading
 import pytest
 
 from tensorcode.errors import ArtifactError
-from tensorcode.integrations import (Model, ModelError, ModelRequest, RecordedModel,
-                                     as_author, ask, save_replies)
+from tensorcode.integrations import (
+    Model,
+    ModelError,
+    ModelRequest,
+    RecordedModel,
+    as_author,
+    ask,
+    save_replies,
+)
 
 
 def test_replays_in_order_and_records_prompts(tmp_path):

@@ -88,7 +88,7 @@ def test_line_y_rejects_what_is_not_a_flat_list_of_numbers(bad, message):
 def test_xy_builders_need_one_y_per_x():
     with pytest.raises(PlotError, match="xs has 3 values but ys has 2"):
         Line.xy([1, 2, 3], [1, 2])
-    with pytest.raises(PlotError, match="Points.xy: xs has 1 values but ys has 2"):
+    with pytest.raises(PlotError, match=r"Points\.xy: xs has 1 values but ys has 2"):
         Points.xy([1], [1, 2])
 
 
@@ -100,7 +100,7 @@ def test_label_and_color_return_new_layers_and_leave_the_original_alone():
     assert labelled.ys == line.ys
     points = Points.xy([0], [1]).label("samples")
     assert points.label_text == "samples"
-    with pytest.raises(PlotError, match="Line.label: expected a string"):
+    with pytest.raises(PlotError, match=r"Line\.label: expected a string"):
         line.label(3)
 
 
@@ -133,7 +133,7 @@ def test_cells_extents_and_limits():
     cells = Cells.matrix(2, [1, 2, 3, 4]).extents((-1.5, 2.5), (-1.0, 1.5))
     assert cells.extent == (-1.5, 2.5, -1.0, 1.5)
     assert cells.color_limits(-1, 1).limits == (-1.0, 1.0)
-    with pytest.raises(PlotError, match="Cells.extents: y is empty"):
+    with pytest.raises(PlotError, match=r"Cells\.extents: y is empty"):
         cells.extents((0, 1), (2, 2))
 
 
@@ -160,7 +160,7 @@ def test_plot_size_is_checked():
         Plot().size(0, 480)
     with pytest.raises(PlotError, match="dpi must be an integer"):
         Plot().size(640, 480, dpi=2.5)
-    with pytest.raises(PlotError, match="Plot.title: expected a string"):
+    with pytest.raises(PlotError, match=r"Plot\.title: expected a string"):
         Plot().title(None)
 
 

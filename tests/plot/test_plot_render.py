@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from tensorcode.plot import Cells, Line, Plot, PlotError, Points  # noqa: E402
+from tensorcode.plot import Cells, Line, Plot, PlotError, Points
 
 
 def _curves() -> Plot:

@@ -9,8 +9,8 @@ import pathlib
 
 import numpy as np
 import pytest
-from safetensors.numpy import load_file
 from safetensors import safe_open
+from safetensors.numpy import load_file
 
 import tensorcode as tc
 from tensorcode.compiler.tables import Gradients

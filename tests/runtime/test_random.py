@@ -59,7 +59,7 @@ def test_bad_state_raises_and_changes_nothing(change):
     before = generator.get_state()
     bad = dict(before)
     change(bad)
-    with pytest.raises(tc.ArtifactError, match="generator|keys|algorithm|int"):
+    with pytest.raises(tc.ArtifactError, match=r"generator|keys|algorithm|int"):
         generator.set_state(bad)
     assert generator.get_state() == before
 

@@ -6,11 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorcode.errors import PatchError
-from tensorcode.weights import (LowRank, Patch, algorithm_parameters, build, patch_algorithm,
-                                render, replace_parameters)
-
 import tensorcode.algorithm as algorithm_module
+from tensorcode.errors import PatchError
+from tensorcode.weights import (
+    LowRank,
+    Patch,
+    algorithm_parameters,
+    build,
+    patch_algorithm,
+    render,
+    replace_parameters,
+)
 
 SOURCE = '''
 def score(x, w, b):

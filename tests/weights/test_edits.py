@@ -272,7 +272,7 @@ def _valid_statement(rng: random.Random, base: dict[str, np.ndarray]) -> str:
     name = rng.choice([n for n, a in base.items() if a.size])
     shape = base[name].shape
     parts, selected = [], []
-    for axis, size in enumerate(shape[:rng.randint(0, len(shape))]):
+    for size in shape[:rng.randint(0, len(shape))]:
         if rng.random() < 0.5:
             parts.append(str(rng.randint(-size, size - 1)))
         else:

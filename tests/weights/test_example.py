@@ -9,7 +9,6 @@ import pathlib
 import numpy as np
 import pytest
 
-
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "weights" / "edit_router.py"
 
 

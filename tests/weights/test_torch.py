@@ -14,7 +14,7 @@ from tensorcode.weights import LowRank, Patch, build, render, tensor_sha256
 torch = pytest.importorskip("torch")
 
 
-def _state() -> "OrderedDict[str, object]":
+def _state() -> OrderedDict[str, object]:
     generator = torch.Generator().manual_seed(0)
     return OrderedDict([
         ("linear.weight", torch.randn(4, 3, generator=generator)),
