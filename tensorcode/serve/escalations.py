@@ -200,5 +200,53 @@ def rotated_files(path: str | os.PathLike) -> list[Path]:
     return [*older, *([path] if path.exists() else [])]
 
 
-__all__ = ["EscalationLog", "Escalations", "read_escalations", "rotated_files", "FORMAT",
-           "VERSION"]
+@dataclass
+class RepairCases:
+    """Escalated cases of one router with the teacher's answers, ready for ``repair``:
+    ``cases`` and ``targets`` pair up; the counts say what was left out and why."""
+
+    cases: list[dict[str, Any]]
+    targets: list[dict[str, Any]]
+    other_router: int
+    unanswered: int
+    duplicates: int
+    invalid: list[str]
+
+
+def repair_cases(records: Iterable[Mapping[str, Any]], router: str,
+                 inputs: Mapping[str, tuple[int, ...]], outputs: Mapping[str, tuple[int, ...]]
+                 ) -> RepairCases:
+    """The records of ``router`` that carry a teacher's answer (``target``), validated
+    against the router's contracts, each distinct case once (the first answer kept).
+    Records without an answer (no fallback, or it failed) cannot teach anything and are
+    counted as ``unanswered``."""
+    from ..distill.cases import case_key
+    from ..distill.inputs import check_case
+
+    chosen = RepairCases([], [], 0, 0, 0, [])
+    seen: set[str] = set()
+    for number, record in enumerate(records):
+        if record.get("router") != router:
+            chosen.other_router += 1
+            continue
+        if record.get("target") is None:
+            chosen.unanswered += 1
+            continue
+        try:
+            case = check_case(record.get("inputs"), dict(inputs), "inputs.")
+            target = check_case(record.get("target"), dict(outputs), "target.")
+        except InputError as error:
+            chosen.invalid.append(f"record {number}: {error}")
+            continue
+        key = case_key(case)
+        if key in seen:
+            chosen.duplicates += 1
+            continue
+        seen.add(key)
+        chosen.cases.append(case)
+        chosen.targets.append(target)
+    return chosen
+
+
+__all__ = ["EscalationLog", "Escalations", "RepairCases", "read_escalations", "repair_cases",
+           "rotated_files", "FORMAT", "VERSION"]
