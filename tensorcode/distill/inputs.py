@@ -144,9 +144,12 @@ def _field(value: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
                              f"{_describe(value)}", field, "type")
         try:
             array = np.array(value, dtype=np.float64)
-        except (ValueError, OverflowError):  # ragged nesting, or an integer past float64
-            raise InputError(f"{field}: the nested lists are not rectangular (or a number "
-                             "is out of range)", field, "shape") from None
+        except OverflowError:  # an integer past float64
+            raise InputError(f"{field}: holds a number too large for float64; values must "
+                             "be finite", field, "not_finite") from None
+        except ValueError:  # ragged nesting
+            raise InputError(f"{field}: the nested lists are not rectangular", field,
+                             "shape") from None
     if array.shape != shape:
         if array.size == 1 and math.prod(shape) == 1:
             array = array.reshape(shape)
