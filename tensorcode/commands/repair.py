@@ -63,6 +63,7 @@ def main(args: argparse.Namespace) -> int:
         raise TensorCodeError(f"no escalated case of router {name!r} carries a teacher answer; "
                               "serve with --fallback-url so escalations are answered, or "
                               "check --router")
+    author: OpenAICompatibleModel | RecordedModel
     if args.author_url:
         if not args.author_model:
             raise TensorCodeError("--author-url needs --author-model")

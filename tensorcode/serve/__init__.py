@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .app import Service, create_app
     from .escalations import EscalationLog, read_escalations
     from .fallback import TeacherFallback
-    from .served import ServedRouter
+    from .served import ServedRouter, load_router
 
 _LAZY = {
     "create_app": ".app", "Service": ".app",
@@ -29,7 +29,15 @@ _LAZY = {
     "ServedRouter": ".served", "load_router": ".served",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "EscalationLog",
+    "ServedRouter",
+    "Service",
+    "TeacherFallback",
+    "create_app",
+    "load_router",
+    "read_escalations",
+]
 
 
 def __getattr__(name: str) -> Any:

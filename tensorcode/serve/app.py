@@ -73,7 +73,7 @@ class Service:
         self.metrics = Metrics()
         self._async_fallback = fallback is not None and (
             inspect.iscoroutinefunction(fallback)
-            or inspect.iscoroutinefunction(getattr(fallback, "__call__", None)))
+            or inspect.iscoroutinefunction(type(fallback).__call__))
 
     async def reload(self, names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
         """Reload routers in a worker thread (loading compiles; serving goes on)."""

@@ -18,7 +18,6 @@ import atexit
 import json
 import os
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -248,5 +247,5 @@ def repair_cases(records: Iterable[Mapping[str, Any]], router: str,
     return chosen
 
 
-__all__ = ["EscalationLog", "Escalations", "RepairCases", "read_escalations", "repair_cases",
-           "rotated_files", "FORMAT", "VERSION"]
+__all__ = ["FORMAT", "VERSION", "EscalationLog", "Escalations", "RepairCases",
+           "read_escalations", "repair_cases", "rotated_files"]

@@ -11,7 +11,6 @@ cannot grow the series without bound. Under several worker processes
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from .extra import require
 

@@ -41,7 +41,8 @@ class Routers:
         self.executor = executor
         self._lock = threading.Lock()  # one reload at a time; reads never take it
         self._routers: dict[str, ServedRouter] = {
-            name: load_router(name, source, executor) for name, source in sources.items()}
+            str(name): load_router(str(name), source, executor)
+            for name, source in sources.items()}
 
     def get(self, name: str) -> ServedRouter | None:
         return self._routers.get(name)

@@ -12,12 +12,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tensorcode.cli import main as cli_main
-from tensorcode.distill import Distillation
-from tensorcode.distill import tickets
+from tensorcode.distill import Distillation, tickets
 from tensorcode.errors import TensorCodeError
 from tensorcode.integrations import load_replies, save_replies
-from tensorcode.serve.escalations import (EscalationLog, read_escalations, repair_cases,
-                                          rotated_files)
+from tensorcode.serve.escalations import (
+    EscalationLog,
+    read_escalations,
+    repair_cases,
+    rotated_files,
+)
 
 from .conftest import running_server
 
@@ -98,7 +101,7 @@ class Teacher(BaseHTTPRequestHandler):
 
     calls = 0
 
-    def do_POST(self):  # noqa: N802 - the http.server protocol
+    def do_POST(self):  # the http.server protocol names it
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Teacher.calls += 1
         if Teacher.calls == 1:
