@@ -70,7 +70,7 @@ def check_case(case: Any, contract: Contract, what: str = "") -> Case:
     numeric (see the module's rules), of the declared shape (a size-1 value fills a
     size-1 shape) and finite.
     """
-    if not isinstance(case, Mapping):
+    if type(case) is not dict and not isinstance(case, Mapping):
         raise InputError(f"{what or 'the case'} must be a JSON object mapping input names "
                          f"to values, got {_json_type(case)}", what.rstrip(".") or None,
                          "not_object")
@@ -138,6 +138,7 @@ def _field(value: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
             raise InputError(f"{field}: expected numbers, got an array of {value.dtype}",
                              field, "type")
         array = np.array(value, dtype=np.float64)
+        finite = bool(np.isfinite(array).all())
     else:
         if not _numeric(value):
             raise InputError(f"{field}: expected a number or a list of numbers, got "
@@ -150,13 +151,17 @@ def _field(value: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
         except ValueError:  # ragged nesting
             raise InputError(f"{field}: the nested lists are not rectangular", field,
                              "shape") from None
+        try:  # a flat list or a number: summed without a temporary array
+            finite = math.isfinite(math.fsum(value) if type(value) is list else value)
+        except (TypeError, OverflowError):  # nested, or finite numbers whose sum overflows
+            finite = bool(np.isfinite(array).all())
     if array.shape != shape:
         if array.size == 1 and math.prod(shape) == 1:
             array = array.reshape(shape)
         else:
             raise InputError(f"{field}: has shape {list(array.shape)}, the contract says "
                              f"{list(shape)}", field, "shape")
-    if not np.isfinite(array).all():
+    if not finite:
         raise InputError(f"{field}: holds a NaN or infinity (or a number too large for "
                          "float64); values must be finite", field, "not_finite")
     array.flags.writeable = False
