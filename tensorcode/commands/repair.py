@@ -33,7 +33,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--author-api-key-env", metavar="VAR",
                         help="environment variable holding the author's API key")
     parser.add_argument("--attempts", type=int, default=3, help="revisions to try (default 3)")
-    parser.add_argument("--executor", choices=("compiled", "reference"), default="compiled",
+    from ..distill.result import EXECUTORS  # the distill package's own spelling
+
+    parser.add_argument("--executor", choices=EXECUTORS, default=EXECUTORS[0],
                         help="the compiled plan (default) or the NumPy reference interpreter")
 
 

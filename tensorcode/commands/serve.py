@@ -26,7 +26,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes (default 1); with more, SIGHUP to the parent "
                              "replaces the workers one by one")
-    parser.add_argument("--executor", choices=("compiled", "reference"), default="compiled",
+    from ..distill.result import EXECUTORS  # the distill package's own spelling
+
+    parser.add_argument("--executor", choices=EXECUTORS, default=EXECUTORS[0],
                         help="the compiled plan (default) or the NumPy reference interpreter")
     parser.add_argument("--fallback-url", metavar="URL",
                         help="an OpenAI-compatible API root (http://host:8000/v1) answering "

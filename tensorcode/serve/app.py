@@ -132,7 +132,7 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
                fallback: Fallback | None = None,
                escalation_log: EscalationLog | str | os.PathLike | None = None,
                admin_token: str | None = None, *, max_body_bytes: int = MAX_BODY_BYTES,
-               max_batch: int = MAX_BATCH, executor: str = "compiled",
+               max_batch: int = MAX_BATCH, executor: str | None = None,
                reload_on_sighup: bool = False) -> Any:
     """A Starlette application serving ``routers``.
 

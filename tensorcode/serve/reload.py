@@ -26,7 +26,7 @@ class Routers:
     """Name -> ``ServedRouter``; ``reload`` re-reads the directories they came from."""
 
     def __init__(self, sources: Mapping[str, Source] | Iterable[str | os.PathLike],
-                 executor: str = "compiled") -> None:
+                 executor: str | None = None) -> None:
         if not isinstance(sources, Mapping):
             listed = [Path(s) for s in sources]
             names = [p.resolve().name for p in listed]

@@ -129,11 +129,12 @@ def json_value(value: Any) -> Any:
 
 
 def load_router(name: str, source: str | os.PathLike | Distillation,
-                executor: str = "compiled") -> ServedRouter:
+                executor: str | None = None) -> ServedRouter:
     """Load and fully validate a router: the directory's record and artifact (hash,
     contracts, parameters), then both answer paths over the saved acceptance cases,
     which must agree. Raises ``ArtifactError`` (or another ``TensorCodeError``) saying
-    what is wrong; nothing half-loaded is returned."""
+    what is wrong; nothing half-loaded is returned. ``executor`` is one of
+    ``Distillation.load``'s (``None``: its default, the compiled plan)."""
     if not isinstance(name, str) or not name or "/" in name:
         raise TensorCodeError(f"a router name must be non-empty text without '/', got {name!r}")
     if isinstance(source, Distillation):
@@ -141,7 +142,8 @@ def load_router(name: str, source: str | os.PathLike | Distillation,
         sha = hashlib.sha256(_artifact_bytes(distillation)).hexdigest()
     else:
         directory = Path(source)
-        distillation = Distillation.load(directory, executor=executor)
+        distillation = (Distillation.load(directory) if executor is None
+                        else Distillation.load(directory, executor=executor))
         sha = hashlib.sha256((directory / ARTIFACT).read_bytes()).hexdigest()
     served = ServedRouter(name, distillation, sha, directory)
     _self_check(served)

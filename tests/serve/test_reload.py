@@ -15,7 +15,7 @@ import pytest
 
 from tensorcode.distill import Distillation
 from tensorcode.distill.program import compile_program
-from tensorcode.distill.result import ARTIFACT, RECORD
+from tensorcode.distill.result import ARTIFACT, EXECUTORS, RECORD
 
 from .conftest import TOKEN, running_server
 
@@ -30,7 +30,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 def replacement(original: Distillation, directory):
     program, abstains = compile_program(REPLACEMENT, None, original.inputs, original.outputs,
-                                        "compiled")
+                                        EXECUTORS[0])
     Distillation(task=original.task, inputs=original.inputs, outputs=original.outputs,
                  program=program, source=REPLACEMENT, report=original.report,
                  attempts=original.attempts, design=original.design,
