@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -91,10 +92,16 @@ def main(args: argparse.Namespace) -> int:
     require("starlette")
     require("prometheus_client")
     os.environ[SETTINGS] = json.dumps(settings_of(args))
+    made = None
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # metrics from every worker, aggregated by whichever answers /metrics
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="tensorcode-metrics-")
-    uvicorn.run("tensorcode.serve.factory:app_from_environment", factory=True,
-                host=args.host, port=args.port, workers=args.workers,
-                access_log=args.access_log, log_level="info", timeout_graceful_shutdown=10)
+        made = tempfile.mkdtemp(prefix="tensorcode-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
+    try:
+        uvicorn.run("tensorcode.serve.factory:app_from_environment", factory=True,
+                    host=args.host, port=args.port, workers=args.workers,
+                    access_log=args.access_log, log_level="info", timeout_graceful_shutdown=10)
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
     return 0
