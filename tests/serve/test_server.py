@@ -204,3 +204,20 @@ def _lines(path) -> int:
         return sum(1 for _ in open(path, "rb"))
     except FileNotFoundError:
         return 0
+
+
+def test_two_workers_share_metrics_and_log_apart(ticket_dir, tmp_path):
+    from .conftest import running_server
+
+    log = tmp_path / "escalations.jsonl"
+    with running_server([ticket_dir], tmp_path, "--workers", "2", "--escalation-log",
+                        str(log)) as server:
+        for _ in range(12):
+            status, answer = server.request("POST", "/v1/routers/tickets",
+                                            {"features": [0.0] * 12})
+            assert status == 200 and answer["escalated"] is True
+        metrics = server.metrics()
+        assert metrics['tensorcode_router_calls_total{router="tickets"}'] == 12
+    files = sorted(tmp_path.glob("escalations-*.jsonl"))
+    assert 1 <= len(files) <= 2
+    assert sum(_lines(path) for path in files) == 12
