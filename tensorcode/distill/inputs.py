@@ -54,7 +54,7 @@ def read_document(text: str | bytes, limit: int = MAX_DOCUMENT_BYTES) -> Any:
             raise InputError(f"not JSON: the body is not UTF-8 ({error.reason} at byte "
                              f"{error.start})", None, "json") from None
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_refuse_constant)
+        return _DECODER.decode(text)
     except RecursionError:
         raise InputError("not JSON: nested too deeply", None, "json") from None
     except ValueError as error:  # JSONDecodeError is a ValueError, as are the hooks'
@@ -174,6 +174,8 @@ def _numeric(value: Any) -> bool:
     if kind is float or kind is int:
         return True
     if kind is list:
+        if _NUMBER_TYPES.issuperset(map(type, value)):  # flat: the common case, in C
+            return True
         return all(_numeric(item) for item in value)
     return isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
 
@@ -212,3 +214,8 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+_NUMBER_TYPES = frozenset({int, float})
+#: one decoder for every document (building one per call costs more than a small parse)
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_refuse_constant)

@@ -185,9 +185,10 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
             document = {k: json_value(v) for k, v in answer.items()}
             document["escalated"] = False
             document["reason"] = None
-        metrics.calls.labels(name).inc()
-        metrics.requests.labels(name, "single").inc()
-        metrics.latency.labels(name, "single").observe(time.perf_counter() - start)
+        bound = metrics.served(name, "single")
+        bound.calls.inc()
+        bound.requests.inc()
+        bound.latency.observe(time.perf_counter() - start)
         return JSONResponse(document)
 
     async def route_batch(request: Request) -> Response:
@@ -221,9 +222,10 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
             done = await asyncio.gather(*(job for _, job in pending))
             for (i, _), document in zip(pending, done):
                 answers[i] = document
-        metrics.calls.labels(name).inc(len(answers))
-        metrics.requests.labels(name, "batch").inc()
-        metrics.latency.labels(name, "batch").observe(time.perf_counter() - start)
+        bound = metrics.served(name, "batch")
+        bound.calls.inc(len(answers))
+        bound.requests.inc()
+        bound.latency.observe(time.perf_counter() - start)
         return JSONResponse(answers)
 
     async def list_routers(request: Request) -> Response:

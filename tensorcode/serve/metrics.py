@@ -11,6 +11,7 @@ cannot grow the series without bound. Under several worker processes
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from .extra import require
 
@@ -44,9 +45,21 @@ class Metrics:
             "tensorcode_router_latency_seconds", "Time from the request body read to the "
             "answer, by router and endpoint", ["router", "endpoint"], registry=r,
             buckets=LATENCY_BUCKETS)
+        self._served: dict[tuple[str, str], Served] = {}
         self.reloads = prometheus.Counter(
             "tensorcode_router_reloads", "Reload attempts by outcome (reloaded, unchanged, "
             "failed)", ["router", "outcome"], registry=r)
+
+    def served(self, router: str, endpoint: str) -> "Served":
+        """The children a request to ``router``'s ``endpoint`` updates, bound once (a
+        ``labels`` lookup costs more than the compiled call)."""
+        key = (router, endpoint)
+        bound = self._served.get(key)
+        if bound is None:
+            bound = Served(self.calls.labels(router), self.requests.labels(router, endpoint),
+                           self.latency.labels(router, endpoint))
+            self._served[key] = bound
+        return bound
 
     def exposition(self) -> tuple[bytes, str]:
         """``(body, content type)`` of the Prometheus text format."""
@@ -58,6 +71,17 @@ class Metrics:
             registry = prometheus.CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
         return prometheus.generate_latest(registry), prometheus.CONTENT_TYPE_LATEST
+
+
+class Served:
+    """A router endpoint's calls, requests and latency children."""
+
+    __slots__ = ("calls", "requests", "latency")
+
+    def __init__(self, calls: Any, requests: Any, latency: Any) -> None:
+        self.calls = calls
+        self.requests = requests
+        self.latency = latency
 
 
 def reason_class(reason: str | None) -> str:
