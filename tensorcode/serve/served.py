@@ -9,6 +9,7 @@ both plans before the router takes traffic and refuses an artifact whose paths d
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import time
@@ -64,13 +65,26 @@ class ServedRouter:
         for any N); a batch that fails at run time is answered case by case, so the
         failure is charged to the cases that cause it."""
         names = list(self.distillation.outputs)
+        rows, reasons = self.decide_batch(stacked)
+        return [(None, reasons[i]) if reasons[i] is not None else (dict(zip(names, row)), None)
+                for i, row in enumerate(rows)]
+
+    def decide_batch(self, stacked: Mapping[str, np.ndarray]
+                     ) -> tuple[list[tuple[Any, ...]], list[str | None]]:
+        """``(rows, reasons)``: each case's outputs as a tuple of JSON values in output
+        order, and ``None`` where the program answered or the escalation reason where it
+        did not (that row's values are then meaningless)."""
+        names = list(self.distillation.outputs)
         count = len(next(iter(stacked.values()))) if stacked else 0
         if count == 0:
-            return []
+            return [], []
         try:
             produced = self.distillation.program.batch(stacked)
         except Exception:  # a run-time failure: find the cases that cause it
-            return [self.answer({k: v[i] for k, v in stacked.items()}) for i in range(count)]
+            decisions = [self.answer({k: v[i] for k, v in stacked.items()})
+                         for i in range(count)]
+            return ([tuple(json_value(a[n]) for n in names) if a is not None else ()
+                     for a, _ in decisions], [r for _, r in decisions])
         covered = produced.get(COVERED)
         claims = np.ones(count, dtype=bool) if covered is None else (
             np.isfinite(covered) & (covered != 0.0))
@@ -80,15 +94,7 @@ class ServedRouter:
             values = np.asarray(produced[name], dtype=np.float64)
             finite &= np.isfinite(values.reshape(count, -1)).all(axis=1)
             columns.append(values.tolist())
-        ok = (claims & finite).tolist()
-        reasons = _reasons(covered, claims, finite, count)
-        decisions: list[Decision] = []
-        for i, row in enumerate(zip(*columns)):
-            if ok[i]:
-                decisions.append((dict(zip(names, row)), None))
-            else:
-                decisions.append((None, reasons[i]))
-        return decisions
+        return list(zip(*columns)), _reasons(covered, claims, finite, count)
 
     def describe(self) -> dict[str, Any]:
         """What ``GET /v1/routers`` says about this router."""
@@ -106,6 +112,15 @@ class ServedRouter:
             "report": summary,
             "loaded_at": self.loaded_at,
         }
+
+
+def claimed_template(outputs: Mapping[str, tuple[int, ...]]) -> str | None:
+    """A ``%``-template rendering a claimed answer of scalar outputs as JSON (``None``
+    when an output is an array): ``repr`` of a finite float is its JSON text."""
+    if any(shape != () for shape in outputs.values()):
+        return None
+    fields = ",".join(f"{json.dumps(name)}:%r" for name in outputs)
+    return "{" + fields + ',"escalated":false,"reason":null}'
 
 
 def _reasons(covered: Any, claims: np.ndarray, finite: np.ndarray, count: int) -> list[str | None]:
