@@ -50,7 +50,7 @@ class Metrics:
             "tensorcode_router_reloads", "Reload attempts by outcome (reloaded, unchanged, "
             "failed)", ["router", "outcome"], registry=r)
 
-    def served(self, router: str, endpoint: str) -> "Served":
+    def served(self, router: str, endpoint: str) -> Served:
         """The children a request to ``router``'s ``endpoint`` updates, bound once (a
         ``labels`` lookup costs more than the compiled call)."""
         key = (router, endpoint)
@@ -76,7 +76,7 @@ class Metrics:
 class Served:
     """A router endpoint's calls, requests and latency children."""
 
-    __slots__ = ("calls", "requests", "latency")
+    __slots__ = ("calls", "latency", "requests")
 
     def __init__(self, calls: Any, requests: Any, latency: Any) -> None:
         self.calls = calls
