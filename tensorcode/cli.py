@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "serve a saved distilled program: JSON lines in, answers out"),
     "patch": ("tensorcode.commands.patch",
               "render, diff and apply weight patches on safetensors files"),
+    "serve": ("tensorcode.commands.serve", "serve saved distilled routers over HTTP"),
+    "repair": ("tensorcode.commands.repair", "revise a served router with its escalation log"),
 }
 
 

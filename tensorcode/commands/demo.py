@@ -55,4 +55,5 @@ def main(args: argparse.Namespace) -> int:
             save_dir = pathlib.Path(args.output) / "ticket-router"
             print("== distilled ticket router")
             print("\n".join(tickets.run_example(save_dir)))
+            print(f"Serve it over HTTP: tensorcode serve {save_dir} (see docs/serving.md)")
     return 0

@@ -19,7 +19,6 @@ import numpy as np
 
 from ..compiler.backends import BACKENDS, DEFAULT_BACKEND
 from ..errors import TensorCodeError
-from ..files import decode
 
 #: input lines longer than this are refused rather than parsed
 MAX_LINE_CHARS = 1 << 20
@@ -52,8 +51,7 @@ def main(args: argparse.Namespace) -> int:
             continue
         counts["lines"] += 1
         try:
-            inputs = _read_line(line, number)
-            program.check_inputs(inputs)
+            inputs = program.check_inputs(_read_line(line, number))
         except TensorCodeError as error:
             counts["refused"] += 1
             out.write(json.dumps({"error": f"line {number}: {error}"}) + "\n")
@@ -79,18 +77,11 @@ def main(args: argparse.Namespace) -> int:
     return 1 if counts["refused"] else 0
 
 
-def _read_line(line: str, number: int) -> dict[str, Any]:
-    if len(line) > MAX_LINE_CHARS:
-        raise TensorCodeError(f"the line has {len(line)} characters, more than "
-                              f"{MAX_LINE_CHARS}")
-    try:
-        document = decode(line)
-    except ValueError as error:
-        raise TensorCodeError(f"not JSON ({error}); write one object per line such as "
-                              '{"features": [0, 1, 0]}') from None
-    if not isinstance(document, dict):
-        raise TensorCodeError("expected a JSON object mapping input names to values")
-    return document
+def _read_line(line: str, number: int) -> Any:
+    """The line as JSON, read by the same strict reader as the HTTP service."""
+    from ..distill.inputs import read_document
+
+    return read_document(line, MAX_LINE_CHARS)
 
 
 def _json_value(value: Any) -> Any:

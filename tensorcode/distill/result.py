@@ -21,6 +21,7 @@ from ..errors import ArtifactError
 from . import program as programs
 from .attempts import CaseSet
 from .cases import COVERED, Case, Contract, normalize_case, normalize_contract, to_json
+from .inputs import check_case
 from ..files import atomic_write_json as write_json_atomic, read_json
 from .router import Router
 
@@ -73,8 +74,9 @@ class Distillation:
 
     # -- running --------------------------------------------------------------------------
     def check_inputs(self, inputs: Mapping[str, Any]) -> Case:
-        """``inputs`` validated against the input contract (``FeedError`` otherwise)."""
-        return normalize_case(inputs, self.inputs, "inputs")
+        """``inputs`` validated against the input contract (``InputError``, a
+        ``FeedError``, naming the field otherwise); the one validator every server uses."""
+        return check_case(inputs, self.inputs)
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The program's outputs, ``covered`` included, for one case (the algorithm
@@ -87,7 +89,8 @@ class Distillation:
 
     def router(self, fallback: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> Router:
         """A ``Router`` serving this program with ``fallback`` for what it does not claim."""
-        return Router(self, fallback, list(self.outputs), record=self._record_case)
+        return Router(self, fallback, list(self.outputs), record=self._record_case,
+                      validate=self.check_inputs)
 
     def _record_case(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """A private float64 copy of an escalated case (the caller may reuse its

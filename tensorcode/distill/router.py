@@ -29,11 +29,15 @@ class Router:
     ``covered`` is 0 and fails when it raises or produces a non-finite value: both go to
     the fallback and are recorded. ``record`` turns inputs into the stored copy of the
     case (by default a shallow dict copy). A fallback that raises propagates its error;
-    the call is then neither counted nor recorded.
+    the call is then neither counted nor recorded. ``validate``, when given, checks the
+    inputs first and returns the case the program sees; what it refuses raises to the
+    caller and is neither counted nor recorded (a bad request is not an escalation).
     """
 
     def __init__(self, program: Program, fallback: Fallback, outputs: Sequence[str],
-                 record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None) -> None:
+                 record: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
+                 validate: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+                 ) -> None:
         if not callable(fallback):
             raise TensorCodeError(f"the fallback must be callable from inputs to an answer "
                                   f"dict, got {type(fallback).__name__}")
@@ -41,11 +45,14 @@ class Router:
         self._fallback = fallback
         self.outputs = tuple(outputs)
         self._record = record or (lambda inputs: dict(inputs))
+        self._validate = validate
         self._lock = threading.Lock()
         self._calls = 0
         self._escalated: list[tuple[dict[str, Any], dict[str, Any], str]] = []
 
     def __call__(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        if self._validate is not None:
+            inputs = self._validate(inputs)
         decision = decide(self._program, self.outputs, inputs)
         if decision[1] is None:  # claimed: the program's answer
             answer = decision[0]

@@ -96,9 +96,16 @@ def decode(text: str | bytes, limits: JsonLimits = DEFAULT_LIMITS) -> Any:
             raise ValueError(f"the integer {token} is outside {low}..{high}")
         return value
 
+    # an integer of fewer digits than either bound's magnitude is always in range: only a
+    # document with a long digit run pays for checking every integer in Python
+    safe_digits = min(len(str(abs(low))), len(str(abs(high)))) - 1
+    if re.search(r"\d{%d}" % max(safe_digits, 1), text) is None:
+        decoder = _FAST_DECODER
+    else:
+        decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=integer,
+                                   object_pairs_hook=_unique_keys)
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_int=integer,
-                          object_pairs_hook=_unique_keys)
+        return decoder.decode(text)
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise ValueError("the document nests too deeply") from None
 
@@ -142,3 +149,8 @@ def dumps(document: Any, indent: int | None = 1, sort_keys: bool = False) -> byt
 
 __all__ = ["JsonLimits", "DEFAULT_LIMITS", "MAX_JSON_BYTES", "decode", "parse_json",
            "read_json", "dumps"]
+
+
+#: the decoder for documents whose integers are all short (built once: building one per
+#: call costs more than parsing a small request)
+_FAST_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)

@@ -155,6 +155,12 @@ def _retry_after(value: str | None) -> float | None:
     return min(seconds, MAX_RETRY_AFTER_S)
 
 
+def reply_text(url: str, payload: bytes, attempt: int = 1) -> str:
+    """The reply text of a chat-completions body (``ModelError`` saying what is missing):
+    the one parser of replies, shared with the asynchronous serving client."""
+    return _reply_text(url, payload, attempt)
+
+
 def _reply_text(url: str, payload: bytes, attempt: int) -> str:
     """Reply text from a chat-completions response body, or a ``ModelError`` saying
     what was missing."""

@@ -1,0 +1,248 @@
+"""Serving the distilled ticket router over HTTP on the loopback interface.
+
+Two servers of the same saved router, each in its own process under uvicorn with the
+same settings (one worker, no access log): ``tensorcode serve`` (the baseline) and a
+minimal FastAPI app (Starlette when FastAPI is not installed; the note says which) that
+parses the body with ``request.json()`` and calls the reference executor. Workloads:
+
+- single requests from one client: p50 and p99 latency (microseconds, client side);
+- single requests from 8 concurrent clients: requests per second;
+- the batch endpoint at 1,000 cases per request: cases per second (features sent as
+  JSON integers 0/1).
+
+The clients are raw keep-alive sockets with prepared request bytes in threads of this
+process, so they cost as little as a Python client can; on a small machine they share
+the CPUs with the server, which the figures include.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from .harness import Row, module_available
+
+SUITE = "serve"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CLIENTS = 8
+BATCH = 1000
+
+PEER_APP = '''
+import numpy as np
+from {framework} import {cls}
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from tensorcode.distill import Distillation
+
+program = Distillation.load({directory!r}, executor="reference").program
+
+
+def answer(route, covered):
+    if covered == 0.0:
+        return {{"route": None, "escalated": True, "reason": "abstained"}}
+    return {{"route": route, "escalated": False, "reason": None}}
+
+
+async def one(request: Request):
+    body = await request.json()
+    out = program({{"features": np.asarray(body["features"], dtype=np.float64)}})
+    return JSONResponse(answer(float(out["route"]), float(out["covered"])))
+
+
+async def batch(request: Request):
+    body = await request.json()
+    out = program.batch({{"features": np.asarray([c["features"] for c in body],
+                                                 dtype=np.float64)}})
+    return JSONResponse([answer(r, c) for r, c in zip(out["route"].tolist(),
+                                                      out["covered"].tolist())])
+
+app = {cls}()
+app.add_route("/v1/routers/tickets", one, methods=["POST"])
+app.add_route("/v1/routers/tickets/batch", batch, methods=["POST"])
+app.add_route("/readyz", lambda request: JSONResponse({{"status": "ready"}}), methods=["GET"])
+'''
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Client:
+    """One keep-alive connection sending prepared requests and reading whole answers."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buffer = b""
+
+    def send(self, request: bytes) -> bytes:
+        self.sock.sendall(request)
+        while b"\r\n\r\n" not in self.buffer:
+            self._fill()
+        head, _, rest = self.buffer.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(rest) < length:
+            self.buffer = rest
+            self._fill()
+            rest = self.buffer
+        self.buffer = rest[length:]
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"the server answered {head[:40]!r}")
+        return rest[:length]
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise RuntimeError("the server closed the connection")
+        self.buffer += chunk
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _request(path: str, body: bytes) -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def _start(command: list[str], port: int, cwd: str, log: pathlib.Path) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the server exited: {log.read_text()[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
+                probe.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+                if probe.recv(64).startswith(b"HTTP/1.1 200"):
+                    return process
+        except OSError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise RuntimeError("the server was not ready within 180 s")
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=20)
+
+
+def _measure(port: int, quick: bool) -> dict[str, float]:
+    single = _request("/v1/routers/tickets",
+                      json.dumps({"features": [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]}).encode())
+    rows = [[(i >> b) & 1 for b in range(12)] for i in range(BATCH)]
+    batch = _request("/v1/routers/tickets/batch",
+                     json.dumps([{"features": r} for r in rows]).encode())
+    latency_n, per_client, batches = (300, 200, 10) if quick else (2000, 1000, 40)
+
+    client = Client(port)
+    for _ in range(50):
+        client.send(single)
+    samples = []
+    for _ in range(latency_n):
+        start = time.perf_counter()
+        client.send(single)
+        samples.append(time.perf_counter() - start)
+    samples.sort()
+    p50 = statistics.median(samples)
+    p99 = samples[min(len(samples) - 1, int(0.99 * len(samples)))]
+
+    client.send(batch)
+    start = time.perf_counter()
+    for _ in range(batches):
+        answers = client.send(batch)
+    batch_rate = batches * BATCH / (time.perf_counter() - start)
+    assert len(json.loads(answers)) == BATCH
+    client.close()
+
+    clients = [Client(port) for _ in range(CLIENTS)]
+    barrier = threading.Barrier(CLIENTS + 1)
+    failures: list[BaseException] = []
+
+    def load(c: Client) -> None:
+        try:
+            barrier.wait()
+            for _ in range(per_client):
+                c.send(single)
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=load, args=(c,)) for c in clients]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    rate = CLIENTS * per_client / (time.perf_counter() - start)
+    for c in clients:
+        c.close()
+    if failures:
+        raise failures[0]
+    return {"p50": p50 * 1e6, "p99": p99 * 1e6, "rate": rate, "batch": batch_rate}
+
+
+def run(quick: bool) -> list[Row]:
+    from tensorcode.distill import tickets
+
+    work = tempfile.mkdtemp(prefix="tensorcode-bench-serve-")
+    directory = pathlib.Path(work) / "tickets"
+    tickets.run_example(directory)
+    port = _free_port()
+    ours = _start([sys.executable, "-c", ("import sys; from tensorcode.cli import main; "
+                                          "sys.exit(main())"), "serve", str(directory), "--port", str(port)],
+                  port, work, pathlib.Path(work) / "tensorcode.log")
+    try:
+        mine = _measure(port, quick)
+    finally:
+        _stop(ours)
+
+    framework, cls = ("fastapi", "FastAPI") if module_available("fastapi") else (
+        "starlette.applications", "Starlette")
+    peer_name = f"{cls} + reference"
+    (pathlib.Path(work) / "peer_app.py").write_text(
+        PEER_APP.format(framework=framework, cls=cls, directory=str(directory)))
+    port = _free_port()
+    peer = _start([sys.executable, "-m", "uvicorn", "peer_app:app", "--port", str(port),
+                   "--no-access-log", "--log-level", "warning"], port, work,
+                  pathlib.Path(work) / "peer.log")
+    try:
+        theirs = _measure(port, quick)
+    finally:
+        _stop(peer)
+
+    note = f"loopback, 1 uvicorn worker, {os.cpu_count()} CPUs shared with the clients"
+    peer_note = f"minimal {cls} app, request.json(), reference executor"
+    rows = []
+    for key, workload, unit, lower in [
+            ("p50", "single request p50", "us", True),
+            ("p99", "single request p99", "us", True),
+            ("rate", f"single requests, {CLIENTS} clients", "req/s", False),
+            ("batch", f"batch endpoint, {BATCH} cases", "cases/s", False)]:
+        rows.append(Row(SUITE, workload, "tensorcode", mine[key], unit, lower_is_better=lower,
+                        baseline=True, note=note))
+        rows.append(Row(SUITE, workload, peer_name, theirs[key], unit, lower_is_better=lower,
+                        note=peer_note))
+    return rows

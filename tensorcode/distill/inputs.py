@@ -1,0 +1,197 @@
+"""Router inputs from the outside world: one strict reader and one validator.
+
+``Router``, ``tensorcode route`` and the HTTP service all take cases from callers they do
+not control, so they share this module: a case is refused here, before the program runs,
+with an ``InputError`` naming the field, and a refused case is never an escalation. The
+rules are stricter than ``normalize_case`` (which also reads saved records): a value
+must be a number, a nested list of numbers or a numeric NumPy array; a string, a boolean
+or ``null`` where a number belongs is refused rather than converted.
+
+JSON text is read with duplicate keys, ``NaN``/``Infinity`` and oversized documents
+refused, because a lenient parser would silently pick one of two values or let a
+non-finite number reach the program.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import FeedError
+from ..files.strict_json import JsonLimits, decode
+from .cases import Case, Contract
+
+#: documents larger than this are refused before they are parsed
+MAX_DOCUMENT_BYTES = 1 << 20
+
+_NUMERIC_KINDS = frozenset("iuf")
+
+
+class InputError(FeedError):
+    """A case or document the caller sent cannot be served. ``field`` names the input
+    (``features``, ``[3].features`` in a batch) or is ``None`` for the whole document;
+    ``kind`` is a short stable word for metrics and clients (``json``, ``too_large``,
+    ``not_object``, ``missing``, ``unexpected``, ``type``, ``shape``, ``not_finite``)."""
+
+    def __init__(self, message: str, field: str | None = None, kind: str = "invalid") -> None:
+        self.field = field
+        self.kind = kind
+        super().__init__(message)
+
+
+def read_document(text: str | bytes, limit: int = MAX_DOCUMENT_BYTES) -> Any:
+    """Parse one JSON document with the package's strict reader: at most ``limit``
+    bytes, UTF-8, no duplicate keys, no ``NaN``/``Infinity`` literals, bounded nesting
+    and integers (``InputError`` otherwise)."""
+    if len(text) > limit:
+        raise InputError(f"the document has {len(text)} bytes, more than the limit of "
+                         f"{limit}", None, "too_large")
+    try:
+        return decode(text, JsonLimits(max_bytes=limit))
+    except ValueError as error:  # JSONDecodeError is a ValueError, as are the bounds'
+        raise InputError(f"not JSON ({error}); send one object such as "
+                         '{"features": [0, 1, 0]}', None, "json") from None
+
+
+def check_case(case: Any, contract: Contract, what: str = "") -> Case:
+    """One case as read-only float64 arrays of the contract's shapes.
+
+    ``what`` prefixes the field names in messages (``[3].`` for the fourth case of a
+    batch). Every name of the contract must be present and no other; each value must be
+    numeric (see the module's rules), of the declared shape (a size-1 value fills a
+    size-1 shape) and finite.
+    """
+    if type(case) is not dict and not isinstance(case, Mapping):
+        raise InputError(f"{what or 'the case'} must be a JSON object mapping input names "
+                         f"to values, got {_json_type(case)}", what.rstrip(".") or None,
+                         "not_object")
+    for name in contract:
+        if name not in case:
+            raise InputError(f"{what}{name}: missing; expected exactly {list(contract)}",
+                             f"{what}{name}", "missing")
+    if len(case) != len(contract):
+        extra = [str(name) for name in case if name not in contract]
+        raise InputError(f"{what}{extra[0]}: unexpected input; expected exactly "
+                         f"{list(contract)}", f"{what}{extra[0]}", "unexpected")
+    return {name: _field(case[name], shape, f"{what}{name}") for name, shape in contract.items()}
+
+
+def check_batch(cases: Any, contract: Contract, *, may_hold_booleans: bool = True
+                ) -> dict[str, np.ndarray]:
+    """A list of cases as ``{name: float64 array [N, *shape]}``, under the same rules as
+    ``check_case``; an error names the case (``[3].features``).
+
+    The whole batch is converted with one NumPy call per input; only when that fails is
+    each case checked on its own, to say which one is wrong. ``may_hold_booleans=False``
+    is the caller's promise that the source text holds no ``true``/``false`` literal
+    (JSON text where neither token occurs), which skips the walk that refuses a boolean
+    mixed into a list of numbers (NumPy would quietly read it as 0 or 1).
+    """
+    if not isinstance(cases, list):
+        raise InputError(f"a batch must be a JSON array of case objects, got "
+                         f"{_json_type(cases)}", None, "not_object")
+    names = list(contract)
+    expected = set(names)
+    count = len(cases)
+    try:
+        for case in cases:
+            if type(case) is not dict or case.keys() != expected:
+                raise _Slow
+        stacked = {}
+        for name in names:
+            column = [case[name] for case in cases]
+            if may_hold_booleans and _holds_bool(column):
+                raise _Slow
+            array = np.array(column)
+            shape = contract[name]
+            if array.dtype.kind not in _NUMERIC_KINDS or array.shape != (count, *shape):
+                raise _Slow
+            array = np.ascontiguousarray(array, dtype=np.float64)
+            if not np.isfinite(array).all():
+                raise _Slow
+            stacked[name] = array
+        return stacked
+    except (_Slow, ValueError, TypeError, OverflowError):
+        pass
+    checked = [check_case(case, contract, f"[{i}].") for i, case in enumerate(cases)]
+    if not checked:
+        return {name: np.empty((0, *contract[name])) for name in names}
+    return {name: np.stack([case[name] for case in checked]) for name in names}
+
+
+class _Slow(Exception):
+    """The batch needs the case-by-case check (which finds the message)."""
+
+
+def _field(value: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in _NUMERIC_KINDS:
+            raise InputError(f"{field}: expected numbers, got an array of {value.dtype}",
+                             field, "type")
+        array = np.array(value, dtype=np.float64)
+        finite = bool(np.isfinite(array).all())
+    else:
+        if not _numeric(value):
+            raise InputError(f"{field}: expected a number or a list of numbers, got "
+                             f"{_describe(value)}", field, "type")
+        try:
+            array = np.array(value, dtype=np.float64)
+        except OverflowError:  # an integer past float64
+            raise InputError(f"{field}: holds a number too large for float64; values must "
+                             "be finite", field, "not_finite") from None
+        except ValueError:  # ragged nesting
+            raise InputError(f"{field}: the nested lists are not rectangular", field,
+                             "shape") from None
+        try:  # a flat list or a number: summed without a temporary array
+            finite = math.isfinite(math.fsum(value) if type(value) is list else value)
+        except (TypeError, OverflowError):  # nested, or finite numbers whose sum overflows
+            finite = bool(np.isfinite(array).all())
+    if array.shape != shape:
+        if array.size == 1 and math.prod(shape) == 1:
+            array = array.reshape(shape)
+        else:
+            raise InputError(f"{field}: has shape {list(array.shape)}, the contract says "
+                             f"{list(shape)}", field, "shape")
+    if not finite:
+        raise InputError(f"{field}: holds a NaN or infinity (or a number too large for "
+                         "float64); values must be finite", field, "not_finite")
+    array.flags.writeable = False
+    return array
+
+
+def _numeric(value: Any) -> bool:
+    """A number (never a bool) or a list nesting only numbers."""
+    kind = type(value)
+    if kind is float or kind is int:
+        return True
+    if kind is list:
+        if _NUMBER_TYPES.issuperset(map(type, value)):  # flat: the common case, in C
+            return True
+        return all(_numeric(item) for item in value)
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
+
+
+def _holds_bool(column: Sequence[Any]) -> bool:
+    for item in column:
+        if type(item) is bool or (type(item) is list and _holds_bool(item)):
+            return True
+    return False
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, list):
+        for item in value:
+            if not _numeric(item):
+                return f"a list holding {_describe(item)}"
+    return f"{_json_type(value)} {value!r:.60}"
+
+
+def _json_type(value: Any) -> str:
+    names = {str: "a string", bool: "a boolean", type(None): "null", dict: "an object",
+             list: "an array"}
+    return names.get(type(value), type(value).__name__)
+
+
+_NUMBER_TYPES = frozenset({int, float})

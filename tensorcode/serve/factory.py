@@ -1,0 +1,56 @@
+"""Building the app inside a uvicorn worker from the settings ``tensorcode serve`` left.
+
+uvicorn starts each worker process from an import string, so the command's settings
+travel in one environment variable as JSON (never a secret: the admin token and the
+teacher's API key are read from the environment variables the settings name).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import TensorCodeError
+
+SETTINGS = "TENSORCODE_SERVE_SETTINGS"
+
+
+def app_from_environment() -> Any:
+    """The application the command's settings describe (uvicorn's ``factory=True``)."""
+    from .app import create_app
+    from .escalations import EscalationLog
+    from .fallback import TeacherFallback
+
+    logger = logging.getLogger("tensorcode.serve")
+    if not logger.handlers:  # reload outcomes next to uvicorn's lines
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    raw = os.environ.get(SETTINGS)
+    if not raw:
+        raise TensorCodeError(f"{SETTINGS} is not set; start the service with tensorcode serve")
+    settings = json.loads(raw)
+    fallback = None
+    if settings.get("fallback_url"):
+        key_variable = settings.get("fallback_api_key_env")
+        fallback = TeacherFallback(settings["fallback_url"], settings["fallback_model"],
+                                   os.environ.get(key_variable) if key_variable else None,
+                                   timeout=settings["fallback_timeout"],
+                                   concurrency=settings["fallback_concurrency"],
+                                   retries=settings["fallback_retries"])
+    log = None
+    if settings.get("escalation_log"):
+        path = Path(settings["escalation_log"])
+        if settings.get("workers", 1) > 1:  # one file per worker: appends never interleave
+            path = path.with_name(f"{path.stem}-{os.getpid()}{path.suffix}")
+        log = EscalationLog(path, max_bytes=settings["log_max_bytes"])
+    token_variable = settings.get("admin_token_env")
+    token = os.environ.get(token_variable) if token_variable else None
+    return create_app(settings["routers"], fallback=fallback, escalation_log=log,
+                      admin_token=token or None, max_body_bytes=settings["max_body_bytes"],
+                      max_batch=settings["max_batch"], executor=settings["executor"],
+                      reload_on_sighup=settings.get("workers", 1) == 1)

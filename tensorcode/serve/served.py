@@ -1,0 +1,196 @@
+"""One router as the service holds it: a validated program and its answer paths.
+
+A ``ServedRouter`` never changes after it is built, so a request that picked one up keeps
+answering with it while a reload installs its successor. Loading runs the program over
+the saved acceptance cases through both the single and the batch path, which compiles
+both plans before the router takes traffic and refuses an artifact whose paths disagree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..distill.cases import COVERED, Case
+from ..distill.inputs import check_batch, check_case
+from ..distill.result import ARTIFACT, Distillation
+from ..distill.router import decide
+from ..errors import ArtifactError, TensorCodeError
+
+#: the answer of a program for one case: outputs, or ``None`` with the escalation reason
+Decision = tuple[dict[str, Any] | None, str | None]
+
+
+@dataclass(frozen=True)
+class ServedRouter:
+    """A loaded router: ``name``, the ``Distillation``, its artifact's SHA-256 and where
+    it was loaded from (``None`` for one given in memory, which cannot be reloaded)."""
+
+    name: str
+    distillation: Distillation
+    artifact_sha256: str
+    directory: Path | None
+    loaded_at: float = field(default_factory=time.time)
+
+    @property
+    def inputs(self) -> dict[str, tuple[int, ...]]:
+        return self.distillation.inputs
+
+    @property
+    def outputs(self) -> dict[str, tuple[int, ...]]:
+        return self.distillation.outputs
+
+    def check(self, document: Any) -> Case:
+        """One case validated by the shared validator (``InputError`` names the field)."""
+        return check_case(document, self.distillation.inputs)
+
+    def check_batch(self, documents: Any, may_hold_booleans: bool = True) -> dict[str, np.ndarray]:
+        return check_batch(documents, self.distillation.inputs,
+                           may_hold_booleans=may_hold_booleans)
+
+    def answer(self, case: Case) -> Decision:
+        """The compiled call for one validated case, through ``Router``'s decision rule."""
+        return decide(self.distillation.program, tuple(self.distillation.outputs), case)
+
+    def answer_batch(self, stacked: Mapping[str, np.ndarray]) -> list[Decision]:
+        """Decisions for N validated cases through the plan's batch path (compiled once
+        for any N); a batch that fails at run time is answered case by case, so the
+        failure is charged to the cases that cause it."""
+        names = list(self.distillation.outputs)
+        rows, reasons = self.decide_batch(stacked)
+        return [(None, reasons[i]) if reasons[i] is not None else (dict(zip(names, row)), None)
+                for i, row in enumerate(rows)]
+
+    def decide_batch(self, stacked: Mapping[str, np.ndarray]
+                     ) -> tuple[list[tuple[Any, ...]], list[str | None]]:
+        """``(rows, reasons)``: each case's outputs as a tuple of JSON values in output
+        order, and ``None`` where the program answered or the escalation reason where it
+        did not (that row's values are then meaningless)."""
+        names = list(self.distillation.outputs)
+        count = len(next(iter(stacked.values()))) if stacked else 0
+        if count == 0:
+            return [], []
+        try:
+            produced = self.distillation.program.batch(stacked)
+        except Exception:  # a run-time failure: find the cases that cause it
+            decisions = [self.answer({k: v[i] for k, v in stacked.items()})
+                         for i in range(count)]
+            return ([tuple(json_value(a[n]) for n in names) if a is not None else ()
+                     for a, _ in decisions], [r for _, r in decisions])
+        covered = produced.get(COVERED)
+        claims = np.ones(count, dtype=bool) if covered is None else (
+            np.isfinite(covered) & (covered != 0.0))
+        finite = np.ones(count, dtype=bool)
+        columns = []
+        for name in names:
+            values = np.asarray(produced[name], dtype=np.float64)
+            finite &= np.isfinite(values.reshape(count, -1)).all(axis=1)
+            columns.append(values.tolist())
+        return list(zip(*columns)), _reasons(covered, claims, finite, count)
+
+    def describe(self) -> dict[str, Any]:
+        """What ``GET /v1/routers`` says about this router."""
+        report = self.distillation.report
+        summary = {part: report.get(part) for part in ("design", "acceptance")}
+        summary["selected_attempt"] = report.get("selected_attempt")
+        return {
+            "name": self.name,
+            "artifact_sha256": self.artifact_sha256,
+            "inputs": {k: list(v) for k, v in self.inputs.items()},
+            "outputs": {k: list(v) for k, v in self.outputs.items()},
+            "abstains": self.distillation.abstains,
+            "executor": self.distillation.executor,
+            "task": self.distillation.task,
+            "report": summary,
+            "loaded_at": self.loaded_at,
+        }
+
+
+def claimed_template(outputs: Mapping[str, tuple[int, ...]]) -> str | None:
+    """A ``%``-template rendering a claimed answer of scalar outputs as JSON (``None``
+    when an output is an array): ``repr`` of a finite float is its JSON text."""
+    if any(shape != () for shape in outputs.values()):
+        return None
+    fields = ",".join(f"{json.dumps(name)}:%r" for name in outputs)
+    return "{" + fields + ',"escalated":false,"reason":null}'
+
+
+def _reasons(covered: Any, claims: np.ndarray, finite: np.ndarray, count: int) -> list[str | None]:
+    reasons: list[str | None] = [None] * count
+    for i in np.flatnonzero(~(claims & finite)).tolist():
+        if covered is not None and not math.isfinite(float(covered[i])):
+            reasons[i] = "error: 'covered' is not finite"
+        elif not claims[i]:
+            reasons[i] = "abstained"
+        else:
+            reasons[i] = "error: a non-finite output while covered"
+    return reasons
+
+
+def json_value(value: Any) -> Any:
+    """An output value as JSON (a float or nested lists of floats)."""
+    if isinstance(value, float):
+        return value
+    array = np.asarray(value, dtype=np.float64)
+    return array.tolist() if array.shape else float(array)
+
+
+def load_router(name: str, source: str | os.PathLike | Distillation,
+                executor: str | None = None) -> ServedRouter:
+    """Load and fully validate a router: the directory's record and artifact (hash,
+    contracts, parameters), then both answer paths over the saved acceptance cases,
+    which must agree. Raises ``ArtifactError`` (or another ``TensorCodeError``) saying
+    what is wrong; nothing half-loaded is returned. ``executor`` is one of
+    ``Distillation.load``'s (``None``: its default, the compiled plan)."""
+    if not isinstance(name, str) or not name or "/" in name:
+        raise TensorCodeError(f"a router name must be non-empty text without '/', got {name!r}")
+    if isinstance(source, Distillation):
+        distillation, directory = source, None
+        sha = hashlib.sha256(_artifact_bytes(distillation)).hexdigest()
+    else:
+        directory = Path(source)
+        distillation = (Distillation.load(directory) if executor is None
+                        else Distillation.load(directory, executor=executor))
+        sha = hashlib.sha256((directory / ARTIFACT).read_bytes()).hexdigest()
+    served = ServedRouter(name, distillation, sha, directory)
+    _self_check(served)
+    return served
+
+
+def _artifact_bytes(distillation: Distillation) -> bytes:
+    from ..algorithm.artifact import dumps
+
+    return dumps(distillation.program.to_document())
+
+
+def _self_check(served: ServedRouter) -> None:
+    cases = list(served.distillation.acceptance.cases) or list(served.distillation.design.cases)
+    if not cases:
+        return
+    cases = cases[:256]
+    stacked = {name: np.stack([c[name] for c in cases]) for name in served.inputs}
+    batch = served.answer_batch(stacked)
+    for i, case in enumerate(cases):
+        single = served.answer(case)
+        if not _same(single, batch[i]):
+            raise ArtifactError(f"router {served.name!r}: the single and the batch path "
+                                f"disagree on acceptance case {i} ({single} against "
+                                f"{batch[i]}); this artifact is not served",
+                                served.directory)
+
+
+def _same(a: Decision, b: Decision) -> bool:
+    if (a[0] is None) != (b[0] is None):
+        return False
+    if a[0] is None or b[0] is None:
+        return a[1] == b[1]
+    return all(np.array_equal(np.asarray(a[0][k], dtype=np.float64),
+                              np.asarray(b[0][k], dtype=np.float64)) for k in a[0])
