@@ -13,6 +13,7 @@ import argparse
 import os
 from pathlib import Path
 
+from ..compiler.backends import BACKENDS, DEFAULT_BACKEND
 from ..errors import TensorCodeError
 
 
@@ -33,10 +34,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--author-api-key-env", metavar="VAR",
                         help="environment variable holding the author's API key")
     parser.add_argument("--attempts", type=int, default=3, help="revisions to try (default 3)")
-    from ..distill.result import EXECUTORS  # the distill package's own spelling
-
-    parser.add_argument("--executor", choices=EXECUTORS, default=EXECUTORS[0],
-                        help="the compiled plan (default) or the NumPy reference interpreter")
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                        help="the compiled plan (numba, default) or the NumPy reference "
+                             "interpreter")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     from ..serve.escalations import read_escalations, repair_cases, rotated_files
 
     directory = Path(args.directory)
-    program = Distillation.load(directory, executor=args.executor)
+    program = Distillation.load(directory, executor=args.backend)
     name = args.router or directory.resolve().name
     paths = []
     for given in args.log:

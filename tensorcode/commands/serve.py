@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..compiler.backends import BACKENDS, DEFAULT_BACKEND
 from ..errors import TensorCodeError
 
 
@@ -27,10 +28,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes (default 1); with more, SIGHUP to the parent "
                              "replaces the workers one by one")
-    from ..distill.result import EXECUTORS  # the distill package's own spelling
-
-    parser.add_argument("--executor", choices=EXECUTORS, default=EXECUTORS[0],
-                        help="the compiled plan (default) or the NumPy reference interpreter")
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                        help="the compiled plan (numba, default) or the NumPy reference "
+                             "interpreter")
     parser.add_argument("--fallback-url", metavar="URL",
                         help="an OpenAI-compatible API root (http://host:8000/v1) answering "
                              "escalated cases; without it escalated answers say so")
@@ -71,7 +71,7 @@ def settings_of(args: argparse.Namespace) -> dict:
         raise TensorCodeError(f"--workers must be at least 1, got {args.workers}")
     return {
         "routers": [str(Path(d).resolve()) for d in args.directories],
-        "executor": args.executor, "workers": args.workers,
+        "executor": args.backend, "workers": args.workers,
         "fallback_url": args.fallback_url, "fallback_model": args.fallback_model,
         "fallback_api_key_env": args.fallback_api_key_env,
         "fallback_timeout": args.fallback_timeout,

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
+from tensorcode.compiler.backends import DEFAULT_BACKEND
 from tensorcode.distill import CaseSet, Distillation
 from tensorcode.distill.program import compile_program
-from tensorcode.distill.result import EXECUTORS
 from tensorcode.errors import TensorCodeError
 from tensorcode.serve import create_app
 
@@ -24,7 +24,7 @@ OUTPUTS = {"scores": (2,)}
 
 @pytest.fixture(scope="module")
 def scorer() -> Distillation:
-    program, abstains = compile_program(SOURCE, None, INPUTS, OUTPUTS, EXECUTORS[0])
+    program, abstains = compile_program(SOURCE, None, INPUTS, OUTPUTS, DEFAULT_BACKEND)
     case = {"features": np.array([1.0, 2.0, 3.0])}
     target = {"scores": np.array([2.0, 4.0])}
     cases = CaseSet([0], [case], [target])

@@ -69,7 +69,7 @@ def test_a_torn_or_foreign_line_is_skipped_and_reported(tmp_path):
     read = read_escalations([path])
     assert len(read.records) == 1 and read.skipped == 3
     assert any("torn" in p for p in read.problems)
-    assert any("appears twice" in p for p in read.problems)
+    assert any("duplicate key" in p for p in read.problems)
 
 
 def test_threads_lose_no_record(tmp_path):

@@ -13,9 +13,10 @@ import time
 import numpy as np
 import pytest
 
+from tensorcode.compiler.backends import DEFAULT_BACKEND
 from tensorcode.distill import Distillation
 from tensorcode.distill.program import compile_program
-from tensorcode.distill.result import ARTIFACT, EXECUTORS, RECORD
+from tensorcode.distill.result import ARTIFACT, RECORD
 
 from .conftest import TOKEN, running_server
 
@@ -30,7 +31,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 def replacement(original: Distillation, directory):
     program, abstains = compile_program(REPLACEMENT, None, original.inputs, original.outputs,
-                                        EXECUTORS[0])
+                                        DEFAULT_BACKEND)
     Distillation(task=original.task, inputs=original.inputs, outputs=original.outputs,
                  program=program, source=REPLACEMENT, report=original.report,
                  attempts=original.attempts, design=original.design,
