@@ -14,15 +14,36 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .compiler.functions import (concat, cross_entropy, gelu, layer_norm, log_softmax,
-                                 logsumexp, maximum, minimum, mse, one_hot, softmax,
-                                 stop_gradient, where)
+from .compiler.functions import (
+    concat,
+    cross_entropy,
+    gelu,
+    layer_norm,
+    log_softmax,
+    logsumexp,
+    maximum,
+    minimum,
+    mse,
+    one_hot,
+    softmax,
+    stop_gradient,
+    where,
+)
 from .compiler.network import Backward, Network, Run
 from .compiler.plan import Plan
 from .compiler.tables import Gradients, Parameters
 from .compiler.tape import Adjoints, Expr, Tape
-from .errors import (ArtifactError, CompileError, DistillationError, DTypeError, FeedError,
-                     PatchError, ShapeError, TensorCodeError, TrainingError)
+from .errors import (
+    ArtifactError,
+    CompileError,
+    DistillationError,
+    DTypeError,
+    FeedError,
+    PatchError,
+    ShapeError,
+    TensorCodeError,
+    TrainingError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import nn

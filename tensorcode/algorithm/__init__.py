@@ -10,11 +10,11 @@ float64. The language is described in ``tensorcode.distill.SUBSET_SPEC``.
 
 from __future__ import annotations
 
+from ..compiler.backends import DEFAULT_BACKEND
 from ..compiler.subset import parse_reply
 from .artifact import FORMAT, VERSION
 from .comparison import Comparison, compare
 from .core import Algorithm, compile
-from ..compiler.backends import DEFAULT_BACKEND
 from .executors import EXECUTORS
 
 

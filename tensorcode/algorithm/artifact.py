@@ -14,7 +14,8 @@ imports anything the file names: the source text is not in the artifact, only it
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +23,13 @@ from .. import files
 from ..compiler import document as codec
 from ..compiler import ir
 from ..compiler.ir import Type
-from ..compiler.subset import (DTYPE, MAX_NODES, MAX_PARAMETER_ELEMENTS, MAX_TENSOR_ELEMENTS,
-                               CompiledProgram)
+from ..compiler.subset import (
+    DTYPE,
+    MAX_NODES,
+    MAX_PARAMETER_ELEMENTS,
+    MAX_TENSOR_ELEMENTS,
+    CompiledProgram,
+)
 from ..compiler.tape import Expr, Tape
 from ..errors import ArtifactError, TensorCodeError
 

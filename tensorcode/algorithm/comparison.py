@@ -10,8 +10,9 @@ state, so drift shows up at the step where it starts.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,7 +86,7 @@ def compare(algorithm: Any, reference: Callable[[dict], Mapping[str, Any]],
     if rollout and not state:
         raise TensorCodeError("rollout=True needs a stateful algorithm: at least one output "
                               "named like an input (its next value)")
-    report = Comparison(rollout=bool(rollout), max_abs_error={n: 0.0 for n in names})
+    report = Comparison(rollout=bool(rollout), max_abs_error=dict.fromkeys(names, 0.0))
     own_state: dict[str, np.ndarray] = {}
     reference_state: dict[str, np.ndarray] = {}
     cases = list(cases)

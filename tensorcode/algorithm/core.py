@@ -9,18 +9,19 @@ float64 (see ``tensorcode.compiler.subset``); results are fresh writable arrays.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from ..compiler import ir
+from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..compiler.subset import DTYPE, CompiledProgram, compile_program, normalize_parameters
+from ..compiler.tables import Parameters
 from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
 from ..files import atomic_write_bytes
-from ..compiler.tables import Parameters
 from . import artifact
-from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from .executors import Executor, make_executor
 
 
@@ -155,7 +156,7 @@ class Algorithm:
 
     # -- parameters ---------------------------------------------------------------------------
     def with_parameters(self, mapping: Mapping[str, Any] | None = None, **named: Any
-                        ) -> "Algorithm":
+                        ) -> Algorithm:
         """A new algorithm over the same network with some parameters replaced (names
         and shapes must match); this algorithm is unchanged."""
         updates = dict(mapping or {})
@@ -188,7 +189,7 @@ class Algorithm:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, executor: str = DEFAULT_BACKEND) -> "Algorithm":
+    def load(cls, path: str | os.PathLike, executor: str = DEFAULT_BACKEND) -> Algorithm:
         """Read and validate an artifact (``ArtifactError`` on any problem). The source
         text is never read: the artifact holds only its hash."""
         check_backend(executor, "executor")
@@ -203,7 +204,7 @@ class Algorithm:
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any], executor: str = DEFAULT_BACKEND
-                      ) -> "Algorithm":
+                      ) -> Algorithm:
         """An algorithm from an artifact document already in memory (validated)."""
         program, parameters = artifact.from_document(document)
         return cls(program, parameters, executor)

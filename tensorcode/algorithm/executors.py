@@ -14,14 +14,15 @@ results are keyed by output name.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
 from ..compiler.backends import BACKENDS, check_backend
 from ..compiler.subset import CompiledProgram
-from ..errors import CompileError, TensorCodeError
 from ..compiler.tables import Parameters
+from ..errors import CompileError, TensorCodeError
 
 #: the executor names: the backend names, one word per backend
 EXECUTORS = BACKENDS

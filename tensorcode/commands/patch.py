@@ -21,8 +21,8 @@ import sys
 import numpy as np
 
 from ..errors import ArtifactError, PatchError
-from ..files import atomic_write_json, decode, load_tensors, read_json, save_tensors
 from ..files import atomic_write_bytes as write_atomic
+from ..files import atomic_write_json, decode, load_tensors, read_json, save_tensors
 
 SCALES_FORMAT = "tensorcode.scales"
 

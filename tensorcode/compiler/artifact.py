@@ -17,15 +17,21 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ArtifactError
-from .backends import BACKENDS
-from ..files import (Fields, atomic_write_text, load_tensors, read_json, replace_directory,
-                     save_tensors)
+from ..files import (
+    Fields,
+    atomic_write_text,
+    load_tensors,
+    read_json,
+    replace_directory,
+    save_tensors,
+)
 from . import ir
+from .backends import BACKENDS
 from .document import Rules, from_document, replay, to_document
 from .ir import DTYPES, Type
 
@@ -42,7 +48,7 @@ def _graph_digest(graph: ir.Graph) -> str:
     return hashlib.sha256(ir.describe(graph).encode()).hexdigest()
 
 
-def save_plan(plan: "Plan", directory: pathlib.Path) -> pathlib.Path:
+def save_plan(plan: Plan, directory: pathlib.Path) -> pathlib.Path:
     """Write the plan directory atomically: both files are built in a temp directory
     beside ``directory`` and renamed into place, so a reader finds the old plan or the
     new one (``replace_directory``)."""
@@ -95,8 +101,8 @@ def save_plan(plan: "Plan", directory: pathlib.Path) -> pathlib.Path:
 _RULES = Rules()
 
 
-def load_plan(directory: pathlib.Path, network: "Network | None", backend: str | None
-              ) -> "Plan":
+def load_plan(directory: pathlib.Path, network: Network | None, backend: str | None
+              ) -> Plan:
     plan_path = directory / PLAN_FILE
     values_path = directory / VALUES_FILE
     r = Fields(plan_path)
@@ -185,7 +191,7 @@ def load_plan(directory: pathlib.Path, network: "Network | None", backend: str |
     return plan
 
 
-def _check_network(r: Fields, network: "Network", graph: ir.Graph, slots: list,
+def _check_network(r: Fields, network: Network, graph: ir.Graph, slots: list,
                    origins: dict[int, int], roots: list[int]) -> None:
     layout = network.layout.slots
     if len(layout) != len(slots):
@@ -207,7 +213,7 @@ def _check_network(r: Fields, network: "Network", graph: ir.Graph, slots: list,
 
 
 def _rebuild(graph: ir.Graph, slots: list, origins: dict[int, int], roots: list[int]
-             ) -> tuple["Network", list[int]]:
+             ) -> tuple[Network, list[int]]:
     """A network whose parameters are the saved layout (in order) followed by the
     lowered graph's nodes; returns it and the root node ids in it."""
     from .tape import Tape

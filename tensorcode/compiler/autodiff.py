@@ -8,7 +8,8 @@ training step lowers to a forward-only plan) or the ``Eager`` builder (the runti
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import ShapeError, TrainingError
 from . import primitives

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -244,8 +245,8 @@ def from_document(document: Any, fields: Fields, where: str, source: SourceValue
 # replaying
 
 
-def replay(graph: ir.Graph, tape: "Tape", given: Mapping[int, "Expr"] | None = None
-           ) -> list["Expr"]:
+def replay(graph: ir.Graph, tape: Tape, given: Mapping[int, Expr] | None = None
+           ) -> list[Expr]:
     """Record ``graph``'s nodes onto ``tape`` in order and return one expression per
     node; node ids in ``given`` take that expression instead of being recorded (a
     parameter bound to a slot that already exists, for instance)."""

@@ -7,8 +7,8 @@ their gradients, lowerings and reference behaviour all come from the primitives.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
-
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import DTypeError, ShapeError
 from . import primitives

@@ -8,8 +8,8 @@ a ``FusedKernel``. Op facts come from the registry only, through
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from . import primitives
 from .ir import SOURCE_OPS, Graph, Node

@@ -11,8 +11,9 @@ pass is a function from one graph to another.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +74,7 @@ class Type:
         return f"{DTYPES[self.dtype]}[{','.join(str(d) for d in self.shape)}]"
 
     @staticmethod
-    def of(array: np.ndarray) -> "Type":
+    def of(array: np.ndarray) -> Type:
         return Type(tuple(array.shape), array.dtype)
 
 

@@ -21,8 +21,9 @@ so liveness and rebinding walk every kernel the same way.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence, Union
+from typing import Any, ClassVar, Union
 
 import numpy as np
 
@@ -109,7 +110,7 @@ class Strided:
     """A strided view of a flat array: ``base`` is its ``Arena`` (a ``Buffer`` only
     while the schedule is being built), ``offset`` and ``strides`` in elements."""
 
-    base: Union[Arena, Buffer]
+    base: Arena | Buffer
     offset: int
     shape: tuple[int, ...]
     strides: tuple[int, ...]
@@ -135,7 +136,7 @@ class Strided:
         """The schedule buffer this view lies in, while the schedule is being built."""
         return self.base if isinstance(self.base, Buffer) else None
 
-    def at(self, base: Union[Arena, Buffer], offset: int = 0) -> "Strided":
+    def at(self, base: Arena | Buffer, offset: int = 0) -> Strided:
         """This view moved onto ``base`` (``offset`` added)."""
         return Strided(base, self.offset + offset, self.shape, self.strides, self.dtype)
 
@@ -147,7 +148,7 @@ class Strided:
 Loc = Union[Scalar, Strided]
 
 
-def contiguous(base: Union[Arena, Buffer], shape: tuple[int, ...], dtype: str,
+def contiguous(base: Arena | Buffer, shape: tuple[int, ...], dtype: str,
                offset: int = 0) -> Strided:
     """A row-major view of ``shape`` starting ``offset`` elements into ``base``."""
     return Strided(base, offset, tuple(shape), c_strides(shape), dtype)

@@ -8,7 +8,8 @@ it and reads tables in its layout); the runtime and the products build on it.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence, TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class Network:
     """An immutable recorded program: ``describe``, ``parameters``, ``forward``, ``entry``."""
 
-    def __init__(self, tape: "Tape") -> None:
+    def __init__(self, tape: Tape) -> None:
         """Seal what ``tape`` recorded (``Tape.into_network()`` is the usual spelling).
         The graph is verified once here; the tape records nothing more afterwards."""
         self.tape = tape
@@ -103,12 +104,12 @@ class Network:
         return checked
 
     # -- running ----------------------------------------------------------------------------
-    def forward(self, parameters: Parameters, feeds: Mapping[Any, Any] | None = None) -> "Run":
+    def forward(self, parameters: Parameters, feeds: Mapping[Any, Any] | None = None) -> Run:
         """Evaluate with the reference interpreter (lazily: only what is read)."""
         self.check_parameters(parameters)
         return Run(self, parameters, self.check_feeds(feeds))
 
-    def entry(self, roots: Iterable[Any]) -> "Entry":
+    def entry(self, roots: Iterable[Any]) -> Entry:
         """The sub-program computing ``roots``, ready to ``lower()`` into a plan."""
         from ..compiler.plan import Entry
 
@@ -138,17 +139,17 @@ class Run:
         """The value of ``symbol`` in this run (read-only)."""
         return self.value(self.network.node_of(symbol))
 
-    def backward(self, loss: Any) -> "Backward":
+    def backward(self, loss: Any) -> Backward:
         """Reverse mode from the scalar ``loss``, evaluated eagerly with the same VJP
         rules ``tape.differentiate`` records."""
         return Backward(self, self.network.node_of(loss))
 
-    def recorded_gradients(self, adjoints: "Adjoints") -> Gradients:
+    def recorded_gradients(self, adjoints: Adjoints) -> Gradients:
         """The gradients an ``Adjoints`` recorded, read from this run as a table."""
         return gradients_table(self.network, adjoints, self.of)
 
 
-def gradients_table(network: Network, adjoints: "Adjoints", read: Any) -> Gradients:
+def gradients_table(network: Network, adjoints: Adjoints, read: Any) -> Gradients:
     """A ``Gradients`` table from the recorded gradient roots, read through ``read``;
     parameters outside ``adjoints.wrt`` get zeros."""
     payloads = [np.zeros(s.shape, s.dtype) for s in network.layout.slots]

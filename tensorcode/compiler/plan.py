@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import Any, Mapping, Sequence, TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import FeedError, TensorCodeError
 from . import ir
-from .backends import BACKENDS, DEFAULT_BACKEND, check_backend, get as get_backend
+from .backends import BACKENDS, DEFAULT_BACKEND, check_backend
+from .backends import get as get_backend
 from .backends.numba_cache import cache_dir, compile_stats, count
 from .ir import Graph, Node
 from .network import gradients_table
@@ -45,7 +47,7 @@ ARTIFACT_FORMAT = "tensorcode.plan/1"
 class Entry:
     """The sub-program of a network computing ``roots`` (node ids), ready to lower."""
 
-    def __init__(self, network: "Network", roots: Sequence[int]) -> None:
+    def __init__(self, network: Network, roots: Sequence[int]) -> None:
         roots = [int(r) for r in roots]
         if not roots:
             raise TensorCodeError("an entry needs at least one root")
@@ -93,7 +95,7 @@ class Entry:
         self._origins = origins
         return graph, sources
 
-    def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None) -> "Plan":
+    def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None) -> Plan:
         """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"numba"`` or
         ``"reference"``). ``approximate`` (default: on unless the environment sets
         ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``,
@@ -174,7 +176,7 @@ class Plan:
         """The input symbols this plan reads, in the order ``call`` and ``bind`` take."""
         return [self.network.symbol(i) for i in self._inputs]
 
-    def parameters(self) -> "Parameters":
+    def parameters(self) -> Parameters:
         """A fresh table of the network's recorded initials."""
         return self.network.parameters()
 
@@ -183,12 +185,12 @@ class Plan:
         if getattr(parameters, "layout", None) is not self._layout:
             self.network.check_parameters(parameters)
 
-    def _arguments(self, parameters: "Parameters") -> list[np.ndarray]:
+    def _arguments(self, parameters: Parameters) -> list[np.ndarray]:
         buffers = parameters.buffers()
         return [buffers[d] for d in self._param_dtypes] + self._consts
 
-    def forward(self, parameters: "Parameters", feeds: Mapping[Any, Any] | None = None
-                ) -> "PlanRun":
+    def forward(self, parameters: Parameters, feeds: Mapping[Any, Any] | None = None
+                ) -> PlanRun:
         """Run the plan: every root computed in one call."""
         if getattr(parameters, "layout", None) is not self._layout:
             self.network.check_parameters(parameters)
@@ -206,7 +208,7 @@ class Plan:
             raise FeedError(str(error)) from None
         return PlanRun(self, outs, None)
 
-    def forward_batch(self, parameters: "Parameters", feeds: Mapping[Any, Any]) -> "PlanRun":
+    def forward_batch(self, parameters: Parameters, feeds: Mapping[Any, Any]) -> PlanRun:
         """Run the plan over N cases: every fed input carries a leading axis of N cases
         (the same N for all); unfed inputs take their default in every case. ``of``
         returns arrays with a leading axis of N. The loop over cases is compiled."""
@@ -249,7 +251,7 @@ class Plan:
             raise FeedError(str(error)) from None
         return PlanRun(self, outs, n)
 
-    def bind(self, parameters: "Parameters") -> "BoundPlan":
+    def bind(self, parameters: Parameters) -> BoundPlan:
         """A callable ``f(*inputs) -> tuple of roots`` with the table's buffers bound:
         no per-call validation of the table, one compiled call, views for results. The
         bound plan also offers the two lowest-overhead forms of the same call,
@@ -258,7 +260,7 @@ class Plan:
         return BoundPlan(self, parameters)
 
     # -- reference backend -------------------------------------------------------------
-    def _reference(self, parameters: "Parameters", inputs: list[np.ndarray]) -> tuple:
+    def _reference(self, parameters: Parameters, inputs: list[np.ndarray]) -> tuple:
         from .backends import reference
 
         g = self.graph
@@ -275,7 +277,7 @@ class Plan:
             outs[k][a:b] = np.asarray(values[r]).reshape(-1)
         return tuple(outs)
 
-    def _reference_batch(self, parameters: "Parameters", fed: dict[int, np.ndarray],
+    def _reference_batch(self, parameters: Parameters, fed: dict[int, np.ndarray],
                          n: int) -> tuple:
         outs = [np.empty((n, self.schedule.out_arena[d]), d) for d in self._out_dtypes]
         for c in range(n):
@@ -293,8 +295,8 @@ class Plan:
         return save_plan(self, pathlib.Path(directory))
 
     @staticmethod
-    def load(directory: Any, network: "Network | None" = None, backend: str | None = None
-             ) -> "Plan":
+    def load(directory: Any, network: Network | None = None, backend: str | None = None
+             ) -> Plan:
         """Rebuild a saved plan (validated; hits the plan cache when warm). With
         ``network`` the plan runs on that network's tables; without, on a network
         rebuilt from the artifact (``plan.network``). ``backend`` defaults to the one
@@ -320,9 +322,9 @@ class BoundPlan:
     Every call allocates its own output buffers, so results never alias between calls.
     """
 
-    __slots__ = ("plan", "parameters", "_fn", "_slices", "_scalars")
+    __slots__ = ("_fn", "_scalars", "_slices", "parameters", "plan")
 
-    def __init__(self, plan: Plan, parameters: "Parameters") -> None:
+    def __init__(self, plan: Plan, parameters: Parameters) -> None:
         import functools
 
         self.plan = plan
@@ -375,7 +377,7 @@ class BoundPlan:
 class PlanRun:
     """The roots of one ``plan.forward`` (or ``forward_batch``): read with ``of``."""
 
-    __slots__ = ("plan", "_outs", "batch")
+    __slots__ = ("_outs", "batch", "plan")
 
     def __init__(self, plan: Plan, outs: tuple, batch: int | None) -> None:
         self.plan = plan
@@ -399,7 +401,7 @@ class PlanRun:
             return self._outs[k][a:b].reshape(shape)
         return self._outs[k][:, a:b].reshape((self.batch,) + shape)
 
-    def recorded_gradients(self, adjoints: "Adjoints") -> "Gradients":
+    def recorded_gradients(self, adjoints: Adjoints) -> Gradients:
         """The gradients ``adjoints`` recorded, as a table aligned with the parameters;
         a view of the plan's output buffer when the gradient roots follow the table's
         layout (as ``adjoints.roots()`` does for every parameter), a copy otherwise."""
@@ -419,7 +421,7 @@ class PlanRun:
         return gradients_table(plan.network, adjoints, self.of)
 
 
-def _gradient_view_plan(plan: Plan, adjoints: "Adjoints") -> list | None:
+def _gradient_view_plan(plan: Plan, adjoints: Adjoints) -> list | None:
     """Where each dtype's gradients sit in the output arenas when they are laid out
     exactly like the parameter table (every slot, in order, contiguous); else None."""
     layout = plan._layout

@@ -22,16 +22,25 @@ the operand's dtype and carry no gradient; integer paths carry no gradient.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import CompileError, FeedError, ShapeError
 from .backends.approx import ScalarCode, exp_code, sigmoid_code, tanh_code
 from .ir import SOURCE_OPS, Type, canonical_dtype
-from .rules import (broadcast_shapes, keepdims_shape, normalize_axes, normalize_axis,
-                    require_float, require_int, same_dtype, unbroadcast)
+from .rules import (
+    broadcast_shapes,
+    keepdims_shape,
+    normalize_axes,
+    normalize_axis,
+    require_float,
+    require_int,
+    same_dtype,
+    unbroadcast,
+)
 
 Attrs = dict[str, Any]
 InferRule = Callable[[Sequence[Type], Attrs], Type]

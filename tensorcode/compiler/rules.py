@@ -8,13 +8,13 @@ broadcast shapes the way the type rules do.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from .ir import FLOAT_DTYPES, INT_DTYPES, Type
-
 
 # ---------------------------------------------------------------------------------------
 # type-rule helpers

@@ -28,17 +28,30 @@ each a function below, in this order:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
 from . import primitives
 from .fusion import Fusion, fuse
 from .ir import SOURCE_OPS, Graph, Node, format_node
-from .kernels import (Arena, Buffer, CopyKernel, FusedKernel, Kernel, Loc, MatmulKernel,
-                      Scalar, Strided, broadcast_access, c_strides, contiguous, index_kernel,
-                      view_of)
+from .kernels import (
+    Arena,
+    Buffer,
+    CopyKernel,
+    FusedKernel,
+    Kernel,
+    Loc,
+    MatmulKernel,
+    Scalar,
+    Strided,
+    broadcast_access,
+    c_strides,
+    contiguous,
+    index_kernel,
+    view_of,
+)
 
 #: matmuls with at most this many multiply-adds run as generated loops; larger float
 #: matmuls call BLAS through ``np.dot`` on contiguous (or transposed) operands

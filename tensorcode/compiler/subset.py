@@ -18,18 +18,34 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
 from ..errors import CompileError, TensorCodeError
 from . import subset_ast as ast
-from .subset_language import (BINARY_FUNCTIONS, COMPARISONS, CONSTANT_NAMES, DTYPE,
-                              FUNCTION_NAMES, INTEGER_OPERATORS, MAX_LITERAL_ELEMENTS,
-                              MAX_NODES, MAX_PARAMETER_ELEMENTS, MAX_RANK, MAX_STATIC_INT,
-                              MAX_TENSOR_ELEMENTS, MAX_UNROLLED_STATEMENTS, METHODS,
-                              OPERATORS, OTHER_FUNCTIONS, RESERVED_NAMES, UNARY_FUNCTIONS)
+from .subset_language import (
+    BINARY_FUNCTIONS,
+    COMPARISONS,
+    CONSTANT_NAMES,
+    DTYPE,
+    FUNCTION_NAMES,
+    INTEGER_OPERATORS,
+    MAX_LITERAL_ELEMENTS,
+    MAX_NODES,
+    MAX_PARAMETER_ELEMENTS,
+    MAX_RANK,
+    MAX_STATIC_INT,
+    MAX_TENSOR_ELEMENTS,
+    MAX_UNROLLED_STATEMENTS,
+    METHODS,
+    OPERATORS,
+    OTHER_FUNCTIONS,
+    RESERVED_NAMES,
+    UNARY_FUNCTIONS,
+)
 from .subset_reply import normalize_contract, normalize_parameters, parse_reply
 from .subset_syntax import MODULE_NAMES, error, parse
 from .tape import Expr, Tape

@@ -31,7 +31,7 @@ class Name(Node):
 
 @dataclass(frozen=True)
 class Number(Node):
-    value: Union[int, float]
+    value: int | float
     depth: int = 1
 
 
@@ -44,30 +44,30 @@ class String(Node):
 @dataclass(frozen=True)
 class Binary(Node):
     op: str  # one of + - * / // % ** @
-    left: "Expression"
-    right: "Expression"
+    left: Expression
+    right: Expression
     depth: int = 1
 
 
 @dataclass(frozen=True)
 class Unary(Node):
     op: str  # "-" or "+"
-    operand: "Expression"
+    operand: Expression
     depth: int = 1
 
 
 @dataclass(frozen=True)
 class Compare(Node):
     op: str  # one of < <= > >= == !=
-    left: "Expression"
-    right: "Expression"
+    left: Expression
+    right: Expression
     depth: int = 1
 
 
 @dataclass(frozen=True)
 class Keyword(Node):
     name: str
-    value: "Expression"
+    value: Expression
 
 
 @dataclass(frozen=True)
@@ -76,27 +76,27 @@ class Call(Node):
     plain function call)."""
 
     function: str
-    receiver: "Expression | None"
-    args: tuple["Expression", ...]
+    receiver: Expression | None
+    args: tuple[Expression, ...]
     keywords: tuple[Keyword, ...]
     depth: int = 1
 
 
 @dataclass(frozen=True)
 class ListLiteral(Node):
-    items: tuple["Expression", ...]
+    items: tuple[Expression, ...]
     depth: int = 1
 
 
 @dataclass(frozen=True)
 class TupleLiteral(Node):
-    items: tuple["Expression", ...]
+    items: tuple[Expression, ...]
     depth: int = 1
 
 
 @dataclass(frozen=True)
 class DictLiteral(Node):
-    pairs: tuple[tuple["Expression", "Expression"], ...]
+    pairs: tuple[tuple[Expression, Expression], ...]
     depth: int = 1
 
 
@@ -134,7 +134,7 @@ class Pass(Node):
 class For(Node):
     variable: str
     iterable: Expression
-    body: tuple["Statement", ...]
+    body: tuple[Statement, ...]
     depth: int = 1
     #: statements the body runs per iteration, nested loops counted once
     size: int = 1

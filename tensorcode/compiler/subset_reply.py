@@ -10,15 +10,20 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import CompileError
 from ..files.strict_json import decode
-from .subset_language import (IDENTIFIER, MAX_PARAMETER_ELEMENTS, MAX_RANK,
-                              MAX_TENSOR_ELEMENTS, RESERVED_NAMES)
-
+from .subset_language import (
+    IDENTIFIER,
+    MAX_PARAMETER_ELEMENTS,
+    MAX_RANK,
+    MAX_TENSOR_ELEMENTS,
+    RESERVED_NAMES,
+)
 
 # ---------------------------------------------------------------------------------------
 # contracts and parameters (the caller's and the json block's side)

@@ -12,8 +12,9 @@ new one, so cloning a table is an honest what-if that costs what the weights cos
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Self, Sequence
+from typing import Any, Self
 
 import numpy as np
 
@@ -93,7 +94,7 @@ class Layout:
 class Table:
     """Shared behaviour of ``Parameters`` and ``Gradients``."""
 
-    __slots__ = ("_layout", "_buffers", "_views")
+    __slots__ = ("_buffers", "_layout", "_views")
 
     def __init__(self, layout: Layout, buffers: Mapping[str, np.ndarray]) -> None:
         self._layout = layout
@@ -133,7 +134,7 @@ class Table:
         return cls(layout, buffers)
 
     @classmethod
-    def adopt(cls, layout: Layout, buffers: dict[str, np.ndarray]) -> "Table":
+    def adopt(cls, layout: Layout, buffers: dict[str, np.ndarray]) -> Table:
         """A table over ``buffers`` without checking them: for flat buffers that are
         right by construction (a plan's output arena laid out like ``layout``), on a path
         called every training step. The buffers become read-only; the per-slot views are
@@ -175,7 +176,7 @@ class Table:
         """An independent copy: a what-if costs exactly the payloads."""
         return type(self)(self._layout, {d: b.copy() for d, b in self._buffers.items()})
 
-    def equals(self, other: "Table") -> bool:
+    def equals(self, other: Table) -> bool:
         """Payload-for-payload equality (exact)."""
         return (len(self) == len(other) and
                 all(a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
@@ -185,7 +186,7 @@ class Table:
         parts = ", ".join(f"{s.label}: {s.dtype}{list(s.shape)}" for s in self._layout.slots)
         return f"{type(self).__name__}({parts})"
 
-    def _check_pair(self, other: "Table") -> None:
+    def _check_pair(self, other: Table) -> None:
         if other._layout is not self._layout:
             raise TensorCodeError(f"{type(other).__name__} table belongs to another network "
                                   "or entry than these parameters")
@@ -219,13 +220,13 @@ class Parameters(Table):
     __slots__ = ()
 
     def step(self, gradients: Gradients, rule: Callable[[np.ndarray, np.ndarray], Any]
-             ) -> "Parameters":
+             ) -> Parameters:
         """A new table with ``rule(parameter, gradient)`` applied to each slot, called
         once per slot in recording order."""
         return self.step_each(gradients, lambda _symbol, p, g: rule(p, g))
 
     def step_each(self, gradients: Gradients,
-                  rule: Callable[[Any, np.ndarray, np.ndarray], Any]) -> "Parameters":
+                  rule: Callable[[Any, np.ndarray, np.ndarray], Any]) -> Parameters:
         """Like ``step``, but ``rule(symbol, parameter, gradient)`` also gets the symbol,
         for per-parameter policy."""
         self._check_pair(gradients)
@@ -238,7 +239,7 @@ class Parameters(Table):
             buffers[slot.dtype][slot.offset:slot.offset + slot.size] = result.reshape(-1)
         return Parameters(self._layout, buffers)
 
-    def replace(self, updates: Mapping[Any, Any]) -> "Parameters":
+    def replace(self, updates: Mapping[Any, Any]) -> Parameters:
         """A new table with some payloads replaced (``{symbol: array}``)."""
         payloads = list(self._payload_views())
         for symbol, value in updates.items():

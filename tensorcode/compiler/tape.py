@@ -10,7 +10,8 @@ compute them eagerly at run time (``run.backward``), and the two cannot drift ap
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Iterable, Sequence, TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,14 +44,14 @@ def _as_array(value: Any, dtype: Any = None) -> np.ndarray:
 class Builder:
     """What an ``Expr`` needs from whoever built it."""
 
-    def apply(self, op: str, inputs: Sequence["Expr"], attrs: dict[str, Any] | None = None
-              ) -> "Expr":
+    def apply(self, op: str, inputs: Sequence[Expr], attrs: dict[str, Any] | None = None
+              ) -> Expr:
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def constant(self, value: Any, dtype: Any = None) -> "Expr":
+    def constant(self, value: Any, dtype: Any = None) -> Expr:
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def lift(self, value: Any, like: "Expr") -> "Expr":
+    def lift(self, value: Any, like: Expr) -> Expr:
         """Turn an operand into an ``Expr``. Python scalars are weak: they take the
         tensor's dtype. Arrays and NumPy scalars keep their own dtype."""
         if isinstance(value, Expr):
@@ -59,8 +60,8 @@ class Builder:
                     "these expressions were recorded on different tapes; record every "
                     "operand of an op on the same tape")
             return value
-        if isinstance(value, bool) or isinstance(value, numbers.Integral) and not isinstance(
-                value, np.generic):
+        if isinstance(value, bool) or (isinstance(value, numbers.Integral) and not isinstance(
+                value, np.generic)):
             return self.constant(value, like.dtype)
         if isinstance(value, float):
             if like.dtype not in ("float32", "float64"):
@@ -77,7 +78,7 @@ class Expr:
     comparison rather than testing identity, as in NumPy.
     """
 
-    __slots__ = ("builder", "index", "type", "value", "__weakref__")
+    __slots__ = ("__weakref__", "builder", "index", "type", "value")
     __array_priority__ = 1000  # make ndarray <op> Expr defer to Expr's reflected ops
 
     def __init__(self, builder: Builder, index: int, type: Type,
@@ -114,11 +115,11 @@ class Expr:
             raise TypeError("a scalar Expr has no len()")
         return self.shape[0]
 
-    def _apply(self, op: str, *inputs: Any, **attrs: Any) -> "Expr":
+    def _apply(self, op: str, *inputs: Any, **attrs: Any) -> Expr:
         lifted = [self, *(self.builder.lift(x, self) for x in inputs)]
         return self.builder.apply(op, lifted, attrs)
 
-    def _binary(self, op: str, other: Any, reverse: bool = False) -> "Expr":
+    def _binary(self, op: str, other: Any, reverse: bool = False) -> Expr:
         other = self.builder.lift(other, self)
         a, b = (other, self) if reverse else (self, other)
         return self.builder.apply(op, [a, b])
@@ -153,27 +154,27 @@ class Expr:
     def __abs__(self): return self._apply("abs")
 
     if TYPE_CHECKING:  # the generated methods, as a type checker sees them
-        def __getattr__(self, name: str) -> Callable[[], "Expr"]: ...
+        def __getattr__(self, name: str) -> Callable[[], Expr]: ...
 
     # -- reductions ----------------------------------------------------------------------
-    def _reduce(self, op: str, axis: Any, keepdims: bool) -> "Expr":
+    def _reduce(self, op: str, axis: Any, keepdims: bool) -> Expr:
         axes = primitives.normalize_axes(op, axis, self.ndim)
         return self._apply(op, axis=axes, keepdims=bool(keepdims))
 
-    def sum(self, axis: Any = None, keepdims: bool = False) -> "Expr":
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Expr:
         return self._reduce("sum", axis, keepdims)
 
-    def mean(self, axis: Any = None, keepdims: bool = False) -> "Expr":
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Expr:
         return self._reduce("mean", axis, keepdims)
 
-    def max(self, axis: Any = None, keepdims: bool = False) -> "Expr":
+    def max(self, axis: Any = None, keepdims: bool = False) -> Expr:
         return self._reduce("max", axis, keepdims)
 
-    def min(self, axis: Any = None, keepdims: bool = False) -> "Expr":
+    def min(self, axis: Any = None, keepdims: bool = False) -> Expr:
         return self._reduce("min", axis, keepdims)
 
     # -- shape ---------------------------------------------------------------------------
-    def reshape(self, *shape: Any) -> "Expr":
+    def reshape(self, *shape: Any) -> Expr:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         shape = tuple(int(d) for d in shape)
@@ -188,7 +189,7 @@ class Expr:
             return self
         return self._apply("reshape", shape=shape)
 
-    def transpose(self, *axes: Any) -> "Expr":
+    def transpose(self, *axes: Any) -> Expr:
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         if not axes:
@@ -197,19 +198,19 @@ class Expr:
         return self._apply("transpose", axes=axes)
 
     @property
-    def T(self) -> "Expr":
+    def T(self) -> Expr:
         return self.transpose()
 
-    def broadcast_to(self, shape: Sequence[int]) -> "Expr":
+    def broadcast_to(self, shape: Sequence[int]) -> Expr:
         shape = tuple(int(d) for d in shape)
         if shape == self.shape:
             return self
         return self._apply("broadcast_to", shape=shape)
 
-    def broadcast_like(self, other: "Expr") -> "Expr":
+    def broadcast_like(self, other: Expr) -> Expr:
         return self.broadcast_to(other.shape)
 
-    def slice(self, start: int | None, stop: int | None = None, axis: int = 0) -> "Expr":
+    def slice(self, start: int | None, stop: int | None = None, axis: int = 0) -> Expr:
         """Elements ``start:stop`` along ``axis`` (negative bounds count from the end)."""
         if self.ndim == 0:
             raise ShapeError("slice: cannot slice a scalar; reshape it first")
@@ -222,7 +223,7 @@ class Expr:
                              f"shape {list(self.shape)}")
         return self._apply("slice", start=begin, stop=max(begin, end), axis=axis)
 
-    def take(self, indices: Any, axis: int = 0) -> "Expr":
+    def take(self, indices: Any, axis: int = 0) -> Expr:
         """Gather along ``axis`` (an embedding lookup when ``axis`` is 0)."""
         if not isinstance(indices, Expr):
             indices = self.builder.constant(_as_array(indices))
@@ -230,34 +231,34 @@ class Expr:
         return self.builder.apply("take", [self, self.builder.lift(indices, self)],
                                   {"axis": axis})
 
-    def astype(self, dtype: Any) -> "Expr":
+    def astype(self, dtype: Any) -> Expr:
         dtype = canonical_dtype(dtype)
         if dtype == self.dtype:
             return self
         return self._apply("astype", dtype=dtype)
 
     # -- composites ----------------------------------------------------------------------
-    def softmax(self, axis: int = -1) -> "Expr":
+    def softmax(self, axis: int = -1) -> Expr:
         from .functions import softmax
         return softmax(self, axis)
 
-    def log_softmax(self, axis: int = -1) -> "Expr":
+    def log_softmax(self, axis: int = -1) -> Expr:
         from .functions import log_softmax
         return log_softmax(self, axis)
 
-    def logsumexp(self, axis: Any = None, keepdims: bool = False) -> "Expr":
+    def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Expr:
         from .functions import logsumexp
         return logsumexp(self, axis, keepdims)
 
-    def layer_norm(self, eps: float = 1e-5) -> "Expr":
+    def layer_norm(self, eps: float = 1e-5) -> Expr:
         from .functions import layer_norm
         return layer_norm(self, eps)
 
-    def gelu(self) -> "Expr":
+    def gelu(self) -> Expr:
         from .functions import gelu
         return gelu(self)
 
-    def cross_entropy(self, labels: Any) -> "Expr":
+    def cross_entropy(self, labels: Any) -> Expr:
         from .functions import cross_entropy
         return cross_entropy(self, labels)
 
@@ -337,7 +338,7 @@ class Tape(Builder):
     def __init__(self) -> None:
         self._nodes: list[Node] = []
         self._exprs: list[Expr] = []
-        self._network: "Network | None" = None
+        self._network: Network | None = None
 
     # -- recording -----------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -404,7 +405,7 @@ class Tape(Builder):
         return Adjoints(loss, wrt, grads)
 
     # -- sealing -------------------------------------------------------------------------
-    def into_network(self) -> "Network":
+    def into_network(self) -> Network:
         """Seal the recording into an immutable ``Network``."""
         from .network import Network  # local: the network module records through tapes
 
@@ -414,7 +415,7 @@ class Tape(Builder):
         return network
 
     @staticmethod
-    def record(fn: Callable[["Tape"], Any]) -> tuple["Network", Any]:
+    def record(fn: Callable[[Tape], Any]) -> tuple[Network, Any]:
         """Run ``fn(tape)`` on a fresh tape and seal it: ``(network, fn's result)``."""
         tape = Tape()
         result = fn(tape)

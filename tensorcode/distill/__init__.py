@@ -6,6 +6,7 @@ It is a mechanism: it measures agreement with the teacher you supply; it does no
 that any particular author can write a good program for your task.
 """
 
+from ..errors import DistillationError
 from .attempts import FEEDBACK_POLICY, Attempt, CaseSet
 from .fit import fit
 from .loop import distill
@@ -14,7 +15,6 @@ from .report import FIELDS
 from .result import Distillation
 from .router import Router
 from .spec import SUBSET_SPEC
-from ..errors import DistillationError
 
 __all__ = ["distill", "Distillation", "Router", "repair", "fit", "SUBSET_SPEC",
            "DistillationError", "FIELDS", "FEEDBACK_POLICY", "Attempt", "CaseSet"]

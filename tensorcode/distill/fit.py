@@ -14,7 +14,8 @@ with the lowest loss seen are kept.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,7 @@ def fit(result: Distillation, cases: Sequence[Mapping[str, Any]],
     second = {name: np.zeros_like(v) for name, v in values.items()}
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     history = [first]
-    reached = {name: False for name in values}
+    reached = dict.fromkeys(values, False)
     for step in range(1, steps + 1):
         loss, grads = objective.loss_and_gradients(values, fit_cases, fit_targets)
         for name, grad in grads.items():

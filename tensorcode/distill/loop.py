@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..errors import DistillationError, TensorCodeError
 from . import program as programs
 from .attempts import FEEDBACK_POLICY, Attempt, CaseSet, failure_message, score, search, select
 from .cases import Case, Contract, infer_contract, normalize_cases, normalize_contract, split
 from .report import teacher_vs_truth
-from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from .result import Distillation
 
 

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..errors import ArtifactError
+from ..files import atomic_write_json as write_json_atomic
+from ..files import read_json
 from . import program as programs
 from .attempts import CaseSet
 from .cases import COVERED, Case, Contract, normalize_case, normalize_contract, to_json
 from .inputs import check_case
-from ..files import atomic_write_json as write_json_atomic, read_json
 from .router import Router
 
 FORMAT = "tensorcode.distillation"
@@ -130,7 +132,7 @@ class Distillation:
 
     @classmethod
     def load(cls, directory: str | os.PathLike, executor: str = DEFAULT_BACKEND
-             ) -> "Distillation":
+             ) -> Distillation:
         """Load a saved program: the record is validated field by field, the artifact
         must match the record's SHA-256 and is validated by ``Algorithm.load``; the
         source text is kept as text and never evaluated."""

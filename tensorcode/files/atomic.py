@@ -12,7 +12,8 @@ import os
 import pathlib
 import shutil
 import uuid
-from typing import Any, BinaryIO, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, BinaryIO
 
 from .strict_json import dumps
 

@@ -16,7 +16,8 @@ import json
 import os
 import pathlib
 import struct
-from typing import Any, BinaryIO, Mapping
+from collections.abc import Mapping
+from typing import Any, BinaryIO
 
 import numpy as np
 

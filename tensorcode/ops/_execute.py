@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..compiler.backends import BACKENDS, DEFAULT_BACKEND, check_backend
-from ..compiler.tape import Expr
 from ..compiler.tables import Parameters, Table
+from ..compiler.tape import Expr
 from ..errors import TensorCodeError
 
 

@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..compiler.tables import Parameters
 from ..compiler.tape import Expr, Tape
 from ..errors import ShapeError, TensorCodeError
-from ..compiler.tables import Parameters
 from . import _execute
 
 #: What ``replay`` may do with a call of an operation: ``"pure"`` operations are

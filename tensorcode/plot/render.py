@@ -8,7 +8,6 @@ pyplot, because showing is what pyplot's backends are for.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import pathlib

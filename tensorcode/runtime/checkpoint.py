@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
 from ..compiler.tables import Layout, Parameters, Table
+from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
 from ..files import atomic_write, fsync_directory
 from ..files.strict_json import JsonLimits, decode
 from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, TensorFile, write_tensors

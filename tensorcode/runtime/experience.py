@@ -24,8 +24,9 @@ import inspect
 import json
 import threading
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,16 +38,16 @@ from .experience_schema import FORMAT, MAX_FILE_BYTES, VERSION, validate_documen
 
 BOUNDARIES = ("error", "recorded")
 
-_CURRENT: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar(
+_CURRENT: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
     "tensorcode_trace", default=None)
 
 
-def current_trace() -> "Trace | None":
+def current_trace() -> Trace | None:
     """The session capturing operation calls in this context, if any."""
     return _CURRENT.get()
 
 
-def trace() -> "Trace":
+def trace() -> Trace:
     """Open a tracing session; capture with ``session.run(fn)``."""
     return Trace()
 

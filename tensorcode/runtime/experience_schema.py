@@ -6,7 +6,8 @@ bindings, fingerprints, DAG references, codec tags) read as one list.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ArtifactError
 from . import experience_codecs as codecs_module

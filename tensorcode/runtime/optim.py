@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..compiler.backends import check_backend
-from ..errors import DTypeError, TensorCodeError
 from ..compiler.tables import Gradients, Layout, Parameters, Table
+from ..errors import DTypeError, TensorCodeError
 from . import optim_reference
 from .optim_state import check_state_dict, state_entries, torch_flags
 

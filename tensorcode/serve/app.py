@@ -28,8 +28,9 @@ import logging
 import os
 import signal
 import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -18,9 +18,10 @@ import atexit
 import json
 import os
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..distill.inputs import InputError, read_document
 from ..errors import TensorCodeError

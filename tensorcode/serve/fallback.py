@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..distill.inputs import InputError, check_case, read_document
 from ..errors import TensorCodeError

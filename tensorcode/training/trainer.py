@@ -27,12 +27,12 @@ import numpy as np
 
 from ..compiler import ir
 from ..compiler.autodiff import needs_gradient
+from ..compiler.tables import Gradients, Parameters
 from ..compiler.tape import Expr, Tape
 from ..errors import ArtifactError, TensorCodeError, TrainingError
 from ..ops._execute import lower, resolve_backend, rewrap
 from ..ops.base import Operation
 from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
-from ..compiler.tables import Gradients, Parameters
 from ..runtime.random import Generator
 from .losses import LossFn, record_loss
 from .tool import Tool

@@ -8,7 +8,8 @@ and dtypes first so a mismatch is a ``PatchError`` that says which tensor.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -9,7 +9,8 @@ class's module and imported only when such a tensor is actually present, so
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

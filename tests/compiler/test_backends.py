@@ -4,14 +4,13 @@ module holds every kernel once."""
 from __future__ import annotations
 
 import pytest
+from compiler_graphs import mlp_program
 
 import tensorcode as tc
 from tensorcode.compiler import backends
 from tensorcode.compiler.backends.numba_module import generate
 from tensorcode.compiler.schedule import build
 from tensorcode.errors import BackendError
-
-from compiler_graphs import mlp_program
 
 
 def test_one_list_of_names_and_one_error_for_an_unknown_backend():

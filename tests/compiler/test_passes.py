@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 import tensorcode as tc
 from tensorcode.compiler import ir, passes, primitives
-from tensorcode.compiler.fusion import Fusion, fuse
 from tensorcode.compiler.backends import reference
+from tensorcode.compiler.fusion import Fusion, fuse
 
 
 def values_of(graph: ir.Graph) -> list[np.ndarray]:

@@ -171,6 +171,7 @@ def test_every_method_entry_is_an_expr_method_recording_it():
 
 def test_every_operator_symbol_records_its_entry():
     import operator as python
+
     from tensorcode.compiler import primitives
 
     dunders = {"+": python.add, "-": python.sub, "*": python.mul, "/": python.truediv,

@@ -62,7 +62,7 @@ def test_a_failed_replace_leaves_the_old_file(tmp_path, monkeypatch):
 
 def test_text_and_bytes_writers(tmp_path):
     assert files.atomic_write_text(tmp_path / "t.txt", "héllo").read_bytes() == \
-        "héllo".encode("utf-8")
+        "héllo".encode()
     assert files.atomic_write_bytes(tmp_path / "b.bin", b"\x00\x01").read_bytes() == b"\x00\x01"
 
 

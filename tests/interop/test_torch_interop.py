@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tensorcode as tc  # noqa: E402
-from tensorcode.interop import torch as interop  # noqa: E402
 from tensorcode.compiler.tables import Gradients  # noqa: E402
+from tensorcode.interop import torch as interop  # noqa: E402
 
 CONFIGS = [
     ("SGD", tc.optim.Sgd, {"momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01}),

@@ -67,7 +67,7 @@ class Backend(Protocol):
     name: str
     approximates: bool
 
-    def prepare(self, schedule: "Schedule", approximate: bool) -> Program | None: ...
+    def prepare(self, schedule: Schedule, approximate: bool) -> Program | None: ...
 
 
 _MODULES = {"numba": "numba_cache", "reference": "reference"}

@@ -17,16 +17,30 @@ interpreter within dtype tolerances.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ...errors import CompileError
 from .. import primitives
 from ..ir import DTYPES
-from ..kernels import (Arena, ConcatKernel, CopyKernel, FusedKernel, Kernel, MatmulKernel,
-                       OneHotKernel, PadKernel, Scalar, ScatterAddKernel, Strided, TakeKernel,
-                       broadcast_access, c_strides)
+from ..kernels import (
+    Arena,
+    ConcatKernel,
+    CopyKernel,
+    FusedKernel,
+    Kernel,
+    MatmulKernel,
+    OneHotKernel,
+    PadKernel,
+    Scalar,
+    ScatterAddKernel,
+    Strided,
+    TakeKernel,
+    broadcast_access,
+    c_strides,
+)
 from ..schedule import Schedule, blas_layout
 
 #: bump when generated code changes meaning (part of every cache key)

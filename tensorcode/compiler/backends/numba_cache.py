@@ -30,7 +30,8 @@ import pathlib
 import sys
 import threading
 import warnings
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ def environment_key() -> str:
 
         try:
             cpu = llvm.get_host_cpu_name() + ":" + llvm.get_host_cpu_features().flatten()
-        except Exception:  # noqa: BLE001 - some builds cannot report features
+        except Exception:
             cpu = llvm.get_host_cpu_name()
         _ENVIRONMENT = json.dumps({
             "tensorcode": __version__, "codegen": CODEGEN_VERSION,
@@ -193,7 +194,7 @@ class CompiledModule:
                                **{**options, "cache": False})(module.body)
         module.body = self.body
         scope = {"types": types}
-        self.run_signature = eval(compile(module.RUN_SIGNATURE,  # noqa: S307
+        self.run_signature = eval(compile(module.RUN_SIGNATURE,
                                           "<signature>", "eval"), scope)
         self.batch_signature_text = module.BATCH_SIGNATURE
         self._options = options
@@ -230,7 +231,7 @@ class CompiledModule:
                 import numba
                 from numba import types
 
-                sig = eval(compile(self.batch_signature_text, "<signature>", "eval"),  # noqa: S307
+                sig = eval(compile(self.batch_signature_text, "<signature>", "eval"),
                            {"types": types})
                 before = _dispatcher_counts([self.body])
                 self._batch = numba.njit(sig, **self._options)(self.module.run_batch)
@@ -288,7 +289,7 @@ def compiled_module(schedule: Schedule, approximate: bool = True) -> CompiledMod
                 count("sources_written")
             try:
                 compiled = CompiledModule(key, _load_module(path, key))
-            except Exception as error:  # noqa: BLE001 - a damaged numba cache file
+            except Exception as error:
                 if isinstance(error, (TensorCodeError,)):
                     raise
                 count("corrupt_entries")

@@ -8,7 +8,8 @@ graph at every call, so it never approximates and never touches the plan cache.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, MutableMapping
+from collections.abc import Iterable, MutableMapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class ReferenceBackend:
     name = "reference"
     approximates = False
 
-    def prepare(self, schedule: "Schedule", approximate: bool) -> None:
+    def prepare(self, schedule: Schedule, approximate: bool) -> None:
         """No program: the plan evaluates its optimized graph with ``evaluate``."""
         return None
 
