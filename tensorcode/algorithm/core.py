@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler import ir
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..compiler.subset import DTYPE, CompiledProgram, compile_program, normalize_parameters
 from ..compiler.tables import Parameters
+from ..compiler.verify import verify
 from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
 from ..files import atomic_write_bytes
 from . import artifact
@@ -49,6 +49,11 @@ class Algorithm:
         self._output_shapes = {n: s.shape for n, s in program.outputs.items()}
 
     # -- description ----------------------------------------------------------------------
+    @property
+    def plan(self) -> Any:
+        """The compiled plan this algorithm runs (``None`` on the reference executor)."""
+        return getattr(self._executor, "plan", None)
+
     @property
     def inputs(self) -> dict[str, tuple[int, ...]]:
         """The input contract: name -> shape of one case."""
@@ -227,7 +232,7 @@ def compile(source: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any],
     values = {name: compiled.network.graph.nodes[symbol.index].value
               for name, symbol in compiled.parameters.items()}
     program, values = artifact.from_document(artifact.to_document(compiled, values))
-    ir.verify(program.network.graph)
+    verify(program.network.graph)
     return Algorithm(program, values, executor)
 
 

@@ -50,7 +50,7 @@ def _warm_algorithm(path: pathlib.Path, backend: str):
     except ModuleNotFoundError as error:  # pragma: no cover - algorithm package absent
         raise ArtifactError(f"cannot read algorithm artifacts here ({error})", path=path) from error
     algorithm = load(path, executor=backend)
-    return getattr(getattr(algorithm, "_executor", None), "plan", None)
+    return algorithm.plan
 
 
 def main(args: argparse.Namespace) -> int:

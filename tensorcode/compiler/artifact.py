@@ -56,6 +56,7 @@ def save_plan(plan: Plan, directory: pathlib.Path) -> pathlib.Path:
 
     graph = plan.graph
     network = plan.network
+    origins = plan.origins
     values: dict[str, np.ndarray] = {}
 
     def extra(i: int, node: ir.Node) -> dict:
@@ -64,7 +65,7 @@ def save_plan(plan: Plan, directory: pathlib.Path) -> pathlib.Path:
         values[f"node.{i}"] = np.ascontiguousarray(node.value).reshape(-1)
         fields: dict[str, Any] = {"inputs": [], "attrs": {}}
         if node.op in ("parameter", "input"):
-            fields["origin"] = plan._origins[i]
+            fields["origin"] = origins[i]
         return fields
 
     slots = []

@@ -28,6 +28,7 @@ from ..errors import TensorCodeError
 from ..files.fields import Fields, at, is_int
 from . import ir, primitives
 from .ir import DTYPES, Type
+from .verify import verify
 
 if TYPE_CHECKING:  # pragma: no cover
     from .tape import Expr, Tape
@@ -235,7 +236,7 @@ def from_document(document: Any, fields: Fields, where: str, source: SourceValue
     outputs = _outputs(fields, outputs_doc, at(where, "outputs"), len(nodes))
     graph = ir.Graph(tuple(nodes), outputs)
     try:
-        ir.verify(graph)
+        verify(graph)
     except TensorCodeError as error:
         raise fields.fail(where, str(error)) from None
     return graph

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import DTypeError, ShapeError
 from . import primitives
 from .ir import canonical_dtype
-from .tape import Expr, _as_array
+from .tape import Expr, as_array
 
 
 def _first_expr(*values: Any) -> Expr:
@@ -92,7 +92,7 @@ def cross_entropy(logits: Expr, labels: Any) -> Expr:
         raise ShapeError(f"cross_entropy: logits must be [batch, classes], got "
                          f"{list(logits.shape)}")
     if not isinstance(labels, Expr):
-        labels = logits.builder.constant(_as_array(labels))
+        labels = logits.builder.constant(as_array(labels))
     if labels.dtype not in ("int32", "int64"):
         raise DTypeError(f"cross_entropy: labels must be integer class indices, got "
                          f"{labels.dtype}; cast with .astype('int64')")

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CompileError, DTypeError
+from ..errors import DTypeError
 
 #: dtypes a node may carry, with the short names the textual form uses.
 DTYPES: dict[str, str] = {
@@ -193,44 +193,6 @@ def describe(graph: Graph) -> str:
     if graph.outputs:
         lines.append("return " + ", ".join(f"%{i}" for i in graph.outputs))
     return "\n".join(lines)
-
-
-def verify(graph: Graph) -> None:
-    """Check references, order and types; raise ``CompileError`` naming the node.
-
-    Every pass's output goes through this, so a pass that breaks an invariant is
-    caught where it happened rather than as a wrong number later.
-    """
-    from . import primitives  # local: primitives imports ir
-
-    for index, node in enumerate(graph.nodes):
-        where = f"node %{index} ({node.op})"
-        if not isinstance(node.type, Type):
-            raise CompileError(f"{where}: type is {node.type!r}, not a Type")
-        for j in node.inputs:
-            if not isinstance(j, int) or j < 0 or j >= index:
-                raise CompileError(f"{where}: input %{j} does not refer to an earlier node")
-        if node.op in SOURCE_OPS:
-            if node.inputs:
-                raise CompileError(f"{where}: a {node.op} takes no inputs")
-            if node.value is None:
-                raise CompileError(f"{where}: a {node.op} needs its value")
-            if Type.of(node.value) != node.type:
-                raise CompileError(
-                    f"{where}: value has type {Type.of(node.value)} but the node says {node.type}")
-            continue
-        if node.op not in primitives.REGISTRY:
-            raise CompileError(f"{where}: unknown op {node.op!r}")
-        in_types = [graph.nodes[j].type for j in node.inputs]
-        try:
-            expected = primitives.REGISTRY[node.op].infer(in_types, node.attr_dict)
-        except Exception as error:  # the type rule's own error, re-raised with the node
-            raise CompileError(f"{where}: {error}") from error
-        if expected != node.type:
-            raise CompileError(f"{where}: type is {node.type} but its rule gives {expected}")
-    for j in graph.outputs:
-        if not isinstance(j, int) or j < 0 or j >= len(graph.nodes):
-            raise CompileError(f"output %{j} does not refer to a node")
 
 
 def closure(graph: Graph, roots: Iterable[int]) -> list[int]:

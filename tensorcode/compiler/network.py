@@ -19,6 +19,7 @@ from .autodiff import gradients as record_gradients
 from .backends import reference
 from .tables import Gradients, Layout, Parameters, check_feed_type
 from .tape import Eager, Expr
+from .verify import verify
 
 if TYPE_CHECKING:  # pragma: no cover
     from .plan import Entry
@@ -34,7 +35,7 @@ class Network:
         self.tape = tape
         nodes = tape.nodes()
         self.graph = ir.Graph(nodes)
-        ir.verify(self.graph)
+        verify(self.graph)
         self._parameter_ids = tuple(self.graph.ids("parameter"))
         self._input_ids = frozenset(self.graph.ids("input"))
         self.layout = Layout(tape, [(i, nodes[i].name, nodes[i].type.shape, nodes[i].type.dtype)

@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from . import primitives
-from .ir import SOURCE_OPS, Graph, Node, Type, closure, freeze_attrs, verify
+from .ir import SOURCE_OPS, Graph, Node, Type, closure, freeze_attrs
+from .verify import verify
 
 #: registry kinds whose every output element depends on one element of each input (fusable)
 ELEMENTWISE_KINDS = frozenset({"elementwise"})

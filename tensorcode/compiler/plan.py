@@ -160,6 +160,12 @@ class Plan:
             self._run = self._compiled.run
 
     # -- introspection ---------------------------------------------------------------
+    @property
+    def origins(self) -> dict[int, int]:
+        """For each parameter and input node of the lowered graph, the network node it
+        came from (what a saved plan records so it can run on the original network)."""
+        return dict(self._origins)
+
     def describe(self) -> str:
         """The lowered program: kernels, buffers and bytes."""
         head = f"plan ({self.backend}){' ' + self.key if self.key else ''}: " \

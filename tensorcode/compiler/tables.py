@@ -186,8 +186,10 @@ class Table:
         parts = ", ".join(f"{s.label}: {s.dtype}{list(s.shape)}" for s in self._layout.slots)
         return f"{type(self).__name__}({parts})"
 
-    def _check_pair(self, other: Table) -> None:
-        if other._layout is not self._layout:
+    def check_pair(self, other: Table) -> None:
+        """Refuse ``other`` unless it is laid out by this very table's layout (a gradient
+        table for these parameters, or optimizer state built for them)."""
+        if other.layout is not self._layout:
             raise TensorCodeError(f"{type(other).__name__} table belongs to another network "
                                   "or entry than these parameters")
 
@@ -229,7 +231,7 @@ class Parameters(Table):
                   rule: Callable[[Any, np.ndarray, np.ndarray], Any]) -> Parameters:
         """Like ``step``, but ``rule(symbol, parameter, gradient)`` also gets the symbol,
         for per-parameter policy."""
-        self._check_pair(gradients)
+        self.check_pair(gradients)
         owner = self._layout.owner
         buffers = {d: np.empty(n, dtype=d) for d, n in self._layout.sizes.items()}
         for slot, p, g in zip(self._layout.slots, self._payload_views(),

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .network import Network
 
 
-def _as_array(value: Any, dtype: Any = None) -> np.ndarray:
+def as_array(value: Any, dtype: Any = None) -> np.ndarray:
     """A Python value as an array of a supported dtype; floats default to float64 and
     ints to int64 (NumPy's defaults), bools become 0/1 integers."""
     if isinstance(value, Expr):
@@ -226,7 +226,7 @@ class Expr:
     def take(self, indices: Any, axis: int = 0) -> Expr:
         """Gather along ``axis`` (an embedding lookup when ``axis`` is 0)."""
         if not isinstance(indices, Expr):
-            indices = self.builder.constant(_as_array(indices))
+            indices = self.builder.constant(as_array(indices))
         axis = primitives.normalize_axis("take", axis, self.ndim)
         return self.builder.apply("take", [self, self.builder.lift(indices, self)],
                                   {"axis": axis})
@@ -299,7 +299,7 @@ class Eager(Builder):
         return Expr(self, -1, out_type, value)
 
     def constant(self, value: Any, dtype: Any = None) -> Expr:
-        array = _as_array(value, dtype)
+        array = as_array(value, dtype)
         return Expr(self, -1, Type.of(array), array)
 
     def wrap(self, array: np.ndarray) -> Expr:
@@ -355,7 +355,7 @@ class Tape(Builder):
         return expr
 
     def _source(self, op: str, value: Any, name: str | None, dtype: Any) -> Expr:
-        array = _as_array(value, dtype)
+        array = as_array(value, dtype)
         array.flags.writeable = False
         if name is not None and not isinstance(name, str):
             raise TypeError(f"name must be a string, got {name!r}")

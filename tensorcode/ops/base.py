@@ -25,7 +25,7 @@ import numpy as np
 from ..compiler.tables import Parameters
 from ..compiler.tape import Expr, Tape
 from ..errors import ShapeError, TensorCodeError
-from . import _execute
+from . import execute
 
 #: What ``replay`` may do with a call of an operation: ``"pure"`` operations are
 #: recomputed from their inputs and current parameters; ``"external"`` ones (remote
@@ -111,7 +111,7 @@ class Operation:
         self._state_network = network
         self._names = tuple(slot.name or f"%{slot.node}" for slot in network.layout.slots)
         self._parameters = network.parameters()
-        self.backend = None if backend is None else _execute.resolve_backend(backend)
+        self.backend = None if backend is None else execute.resolve_backend(backend)
         self.training = False
         self._plans: dict[tuple, Any] = {}
         self._plans_lock = threading.Lock()
@@ -132,7 +132,7 @@ class Operation:
         self._parameters = Parameters.from_payloads(self._state_network.layout,
                                                      list(payloads))
 
-    def _adopt_buffers(self, buffers: dict[str, np.ndarray]) -> None:
+    def adopt_buffers(self, buffers: dict[str, np.ndarray]) -> None:
         """Take read-only flat buffers (one per dtype, exactly this table's sizes) as the
         new table without copying; the Trainer shares its buffers this way."""
         self._parameters = Parameters.from_buffers(self._state_network.layout, buffers)
@@ -172,7 +172,7 @@ class Operation:
         session = experience.current_trace()
         if session is None:
             return self.apply(args)
-        return session._capture(self, args)
+        return session.capture(self, args)
 
     def apply(self, args: Sequence[Any]) -> Any:
         """Compute one call with the current parameters, outside any trace."""
@@ -192,7 +192,7 @@ class Operation:
             output = output[:rows]
         return np.array(output, copy=True)
 
-    def _executor_for(self, arrays: Sequence[np.ndarray]) -> _execute.Executor:
+    def _executor_for(self, arrays: Sequence[np.ndarray]) -> execute.Executor:
         key = tuple((a.shape, a.dtype.name) for a in arrays)
         with self._plans_lock:
             executor = self._plans.get(key)
@@ -204,7 +204,7 @@ class Operation:
                 if not isinstance(output, Expr):
                     raise TensorCodeError(f"{type(self).__name__}.express must return an Expr, "
                                           f"got {type(output).__name__}")
-                executor = _execute.Executor(tape.into_network(), inputs, [output],
+                executor = execute.Executor(tape.into_network(), inputs, [output],
                                              backend=self.backend)
                 self._plans[key] = executor
         return executor

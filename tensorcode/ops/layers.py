@@ -20,13 +20,16 @@ from ..nn import init as initializers
 from .base import Operation, as_float_array, check_last_axis
 
 
-def _positive(name: str, value: Any) -> int:
+def positive_int(name: str, value: Any) -> int:
+    """``value`` as an int when it is a positive integer (bools refused), else
+    ``ValueError`` naming ``name``: the check every operation's sizes share."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return int(value)
 
 
-def _seed(value: Any) -> int:
+def checked_seed(value: Any) -> int:
+    """``value`` as an int when it is a usable seed (a non-negative integer)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ValueError(f"seed must be a non-negative int, got {value!r}")
     return int(value)
@@ -41,8 +44,8 @@ class Linear(Operation):
 
     def __init__(self, n_in: int, n_out: int, seed: int = 0, backend: str | None = None
                  ) -> None:
-        self.n_in, self.n_out = _positive("n_in", n_in), _positive("n_out", n_out)
-        self.seed = _seed(seed)
+        self.n_in, self.n_out = positive_int("n_in", n_in), positive_int("n_out", n_out)
+        self.seed = checked_seed(seed)
         self._initialize(backend)
 
     def configuration(self) -> dict:
@@ -53,7 +56,7 @@ class Linear(Operation):
         return nn.Linear(tape, self.n_in, self.n_out, init=init)
 
     def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
-        (x,) = _one_argument(self, args)
+        (x,) = one_argument(self, args)
         array = as_float_array("Linear", x)
         check_last_axis(f"Linear({self.n_in}, {self.n_out})", array, self.n_in)
         return [array]
@@ -70,13 +73,13 @@ class Mlp(Operation):
 
     def __init__(self, sizes: Sequence[int], activation: str = "tanh", seed: int = 0,
                  backend: str | None = None) -> None:
-        sizes = [_positive("sizes[*]", s) for s in sizes]
+        sizes = [positive_int("sizes[*]", s) for s in sizes]
         if len(sizes) < 2:
             raise ShapeError(f"Mlp: sizes needs an input and an output size, got {sizes}")
         if activation not in nn.ACTIVATIONS:
             raise ValueError(f"Mlp: unknown activation {activation!r}; use one of "
                              f"{sorted(nn.ACTIVATIONS)}")
-        self.sizes, self.activation, self.seed = sizes, activation, _seed(seed)
+        self.sizes, self.activation, self.seed = sizes, activation, checked_seed(seed)
         self._initialize(backend)
 
     def configuration(self) -> dict:
@@ -87,7 +90,7 @@ class Mlp(Operation):
         return nn.Mlp(tape, self.sizes, activation=self.activation, init=init)
 
     def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
-        (x,) = _one_argument(self, args)
+        (x,) = one_argument(self, args)
         array = as_float_array("Mlp", x)
         check_last_axis(f"Mlp({self.sizes})", array, self.sizes[0])
         return [array]
@@ -104,7 +107,7 @@ class Embedding(Operation):
     min_pad_rank = 1
 
     def __init__(self, n: int, dim: int, seed: int = 0, backend: str | None = None) -> None:
-        self.n, self.dim, self.seed = _positive("n", n), _positive("dim", dim), _seed(seed)
+        self.n, self.dim, self.seed = positive_int("n", n), positive_int("dim", dim), checked_seed(seed)
         self._initialize(backend)
 
     def configuration(self) -> dict:
@@ -115,7 +118,7 @@ class Embedding(Operation):
         return nn.Embedding(tape, self.n, self.dim, init=init)
 
     def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
-        (indices,) = _one_argument(self, args)
+        (indices,) = one_argument(self, args)
         array = np.asarray(indices)
         if array.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got {array.dtype}")
@@ -128,7 +131,8 @@ class Embedding(Operation):
         return built(inputs[0])
 
 
-def _one_argument(op: Operation, args: Sequence[Any]) -> tuple[Any]:
+def one_argument(op: Operation, args: Sequence[Any]) -> tuple[Any]:
+    """The single input of a one-input operation call, or ``TypeError`` naming it."""
     if len(args) != 1:
         raise TypeError(f"{type(op).__name__} takes one input, got {len(args)}")
     return (args[0],)

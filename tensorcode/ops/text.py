@@ -22,7 +22,7 @@ from ..compiler.functions import maximum
 from ..compiler.tape import Expr, Tape
 from ..nn import init as initializers
 from .base import Operation, as_float_array, check_last_axis, row_bucket
-from .layers import _one_argument, _positive, _seed
+from .layers import checked_seed, one_argument, positive_int
 
 _WORD = re.compile(r"\w+")
 #: the fewest n-gram slots a text is padded to
@@ -57,11 +57,11 @@ class TextEncoder(Operation):
 
     def __init__(self, dim: int, buckets: int = 2 ** 16, ngrams: Sequence[int] = (1, 2),
                  seed: int = 0, backend: str | None = None) -> None:
-        self.dim, self.buckets = _positive("dim", dim), _positive("buckets", buckets)
-        ngrams = tuple(_positive("ngrams[*]", n) for n in ngrams)
+        self.dim, self.buckets = positive_int("dim", dim), positive_int("buckets", buckets)
+        ngrams = tuple(positive_int("ngrams[*]", n) for n in ngrams)
         if not ngrams or len(set(ngrams)) != len(ngrams):
             raise ValueError(f"ngrams must be distinct positive ints, got {ngrams}")
-        self.ngrams, self.seed = tuple(sorted(ngrams)), _seed(seed)
+        self.ngrams, self.seed = tuple(sorted(ngrams)), checked_seed(seed)
         self._initialize(backend)
 
     def configuration(self) -> dict:
@@ -75,7 +75,7 @@ class TextEncoder(Operation):
         return nn.Embedding(tape, self.buckets, self.dim, init=init)
 
     def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
-        (text,) = _one_argument(self, args)
+        (text,) = one_argument(self, args)
         if isinstance(text, str):
             texts, single = [text], True
         elif isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text) and text:
@@ -112,7 +112,7 @@ class Classifier(Operation):
 
     def __init__(self, dim: int, labels: Sequence[str], seed: int = 0,
                  backend: str | None = None) -> None:
-        self.dim, self.seed = _positive("dim", dim), _seed(seed)
+        self.dim, self.seed = positive_int("dim", dim), checked_seed(seed)
         labels = tuple(labels)
         if len(labels) < 2 or not all(isinstance(label, str) and label for label in labels):
             raise ValueError(f"Classifier needs at least two nonempty label names, got "
@@ -131,7 +131,7 @@ class Classifier(Operation):
         return nn.Linear(tape, self.dim, len(self.labels), init=init)
 
     def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
-        (x,) = _one_argument(self, args)
+        (x,) = one_argument(self, args)
         array = as_float_array("Classifier", x)
         check_last_axis(f"Classifier({self.dim})", array, self.dim)
         return [array]

@@ -12,7 +12,7 @@ import pathlib
 from typing import Any
 
 from .errors import PlotError
-from .layers import Cells, Layer, Line, Points, _describe, _text
+from .layers import Cells, Layer, Line, Points, checked_text, describe_value
 
 #: the default image size in pixels (width, height) and its resolution
 DEFAULT_SIZE = (800, 500)
@@ -43,15 +43,15 @@ class Plot:
 
     def title(self, text: str) -> Plot:
         """The plot with this title."""
-        return dataclasses.replace(self, title_text=_text(text, "Plot.title"))
+        return dataclasses.replace(self, title_text=checked_text(text, "Plot.title"))
 
     def x_label(self, text: str) -> Plot:
         """The plot with this x-axis label."""
-        return dataclasses.replace(self, x_label_text=_text(text, "Plot.x_label"))
+        return dataclasses.replace(self, x_label_text=checked_text(text, "Plot.x_label"))
 
     def y_label(self, text: str) -> Plot:
         """The plot with this y-axis label."""
-        return dataclasses.replace(self, y_label_text=_text(text, "Plot.y_label"))
+        return dataclasses.replace(self, y_label_text=checked_text(text, "Plot.y_label"))
 
     def log_y(self) -> Plot:
         """A logarithmic y axis: a constant convergence rate becomes a straight line.
@@ -69,14 +69,14 @@ class Plot:
             whole = isinstance(value, int) and not isinstance(value, bool)
             if not whole or not low <= value <= _MAX_PIXELS:
                 raise PlotError(f"Plot.size: {name} must be an integer from {low} to "
-                                f"{_MAX_PIXELS}, got {_describe(value)}")
+                                f"{_MAX_PIXELS}, got {describe_value(value)}")
         return dataclasses.replace(self, pixels=(width, height), dpi=dpi)
 
     def layer(self, layer: Layer) -> Plot:
         """This plot with ``layer`` drawn over the ones before it."""
         if not isinstance(layer, (Line, Points, Cells)):
             raise PlotError(f"Plot.layer: expected a Line, Points or Cells layer, got "
-                            f"{_describe(layer)}; build one with Line.y(...), Points.xy(...) "
+                            f"{describe_value(layer)}; build one with Line.y(...), Points.xy(...) "
                             "or Cells.matrix(...)")
         return dataclasses.replace(self, layers=self.layers + (layer,))
 

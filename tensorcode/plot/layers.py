@@ -22,7 +22,8 @@ from .errors import PlotError
 FUNCTION_SAMPLES = 200
 
 
-def _describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
+    """A value's repr cut to 60 characters, for error messages."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -35,13 +36,13 @@ def _floats(values: Any, where: str, what: str = "values") -> tuple[float, ...]:
     """
     if isinstance(values, (str, bytes)):
         raise PlotError(f"{where}: {what} must be a flat sequence of numbers, "
-                        f"got the string {_describe(values)}")
+                        f"got the string {describe_value(values)}")
     try:
         array = np.asarray(list(values) if not hasattr(values, "__array__") else values,
                            dtype=np.float64)
     except (TypeError, ValueError) as error:
         raise PlotError(f"{where}: {what} must be a flat sequence of numbers, "
-                        f"got {_describe(values)} ({error})") from None
+                        f"got {describe_value(values)} ({error})") from None
     if array.ndim != 1:
         raise PlotError(f"{where}: {what} must be one-dimensional, got shape "
                         f"{tuple(array.shape)}; flatten it or pass one row")
@@ -59,7 +60,7 @@ def _pair(pair: Any, where: str, what: str) -> tuple[float, float]:
         low, high = float(low), float(high)
     except (TypeError, ValueError):
         raise PlotError(f"{where}: {what} must be a pair (low, high) of numbers, "
-                        f"got {_describe(pair)}") from None
+                        f"got {describe_value(pair)}") from None
     if not (math.isfinite(low) and math.isfinite(high)):
         raise PlotError(f"{where}: {what} must be finite, got ({low}, {high})")
     if low == high:
@@ -68,9 +69,10 @@ def _pair(pair: Any, where: str, what: str) -> tuple[float, float]:
     return low, high
 
 
-def _text(value: Any, where: str) -> str:
+def checked_text(value: Any, where: str) -> str:
+    """``value`` when it is a string, else ``PlotError`` naming ``where``."""
     if not isinstance(value, str):
-        raise PlotError(f"{where}: expected a string, got {_describe(value)}")
+        raise PlotError(f"{where}: expected a string, got {describe_value(value)}")
     return value
 
 
@@ -121,9 +123,9 @@ class Line:
         start, stop = _pair(span, "Line.function", "the range")
         if not isinstance(samples, int) or isinstance(samples, bool) or samples < 2:
             raise PlotError(f"Line.function: samples must be an integer of at least 2, "
-                            f"got {_describe(samples)}")
+                            f"got {describe_value(samples)}")
         if not callable(f):
-            raise PlotError(f"Line.function: f must be callable, got {_describe(f)}")
+            raise PlotError(f"Line.function: f must be callable, got {describe_value(f)}")
         xs = tuple(float(x) for x in np.linspace(start, stop, samples))
         ys = []
         for x in xs:
@@ -135,11 +137,11 @@ class Line:
 
     def label(self, text: str) -> Line:
         """The name this line has in the legend."""
-        return dataclasses.replace(self, label_text=_text(text, "Line.label"))
+        return dataclasses.replace(self, label_text=checked_text(text, "Line.label"))
 
     def color(self, color: str) -> Line:
         """Any matplotlib color (``"tab:red"``, ``"#336699"``); checked at render."""
-        return dataclasses.replace(self, color_name=_text(color, "Line.color"))
+        return dataclasses.replace(self, color_name=checked_text(color, "Line.color"))
 
     def __repr__(self) -> str:  # the summary, not every float
         return f"Line({len(self.xs)} points{_extras(self)})"
@@ -163,11 +165,11 @@ class Points:
 
     def label(self, text: str) -> Points:
         """The name these points have in the legend."""
-        return dataclasses.replace(self, label_text=_text(text, "Points.label"))
+        return dataclasses.replace(self, label_text=checked_text(text, "Points.label"))
 
     def color(self, color: str) -> Points:
         """Any matplotlib color; checked at render."""
-        return dataclasses.replace(self, color_name=_text(color, "Points.color"))
+        return dataclasses.replace(self, color_name=checked_text(color, "Points.color"))
 
     def __repr__(self) -> str:
         return f"Points({len(self.xs)} points{_extras(self)})"
@@ -201,12 +203,12 @@ class Cells:
         a multiple of ``columns``), or already two-dimensional, ``rows x columns``."""
         if not isinstance(columns, int) or isinstance(columns, bool) or columns < 1:
             raise PlotError(f"Cells.matrix: columns must be a positive integer, "
-                            f"got {_describe(columns)}")
+                            f"got {describe_value(columns)}")
         try:
             array = np.asarray(values, dtype=np.float64)
         except (TypeError, ValueError) as error:
             raise PlotError(f"Cells.matrix: values must be numbers, flat or as equal-length "
-                            f"rows, got {_describe(values)} ({error})") from None
+                            f"rows, got {describe_value(values)} ({error})") from None
         if array.ndim == 1:
             if array.size == 0 or array.size % columns:
                 raise PlotError(f"Cells.matrix: {array.size} values do not fill whole rows "
@@ -229,11 +231,11 @@ class Cells:
 
     def label(self, text: str) -> Cells:
         """The caption of the colorbar (cells have no legend entry)."""
-        return dataclasses.replace(self, label_text=_text(text, "Cells.label"))
+        return dataclasses.replace(self, label_text=checked_text(text, "Cells.label"))
 
     def colormap(self, name: str) -> Cells:
         """A matplotlib colormap name (``"RdBu"``, ``"magma"``); checked at render."""
-        return dataclasses.replace(self, colormap_name=_text(name, "Cells.colormap"))
+        return dataclasses.replace(self, colormap_name=checked_text(name, "Cells.colormap"))
 
     def color_limits(self, low: float, high: float) -> Cells:
         """The values mapped to the ends of the colormap; a symmetric pair puts zero

@@ -204,7 +204,9 @@ class Trace:
         finally:
             _CURRENT.reset(token)
 
-    def _capture(self, operation: Any, args: Sequence[Any]) -> Any:
+    def capture(self, operation: Any, args: Sequence[Any]) -> Any:
+        """Run ``operation`` on ``args`` and record the call in this trace (what an
+        operation called inside ``trace()`` does); returns the call's output."""
         with self._lock:
             self._check_live("capture a call")
             index = len(self._calls)

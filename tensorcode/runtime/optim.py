@@ -136,7 +136,7 @@ class Optimizer:
             raise TypeError(f"step takes a Parameters table, got {type(parameters).__name__}")
         if not isinstance(gradients, Gradients):
             raise TypeError(f"step takes a Gradients table, got {type(gradients).__name__}")
-        parameters._check_pair(gradients)
+        parameters.check_pair(gradients)
         lr = _check_lr(lr)
         self.bind(parameters.layout)
         result = self.update(parameters, gradients, lr)

@@ -30,8 +30,8 @@ from ..compiler.autodiff import needs_gradient
 from ..compiler.tables import Gradients, Parameters
 from ..compiler.tape import Expr, Tape
 from ..errors import ArtifactError, TensorCodeError, TrainingError
-from ..ops._execute import lower, resolve_backend, rewrap
 from ..ops.base import Operation
+from ..ops.execute import lower, resolve_backend, rewrap
 from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
 from ..runtime.random import Generator
 from .losses import LossFn, record_loss
@@ -152,7 +152,7 @@ class Trainer:
     def _adopt(self, table: Parameters) -> None:
         buffers = table.buffers()
         for op, spans in self._spans:
-            op._adopt_buffers({d: buffers[d][a:b] for d, (a, b) in spans.items()})
+            op.adopt_buffers({d: buffers[d][a:b] for d, (a, b) in spans.items()})
         self._parameters = table
 
     def modes(self) -> dict[str, bool]:

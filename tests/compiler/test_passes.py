@@ -12,6 +12,7 @@ import tensorcode as tc
 from tensorcode.compiler import ir, passes, primitives
 from tensorcode.compiler.backends import reference
 from tensorcode.compiler.fusion import Fusion, fuse
+from tensorcode.compiler.verify import verify
 
 
 def values_of(graph: ir.Graph) -> list[np.ndarray]:
@@ -40,7 +41,7 @@ def test_dce_drops_a_twin_the_entry_does_not_ask_for():
     adjoints = tape.differentiate(loss, [w])
     network = tape.into_network()
     graph = passes.dce(entry_graph(network, adjoints.roots()))
-    ir.verify(graph)
+    verify(graph)
     assert all(50 not in n.type.shape for n in graph.nodes), ir.describe(graph)
     assert not any(n.op == "input" and n.name == "grid" for n in graph.nodes)
     # asking for the twin keeps it
@@ -58,7 +59,7 @@ def test_cse_merges_equal_values_but_never_sources():
     network = tape.into_network()
     before = entry_graph(network, [out])
     after = passes.cse(before)
-    ir.verify(after)
+    verify(after)
     assert ops_of(after).count("exp") == 1
     assert ops_of(after).count("parameter") == 2
     np.testing.assert_allclose(values_of(after)[0], values_of(before)[0])
@@ -73,7 +74,7 @@ def test_fold_constants_evaluates_leaf_only_subgraphs():
     network = tape.into_network()
     before = entry_graph(network, [out])
     after = passes.dce(passes.fold_constants(before))
-    ir.verify(after)
+    verify(after)
     assert "exp" not in ops_of(after) and "sum" not in ops_of(after)
     np.testing.assert_allclose(values_of(after)[0], values_of(before)[0])
 
@@ -86,7 +87,7 @@ def test_fold_constants_keeps_broadcasts_and_bad_indices():
     bad = table.take(tape.leaf(np.array([5])))  # out of range: the run reports it
     network = tape.into_network()
     after = passes.fold_constants(entry_graph(network, [big, bad]))
-    ir.verify(after)
+    verify(after)
     assert "broadcast_to" in ops_of(after) and "take" in ops_of(after)
 
 
@@ -108,7 +109,7 @@ def test_simplify_removes_identities(build, gone):
     network = tape.into_network()
     before = entry_graph(network, [y])
     after = passes.dce(passes.simplify(before))
-    ir.verify(after)
+    verify(after)
     assert gone not in ops_of(after), ir.describe(after)
     np.testing.assert_allclose(values_of(after)[0], values_of(before)[0])
 
@@ -124,7 +125,7 @@ def test_simplify_merges_shape_chains_and_drops_identity_broadcasts():
     network = tape.into_network()
     before = entry_graph(network, [y, z, w, v])
     after = passes.dce(passes.simplify(before))
-    ir.verify(after)
+    verify(after)
     assert ops_of(after).count("reshape") == 1
     assert ops_of(after).count("transpose") == 1
     assert ops_of(after).count("broadcast_to") <= 1
@@ -149,7 +150,7 @@ def test_optimize_is_idempotent_and_canonical_order_is_stable():
     again = passes.optimize(graph)
     assert ir.describe(again) == ir.describe(graph)
     ordered = passes.canonical_order(graph)
-    ir.verify(ordered)
+    verify(ordered)
     kinds = [n.op for n in ordered.nodes]
     first_op = next(k for k, op in enumerate(kinds) if op not in ir.SOURCE_OPS)
     assert all(op not in ir.SOURCE_OPS for op in kinds[first_op:])
@@ -203,7 +204,7 @@ def test_every_pass_preserves_values_on_random_graphs(seed, dtype):
     for step in (passes.dce, passes.fold_constants, passes.simplify, passes.cse,
                  passes.canonical_order, passes.optimize):
         after = step(graph)
-        ir.verify(after)
+        verify(after)
         assert len(after.outputs) == len(graph.outputs)
         for k, (a, b) in enumerate(zip(values_of(after), expected)):
             np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),

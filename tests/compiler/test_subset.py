@@ -10,13 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorcode.compiler import ir
 from tensorcode.compiler.subset import (
     MAX_LITERAL_ELEMENTS,
     MAX_UNROLLED_STATEMENTS,
     compile_program,
 )
 from tensorcode.compiler.subset_syntax import MAX_SOURCE_CHARS
+from tensorcode.compiler.verify import verify
 from tensorcode.errors import CompileError
 
 X = np.array([0.5, -1.0, 2.0, 3.0, 0.0, 1.5], dtype=np.float64)
@@ -31,7 +31,7 @@ def run(body: str, outputs: dict, parameters: dict | None = None,
     source = f"def f({', '.join(names)}):\n" + "".join(
         f"    {line}\n" for line in body.strip("\n").split("\n"))
     program = compile_program(source, inputs, outputs, parameters)
-    ir.verify(program.network.graph)
+    verify(program.network.graph)
     feeds = feeds or {"x": X, "m": M}
     result = program.network.forward(program.network.parameters(),
                                       {program.inputs[n]: feeds[n] for n in inputs})

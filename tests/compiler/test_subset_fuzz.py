@@ -11,8 +11,8 @@ import signal
 
 import numpy as np
 
-from tensorcode.compiler import ir
 from tensorcode.compiler.subset import compile_program
+from tensorcode.compiler.verify import verify
 from tensorcode.errors import CompileError
 
 INPUTS = {"features": (12,)}
@@ -88,7 +88,7 @@ def attempt(source: str, outcomes: dict) -> None:
         assert error.message, source
         outcomes["rejected"] += 1
         return
-    ir.verify(program.network.graph)
+    verify(program.network.graph)
     feeds = {program.inputs["features"]: np.ones(12)}
     with np.errstate(all="ignore"):
         run = program.network.forward(program.network.parameters(), feeds)
