@@ -25,6 +25,7 @@ from typing import Any
 
 from ..distill.inputs import InputError, read_document
 from ..errors import TensorCodeError
+from ..files import fsync_directory
 
 FORMAT = "tensorcode.escalation"
 VERSION = 1
@@ -119,7 +120,7 @@ class EscalationLog:
         self._fd = self._open()
         self._size = 0
         self._unsynced = 0
-        _sync_directory(self.path.parent)
+        fsync_directory(self.path.parent)
 
     def _sync_loop(self) -> None:
         while True:
@@ -131,19 +132,6 @@ class EscalationLog:
                 if self._unsynced:
                     os.fsync(self._fd)
                     self._unsynced = 0
-
-
-def _sync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory descriptors
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 @dataclass
