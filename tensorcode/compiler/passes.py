@@ -198,7 +198,8 @@ def simplify(graph: Graph) -> Graph:
                 out = a
             elif op == "mul" and ua == 1 and same(b, t):
                 out = b
-            elif (op == "div" and ub == 1 and same(a, t)) or (op in ("add", "sub") and ub == 0 and same(a, t)):
+            elif ((op == "div" and ub == 1 and same(a, t))
+                  or (op in ("add", "sub") and ub == 0 and same(a, t))):
                 out = a
             elif op == "add" and ua == 0 and same(b, t):
                 out = b

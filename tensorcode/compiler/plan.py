@@ -273,7 +273,7 @@ class Plan:
             values[i] = value
         reference.evaluate(g, values, g.outputs)
         outs = [np.empty(self.schedule.out_arena[d], d) for d in self._out_dtypes]
-        for r, (k, a, b, shape) in zip(g.outputs, self._root_slices):
+        for r, (k, a, b, _shape) in zip(g.outputs, self._root_slices):
             outs[k][a:b] = np.asarray(values[r]).reshape(-1)
         return tuple(outs)
 
@@ -437,7 +437,7 @@ def _gradient_view_plan(plan: Plan, adjoints: Adjoints) -> list | None:
     result: dict[str, tuple[int, int, int]] = {}
     for k, slot in enumerate(layout.slots):
         # the first root position holding this gradient must sit at base + offset
-        out_k, a, b, shape = plan._root_slices[by_slot[k]]
+        out_k, a, b, _shape = plan._root_slices[by_slot[k]]
         if plan._out_dtypes[out_k] != slot.dtype or b - a != slot.size:
             return None
         base = a - slot.offset

@@ -151,8 +151,9 @@ class Compiler:
         if missing:
             kinds = ["input" if n in self.inputs else "parameter" for n in missing]
             listed = ", ".join(f"{k} {n!r}" for k, n in zip(kinds, missing))
+            arguments = ", ".join([*self.inputs, *self.parameter_values])
             raise self.fail(function, f"the function must take {listed} as arguments: "
-                            f"def {function.name}({', '.join([*self.inputs, *self.parameter_values])})")
+                            f"def {function.name}({arguments})")
         self.input_symbols = {}
         for name, shape in self.inputs.items():
             symbol = self.tape.input(np.zeros(shape, dtype=DTYPE), name=name)

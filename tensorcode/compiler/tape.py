@@ -216,7 +216,7 @@ class Expr:
             raise ShapeError("slice: cannot slice a scalar; reshape it first")
         axis = primitives.normalize_axis("slice", axis, self.ndim)
         size = self.shape[axis]
-        begin, end, step = slice(start, stop).indices(size)
+        begin, end, _ = slice(start, stop).indices(size)
         if (start is not None and not -size <= start <= size) or (
                 stop is not None and not -size <= stop <= size):
             raise ShapeError(f"slice: [{start}:{stop}] is out of range for axis {axis} of "

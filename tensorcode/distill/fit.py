@@ -2,8 +2,8 @@
 
 The program's IR (the artifact's graph; the source is never read) is copied onto a fresh
 ``Tape`` with a squared-error loss against the targets on top, and ``Tape.differentiate``
-records the gradients as more IR. Comparisons carry no gradient, so a fit moves thresholds and weights only
-through the program's smooth paths; it never changes the program's structure.
+records the gradients as more IR. Comparisons carry no gradient, so a fit moves thresholds and
+weights only through the program's smooth paths; it never changes the program's structure.
 
 The loss of one case is the sum of squared differences over the teacher's outputs,
 counted only where the program claims the case (``covered`` not 0, read at the current
