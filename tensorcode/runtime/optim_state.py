@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.tables import Layout
 from ..errors import TensorCodeError
-from .parameters import Layout
 
 
 @dataclass(frozen=True)
