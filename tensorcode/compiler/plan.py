@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import FeedError, TensorCodeError
 from . import ir
-from .backends import BACKENDS, DEFAULT_BACKEND, check_backend
+from .backends import BACKENDS, DEFAULT_BACKEND, Program, check_backend
 from .backends import get as get_backend
 from .backends.numba_cache import cache_dir, compile_stats, count
 from .ir import Graph, Node
@@ -142,7 +142,11 @@ class Plan:
             self._root_slices.append((self._out_dtypes.index(dtype), offset, offset + size,
                                       tuple(shape)))
         self._inputs = [origins[i] for i in schedule.sources.inputs]  # network input ids
-        self._defaults = [g.nodes[i].value for i in schedule.sources.inputs]
+        self._defaults: list[np.ndarray] = []
+        for i in schedule.sources.inputs:
+            default = g.nodes[i].value
+            assert default is not None  # every input node records its default feed
+            self._defaults.append(default)
         self._input_types = {origins[i]: (g.nodes[i].type.shape, np.dtype(g.nodes[i].type.dtype))
                              for i in schedule.sources.inputs}
         self._batch_defaults = [d[None] for d in self._defaults]
@@ -151,7 +155,7 @@ class Plan:
         self._param_dtypes = schedule.sources.parameter_dtypes
         self._gradient_views: dict[int, Any] = {}
         self.key = ""
-        self._compiled = None
+        self._compiled: Program | None = None
         implementation = get_backend(backend)
         self.approximate = approximate and implementation.approximates
         self._compiled = implementation.prepare(schedule, self.approximate)
@@ -171,6 +175,12 @@ class Plan:
         if self._compiled is None:
             raise TensorCodeError("the reference backend generates no source")
         return pathlib.Path(self._compiled.module.__file__).read_text(encoding="utf-8")
+
+    def _program(self) -> Program:
+        """The compiled program (numba backend)."""
+        if self._compiled is None:
+            raise TensorCodeError(f"the {self.backend} backend compiles no program")
+        return self._compiled
 
     def inputs(self) -> list[Any]:
         """The input symbols this plan reads, in the order ``call`` and ``bind`` take."""
@@ -246,7 +256,7 @@ class Plan:
             return PlanRun(self, outs, n)
         args = [fed.get(i, d) for i, d in zip(self._inputs, self._batch_defaults)]
         try:
-            outs = self._compiled.batch()(*self._arguments(parameters), *args)
+            outs = self._program().batch()(*self._arguments(parameters), *args)
         except (IndexError, ValueError) as error:
             raise FeedError(str(error)) from None
         return PlanRun(self, outs, n)
@@ -331,6 +341,7 @@ class BoundPlan:
         self.parameters = parameters
         self._slices = plan._root_slices
         self._scalars: Any = None
+        self._fn: Callable[..., Any]
         if plan.backend == "numba":
             self._fn = functools.partial(plan._run, *plan._arguments(parameters))
         else:
@@ -361,7 +372,7 @@ class BoundPlan:
             plan = self.plan
             if plan.backend == "numba":
                 import functools
-                self._scalars = functools.partial(plan._compiled.scalars(),
+                self._scalars = functools.partial(plan._program().scalars(),
                                                   *plan._arguments(self.parameters))
             else:
                 slices = list(self._slices)

@@ -199,7 +199,8 @@ def _validate_array(node: dict, fail: Any) -> None:
 
 # -- decoding (after validation) ----------------------------------------------------------
 
-def decode(node: dict, codecs: Mapping[str, type[Record]], path: Any = None, field: str = "") -> Any:
+def decode(node: dict, codecs: Mapping[str, type[Record]], path: Any = None,
+           field: str = "") -> Any:
     """The value of validated tagged data; arrays come back read-only."""
     tag = node["t"]
     if tag == "none":

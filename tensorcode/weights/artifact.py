@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import PatchError
 from ..files import Fields, describe, read_json
 from ..files import atomic_write_bytes as write_atomic
-from .forms import Dense, LowRank, Projection, Sparse
+from .forms import Dense, Form, LowRank, Projection, Sparse
 from .hashing import HASH_VERSION
 from .patch import Patch, TensorChange
 from .tensors import SUPPORTED_DTYPES
@@ -197,6 +197,7 @@ def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
                               f"{describe(value)}")
         hashes.append(value)
     changed = reader.integer(entry["changed"], f"{where}.changed", 0, size)
+    built: Form
     try:
         if form == "sparse":
             indices_raw = entry["indices"]

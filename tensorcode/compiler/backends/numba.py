@@ -355,6 +355,8 @@ class Generator:
         e.line(f"ab{k} = {ab}")
         e.line(f"bb{k} = {bb}")
         if kernel.mode == "blas":
+            # the schedule picks blas only for two strided operands (schedule.blas_layout)
+            assert isinstance(a, Strided) and isinstance(b, Strided)
             e.line(f"np.dot({self._blas_view(a, m, kk, f'ab{k}')}, "
                    f"{self._blas_view(b, kk, n, f'bb{k}')}, "
                    f"{oarr}[ob{k}:ob{k} + {m * n}].reshape(({m}, {n})))")
