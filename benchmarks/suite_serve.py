@@ -212,7 +212,8 @@ def run(quick: bool) -> list[Row]:
     tickets.run_example(directory)
     port = _free_port()
     ours = _start([sys.executable, "-c", ("import sys; from tensorcode.cli import main; "
-                                          "sys.exit(main())"), "serve", str(directory), "--port", str(port)],
+                                          "sys.exit(main())"),
+                   "serve", str(directory), "--port", str(port)],
                   port, work, pathlib.Path(work) / "tensorcode.log")
     try:
         mine = _measure(port, quick)

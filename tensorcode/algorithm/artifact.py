@@ -66,7 +66,10 @@ def to_document(program: CompiledProgram, parameters: Mapping[str, np.ndarray]) 
     keep |= {s.index for s in program.parameters.values()}
 
     def leaf_value(_: int, node: ir.Node) -> dict:
-        return {"value": _values_json(node.value)} if node.op == "leaf" else {}
+        if node.op != "leaf":
+            return {}
+        assert node.value is not None  # a leaf always carries its value
+        return {"value": _values_json(node.value)}
 
     return {
         "format": FORMAT,
@@ -206,6 +209,7 @@ def from_document(document: Any, path: Any = None) -> tuple[CompiledProgram, dic
     symbols: dict[str, dict[str, Expr]] = {"input": {}, "parameter": {}}
     for node, expr in zip(graph.nodes, exprs):
         if node.op in symbols:
+            assert node.name is not None  # ``source`` above names every input and parameter
             symbols[node.op][node.name] = expr
     output_symbols = {name: exprs[node_id] for name, node_id in roots.items()}
     try:

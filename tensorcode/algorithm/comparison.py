@@ -120,7 +120,7 @@ def compare(algorithm: Any, reference: Callable[[dict], Mapping[str, Any]],
                 break
             own_state = {n: produced[n] for n in state}
             reference_state = {n: expected[n] for n in state}
-        agreed = True
+        agreed: bool | None = True  # None: the case could not be compared
         for name in names:
             if name not in expected or name not in produced:
                 side = "reference" if name not in expected else "algorithm"

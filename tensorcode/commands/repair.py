@@ -29,7 +29,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     author.add_argument("--author-url", metavar="URL",
                         help="an OpenAI-compatible API root whose model revises the program")
     author.add_argument("--replies", metavar="FILE",
-                        help="recorded author replies to replay (a tensorcode.recorded-replies file)")
+                        help="recorded author replies to replay "
+                             "(a tensorcode.recorded-replies file)")
     parser.add_argument("--author-model", metavar="NAME", help="the model at --author-url")
     parser.add_argument("--author-api-key-env", metavar="VAR",
                         help="environment variable holding the author's API key")

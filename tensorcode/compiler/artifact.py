@@ -221,7 +221,7 @@ def _rebuild(graph: ir.Graph, slots: list, origins: dict[int, int], roots: list[
 
     tape = Tape()
     by_origin: dict[int, Any] = {}
-    for node_id, name, shape, dtype, initial in slots:
+    for node_id, name, _shape, dtype, initial in slots:
         by_origin[node_id] = tape.parameter(initial, name=name, dtype=dtype)
     given = {i: by_origin[origins[i]] for i, node in enumerate(graph.nodes)
              if node.op == "parameter"}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -145,7 +145,7 @@ class Strided:
         return f"{where}[{self.offset}]"
 
 
-Loc = Union[Scalar, Strided]
+Loc = Scalar | Strided
 
 
 def contiguous(base: Arena | Buffer, shape: tuple[int, ...], dtype: str,

@@ -128,7 +128,9 @@ class Run:
         for slot, payload in zip(network.layout.slots, parameters.payloads()):
             values[slot.node] = payload
         for i in network.input_ids():
-            values[i] = feeds.get(i, network.graph.nodes[i].value)
+            default = network.graph.nodes[i].value
+            assert default is not None  # every input node records its default feed
+            values[i] = feeds.get(i, default)
         self._values = values
 
     def value(self, index: int) -> np.ndarray:

@@ -116,6 +116,18 @@ def cse(graph: Graph) -> Graph:
 # constant folding
 
 
+def _leaf_values(nodes: Sequence[Node], ids: Iterable[int]) -> list[np.ndarray] | None:
+    """The values of nodes ``ids`` when every one is a leaf (which always carries its
+    value), else None: only ops over leaves fold."""
+    values = []
+    for j in ids:
+        value = nodes[j].value
+        if nodes[j].op != "leaf" or value is None:
+            return None
+        values.append(value)
+    return values
+
+
 def fold_constants(graph: Graph, limit: int = FOLD_LIMIT) -> Graph:
     """Evaluate every op whose inputs are all leaves and replace it with a leaf.
 
@@ -127,14 +139,15 @@ def fold_constants(graph: Graph, limit: int = FOLD_LIMIT) -> Graph:
     remap: list[int] = []
     for node in graph.nodes:
         new = _remapped(node, remap)
-        if (node.op not in SOURCE_OPS and primitives.REGISTRY[node.op].foldable and new.inputs
-                and all(rewriter.nodes[j].op == "leaf" for j in new.inputs)):
+        leaves = (_leaf_values(rewriter.nodes, new.inputs)
+                  if node.op not in SOURCE_OPS and primitives.REGISTRY[node.op].foldable
+                  and new.inputs else None)
+        if leaves is not None:
             in_size = sum(rewriter.nodes[j].type.size for j in new.inputs)
             if new.type.size <= max(limit, in_size) or new.type.size <= in_size:
                 try:
                     with np.errstate(all="ignore"):
-                        value = primitives.REGISTRY[new.op].reference(
-                            [rewriter.nodes[j].value for j in new.inputs], new.attr_dict)
+                        value = primitives.REGISTRY[new.op].reference(leaves, new.attr_dict)
                     value = np.asarray(value).astype(new.type.dtype, copy=False)
                 except Exception:
                     value = None
@@ -199,7 +212,8 @@ def simplify(graph: Graph) -> Graph:
                 out = a
             elif op == "mul" and ua == 1 and same(b, t):
                 out = b
-            elif (op == "div" and ub == 1 and same(a, t)) or (op in ("add", "sub") and ub == 0 and same(a, t)):
+            elif ((op == "div" and ub == 1 and same(a, t))
+                  or (op in ("add", "sub") and ub == 0 and same(a, t))):
                 out = a
             elif op == "add" and ua == 0 and same(b, t):
                 out = b

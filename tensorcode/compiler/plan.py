@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import FeedError, TensorCodeError
 from . import ir
-from .backends import BACKENDS, DEFAULT_BACKEND, check_backend
+from .backends import BACKENDS, DEFAULT_BACKEND, Program, check_backend
 from .backends import get as get_backend
 from .backends.numba_cache import cache_dir, compile_stats, count
 from .ir import Graph, Node
@@ -142,7 +142,11 @@ class Plan:
             self._root_slices.append((self._out_dtypes.index(dtype), offset, offset + size,
                                       tuple(shape)))
         self._inputs = [origins[i] for i in schedule.sources.inputs]  # network input ids
-        self._defaults = [g.nodes[i].value for i in schedule.sources.inputs]
+        self._defaults: list[np.ndarray] = []
+        for i in schedule.sources.inputs:
+            default = g.nodes[i].value
+            assert default is not None  # every input node records its default feed
+            self._defaults.append(default)
         self._input_types = {origins[i]: (g.nodes[i].type.shape, np.dtype(g.nodes[i].type.dtype))
                              for i in schedule.sources.inputs}
         self._batch_defaults = [d[None] for d in self._defaults]
@@ -151,7 +155,7 @@ class Plan:
         self._param_dtypes = schedule.sources.parameter_dtypes
         self._gradient_views: dict[int, Any] = {}
         self.key = ""
-        self._compiled = None
+        self._compiled: Program | None = None
         implementation = get_backend(backend)
         self.approximate = approximate and implementation.approximates
         self._compiled = implementation.prepare(schedule, self.approximate)
@@ -177,6 +181,12 @@ class Plan:
         if self._compiled is None:
             raise TensorCodeError("the reference backend generates no source")
         return pathlib.Path(self._compiled.module.__file__).read_text(encoding="utf-8")
+
+    def _program(self) -> Program:
+        """The compiled program (numba backend)."""
+        if self._compiled is None:
+            raise TensorCodeError(f"the {self.backend} backend compiles no program")
+        return self._compiled
 
     def inputs(self) -> list[Any]:
         """The input symbols this plan reads, in the order ``call`` and ``bind`` take."""
@@ -252,7 +262,7 @@ class Plan:
             return PlanRun(self, outs, n)
         args = [fed.get(i, d) for i, d in zip(self._inputs, self._batch_defaults)]
         try:
-            outs = self._compiled.batch()(*self._arguments(parameters), *args)
+            outs = self._program().batch()(*self._arguments(parameters), *args)
         except (IndexError, ValueError) as error:
             raise FeedError(str(error)) from None
         return PlanRun(self, outs, n)
@@ -279,7 +289,7 @@ class Plan:
             values[i] = value
         reference.evaluate(g, values, g.outputs)
         outs = [np.empty(self.schedule.out_arena[d], d) for d in self._out_dtypes]
-        for r, (k, a, b, shape) in zip(g.outputs, self._root_slices):
+        for r, (k, a, b, _shape) in zip(g.outputs, self._root_slices):
             outs[k][a:b] = np.asarray(values[r]).reshape(-1)
         return tuple(outs)
 
@@ -337,6 +347,7 @@ class BoundPlan:
         self.parameters = parameters
         self._slices = plan._root_slices
         self._scalars: Any = None
+        self._fn: Callable[..., Any]
         if plan.backend == "numba":
             self._fn = functools.partial(plan._run, *plan._arguments(parameters))
         else:
@@ -367,7 +378,7 @@ class BoundPlan:
             plan = self.plan
             if plan.backend == "numba":
                 import functools
-                self._scalars = functools.partial(plan._compiled.scalars(),
+                self._scalars = functools.partial(plan._program().scalars(),
                                                   *plan._arguments(self.parameters))
             else:
                 slices = list(self._slices)
@@ -443,7 +454,7 @@ def _gradient_view_plan(plan: Plan, adjoints: Adjoints) -> list | None:
     result: dict[str, tuple[int, int, int]] = {}
     for k, slot in enumerate(layout.slots):
         # the first root position holding this gradient must sit at base + offset
-        out_k, a, b, shape = plan._root_slices[by_slot[k]]
+        out_k, a, b, _shape = plan._root_slices[by_slot[k]]
         if plan._out_dtypes[out_k] != slot.dtype or b - a != slot.size:
             return None
         base = a - slot.offset

@@ -589,7 +589,9 @@ def _scatter_add_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.nda
     pre = int(np.prod(g.shape[:axis], dtype=np.int64))
     post = int(np.prod(g.shape[axis + indices.ndim:], dtype=np.int64))
     out = np.zeros((pre, size, post), dtype=g.dtype)
-    np.add.at(out, (slice(None), indices.reshape(-1), slice(None)),
+    # numpy's stubs accept only integer arrays as ufunc.at indices, but its documented
+    # contract (and runtime) takes a tuple of index arrays and slices, as here
+    np.add.at(out, (slice(None), indices.reshape(-1), slice(None)),  # type: ignore[arg-type]
               g.reshape(pre, indices.size, post))
     return out.reshape(g.shape[:axis] + (size,) + g.shape[axis + indices.ndim:])
 

@@ -172,6 +172,7 @@ def place_sources(graph: Graph, sources: Sources
             locs[i] = contiguous(Arena("input", t.dtype, sources.inputs.index(i)), t.shape,
                                  t.dtype)
         elif node.op == "leaf":
+            assert node.value is not None  # a leaf always carries its value
             if t.size == 1:
                 locs[i] = Scalar(node.value.reshape(-1)[0].item(), t.dtype)
             else:

@@ -16,6 +16,7 @@ bounds, shapes, axes).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Callable, Mapping
@@ -151,8 +152,9 @@ class Compiler:
         if missing:
             kinds = ["input" if n in self.inputs else "parameter" for n in missing]
             listed = ", ".join(f"{k} {n!r}" for k, n in zip(kinds, missing))
+            arguments = ", ".join([*self.inputs, *self.parameter_values])
             raise self.fail(function, f"the function must take {listed} as arguments: "
-                            f"def {function.name}({', '.join([*self.inputs, *self.parameter_values])})")
+                            f"def {function.name}({arguments})")
         self.input_symbols = {}
         for name, shape in self.inputs.items():
             symbol = self.tape.input(np.zeros(shape, dtype=DTYPE), name=name)
@@ -440,7 +442,7 @@ class Compiler:
             listed = " and ".join(str(list(s)) for s in sorted(shapes))
             raise self.fail(node, f"the items of this list have shapes {listed}; a list "
                             "stacks items of one shape (use .reshape() to make scalars)")
-        rows = [self.guard(item, lambda t=t: t.reshape((1,) + t.shape))
+        rows = [self.guard(item, functools.partial(t.reshape, (1,) + t.shape))
                 for item, t in zip(node.items, tensors)]
         if len(rows) == 1:
             return rows[0]

@@ -11,7 +11,6 @@ Python stack.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -100,8 +99,8 @@ class DictLiteral(Node):
     depth: int = 1
 
 
-Expression = Union[Name, Number, String, Binary, Unary, Compare, Call, ListLiteral,
-                   TupleLiteral, DictLiteral]
+Expression = (Name | Number | String | Binary | Unary | Compare | Call | ListLiteral
+              | TupleLiteral | DictLiteral)
 
 
 # -- statements --------------------------------------------------------------------------
@@ -140,7 +139,7 @@ class For(Node):
     size: int = 1
 
 
-Statement = Union[Assign, AugAssign, Return, Pass, For]
+Statement = Assign | AugAssign | Return | Pass | For
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,8 @@ def parse_error(exc: Exception, lines: list[str], lark: Lark) -> CompileError:
         line = None
     if not isinstance(line, int):
         line, column = len(lines), max(1, len(lines[-1]) if lines else 1)
+    if not isinstance(column, int):  # lark sets both; a line without a column starts it
+        column = 1
     text = lines[line - 1] if 1 <= line <= len(lines) else ""
     if isinstance(exc, UnexpectedCharacters):
         char = text[column - 1] if 0 < column <= len(text) else "?"

@@ -328,7 +328,8 @@ class TreeBuilder(Transformer_NonRecursive):
         function, arguments = children
         line, column = _pos(meta)
         args = [] if arguments is None else arguments.payload
-        positional, keywords = [], []
+        positional: list[ast.Expression] = []
+        keywords: list[ast.Keyword] = []
         for arg in args:
             if arg.keyword is None:
                 if keywords:
@@ -440,16 +441,17 @@ def _iterations_hint(statement: ast.For) -> int:
     """Iterations of a loop whose bounds are plain literals (1 when not literal): used
     only to pre-size the unrolling budget; the compiler counts exactly."""
     iterable = statement.iterable
-    if (isinstance(iterable, ast.Call) and iterable.function == "range"
-            and iterable.receiver is None
-            and all(isinstance(a, ast.Number) and isinstance(a.value, int)
-                    for a in iterable.args) and 1 <= len(iterable.args) <= 3):
-        values = [a.value for a in iterable.args]
-        try:
-            return max(1, len(range(*values)))
-        except (ValueError, OverflowError):
-            return 1
-    return 1
+    if not (isinstance(iterable, ast.Call) and iterable.function == "range"
+            and iterable.receiver is None):
+        return 1
+    values = [a.value for a in iterable.args
+              if isinstance(a, ast.Number) and isinstance(a.value, int)]
+    if len(values) != len(iterable.args) or not 1 <= len(values) <= 3:
+        return 1
+    try:
+        return max(1, len(range(*values)))
+    except (ValueError, OverflowError):
+        return 1
 
 
 def parse(source: str) -> ast.Module:

@@ -134,7 +134,7 @@ class Table:
         return cls(layout, buffers)
 
     @classmethod
-    def adopt(cls, layout: Layout, buffers: dict[str, np.ndarray]) -> Table:
+    def adopt(cls, layout: Layout, buffers: dict[str, np.ndarray]) -> Self:
         """A table over ``buffers`` without checking them: for flat buffers that are
         right by construction (a plan's output arena laid out like ``layout``), on a path
         called every training step. The buffers become read-only; the per-slot views are

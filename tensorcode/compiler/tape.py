@@ -141,12 +141,13 @@ class Expr:
     def __pos__(self): return self
 
     # -- comparisons: 0/1 in the operand's dtype, no gradient --------------------------------
-    def __lt__(self, o): return self._binary("lt", o)
-    def __le__(self, o): return self._binary("le", o)
-    def __gt__(self, o): return self._binary("gt", o)
-    def __ge__(self, o): return self._binary("ge", o)
-    def __eq__(self, o): return self._binary("eq", o)  # type: ignore[override]
-    def __ne__(self, o): return self._binary("ne", o)  # type: ignore[override]
+    def __lt__(self, o: Any) -> Expr: return self._binary("lt", o)
+    def __le__(self, o: Any) -> Expr: return self._binary("le", o)
+    def __gt__(self, o: Any) -> Expr: return self._binary("gt", o)
+    def __ge__(self, o: Any) -> Expr: return self._binary("ge", o)
+    # object's == returns bool; an Expr's records a comparison, as NumPy's does
+    def __eq__(self, o: Any) -> Expr: return self._binary("eq", o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> Expr: return self._binary("ne", o)  # type: ignore[override]
 
     # -- unary functions ---------------------------------------------------------------
     # x.exp(), x.tanh(), x.detach(), ...: one method per registry entry with ``method``
@@ -216,7 +217,7 @@ class Expr:
             raise ShapeError("slice: cannot slice a scalar; reshape it first")
         axis = primitives.normalize_axis("slice", axis, self.ndim)
         size = self.shape[axis]
-        begin, end, step = slice(start, stop).indices(size)
+        begin, end, _ = slice(start, stop).indices(size)
         if (start is not None and not -size <= start <= size) or (
                 stop is not None and not -size <= stop <= size):
             raise ShapeError(f"slice: [{start}:{stop}] is out of range for axis {axis} of "
@@ -295,8 +296,11 @@ class Eager(Builder):
         attrs = dict(freeze_attrs(attrs))
         rule = primitives.REGISTRY[op]
         out_type = rule.infer([x.type for x in inputs], attrs)
-        value = rule.reference([x.value for x in inputs], attrs)
-        return Expr(self, -1, out_type, value)
+        values = []
+        for x in inputs:
+            assert x.value is not None  # every eager Expr holds its value
+            values.append(x.value)
+        return Expr(self, -1, out_type, rule.reference(values, attrs))
 
     def constant(self, value: Any, dtype: Any = None) -> Expr:
         array = as_array(value, dtype)

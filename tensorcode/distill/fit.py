@@ -2,8 +2,8 @@
 
 The program's IR (the artifact's graph; the source is never read) is copied onto a fresh
 ``Tape`` with a squared-error loss against the targets on top, and ``Tape.differentiate``
-records the gradients as more IR. Comparisons carry no gradient, so a fit moves thresholds and weights only
-through the program's smooth paths; it never changes the program's structure.
+records the gradients as more IR. Comparisons carry no gradient, so a fit moves thresholds and
+weights only through the program's smooth paths; it never changes the program's structure.
 
 The loss of one case is the sum of squared differences over the teacher's outputs,
 counted only where the program claims the case (``covered`` not 0, read at the current
@@ -123,6 +123,8 @@ class _Objective:
             error = flat - self.targets[name]
             term = (error * error).sum()
             loss = term if loss is None else loss + term
+        if loss is None:
+            raise TrainingError("the program returns no outputs, so there is no loss to fit")
         self.loss = loss
         self.adjoints = tape.differentiate(loss, list(self.parameters.values()))
         self.network = tape.into_network()
@@ -145,14 +147,14 @@ class _Objective:
                      for name, symbol in self.inputs.items()}
             feeds.update({symbol: np.stack([np.reshape(t[name], symbol.shape) for t in targets])
                           for name, symbol in self.targets.items()})
-            run = self.plan.forward_batch(table, feeds)
+            batched = self.plan.forward_batch(table, feeds)
             weight = (np.ones(len(cases)) if self.covered is None
-                      else (np.asarray(run.of(self.covered)) != 0.0).astype(np.float64))
+                      else (np.asarray(batched.of(self.covered)) != 0.0).astype(np.float64))
             scale = 1.0 / max(1.0, float(weight.sum()))
-            total = float(np.dot(weight, np.asarray(run.of(self.loss)))) * scale
+            total = float(np.dot(weight, np.asarray(batched.of(self.loss)))) * scale
             grads = {}
             for name, symbol in self.parameters.items():
-                per_case = np.asarray(run.of(self.adjoints.of(symbol)))
+                per_case = np.asarray(batched.of(self.adjoints.of(symbol)))
                 grads[name] = np.tensordot(weight, per_case, axes=(0, 0)) * scale
             return total, grads
         total = 0.0

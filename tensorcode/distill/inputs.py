@@ -175,10 +175,8 @@ def _numeric(value: Any) -> bool:
 
 
 def _holds_bool(column: Sequence[Any]) -> bool:
-    for item in column:
-        if type(item) is bool or (type(item) is list and _holds_bool(item)):
-            return True
-    return False
+    return any(type(item) is bool or (type(item) is list and _holds_bool(item))
+               for item in column)
 
 
 def _describe(value: Any) -> str:

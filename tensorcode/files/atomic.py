@@ -8,6 +8,7 @@ crash. The path then holds the old file or the new one, never a mixture.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
@@ -47,10 +48,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> A
             os.fsync(handle.fileno())
         os.replace(temp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             temp.unlink()
-        except FileNotFoundError:
-            pass
         raise
     fsync_directory(directory)
     return result
@@ -95,7 +94,7 @@ def replace_directory(target: str | os.PathLike, fill: Callable[[pathlib.Path], 
         for entry in temp.iterdir():
             _fsync_file(entry)
         fsync_directory(temp)
-        if target.is_dir() and not set(p.name for p in target.iterdir()) <= set(owned):
+        if target.is_dir() and not {p.name for p in target.iterdir()} <= set(owned):
             for name in owned:
                 if (temp / name).exists():
                     os.replace(temp / name, target / name)

@@ -8,6 +8,7 @@ the file's path and turns each check into that ``ArtifactError``; ``at`` builds 
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 from collections.abc import Collection, Iterable
@@ -137,7 +138,7 @@ class Fields:
         return float(value)
 
     def integers(self, value: Any, field: str, low: int | None = 0,
-                 max_length: int | None = None) -> list[int]:
+                 max_length: int | None = None) -> builtins.list[int]:  # bare `list` is the method
         """A list of integers, each at least ``low``."""
         items = self.list(value, field, max_length=max_length)
         for k, item in enumerate(items):

@@ -98,8 +98,8 @@ def decode(text: str | bytes, limits: JsonLimits = DEFAULT_LIMITS) -> Any:
 
     # an integer of fewer digits than either bound's magnitude is always in range: only a
     # document with a long digit run pays for checking every integer in Python
-    safe_digits = min(len(str(abs(low))), len(str(abs(high)))) - 1
-    if re.search(r"\d{%d}" % max(safe_digits, 1), text) is None:
+    safe_digits = max(min(len(str(abs(low))), len(str(abs(high)))) - 1, 1)
+    if re.search(rf"\d{{{safe_digits}}}", text) is None:
         decoder = _FAST_DECODER
     else:
         decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=integer,

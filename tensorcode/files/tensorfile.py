@@ -17,13 +17,16 @@ import os
 import pathlib
 import struct
 from collections.abc import Mapping
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
 from ..errors import ArtifactError
 from .atomic import atomic_write
 from .strict_json import JsonLimits, decode
+
+if TYPE_CHECKING:  # pragma: no cover
+    import queue
 
 #: NumPy dtype name <-> safetensors dtype code
 DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64",
@@ -47,17 +50,18 @@ class _Hasher:
 
     def __init__(self, first: bytes = b"", threaded: bool = False) -> None:
         self._hash = hashlib.sha256(first)
-        self._queue = None
+        self._queue: queue.Queue[memoryview | None] | None = None
         if threaded:
             import queue
             import threading
             self._queue = queue.Queue(maxsize=8)
-            self._thread = threading.Thread(target=self._work, daemon=True)
+            self._thread = threading.Thread(target=self._work, args=(self._queue,), daemon=True)
             self._thread.start()
 
-    def _work(self) -> None:
+    def _work(self, chunks: queue.Queue[memoryview | None]) -> None:
+        """The worker: hashes chunks until the ``None`` that ends the stream."""
         while True:
-            chunk = self._queue.get()
+            chunk = chunks.get()
             if chunk is None:
                 return
             self._hash.update(chunk)
@@ -100,7 +104,7 @@ def _header(tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | Non
 
 
 def _chunks(array: np.ndarray):
-    view = memoryview(array.reshape(-1)).cast("B")
+    view = array.reshape(-1).data.cast("B")
     for start in range(0, len(view), _CHUNK):
         yield view[start:start + _CHUNK]
 
@@ -273,7 +277,7 @@ def read_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[s
     tensors, whole = tensor_file.read(digest="file")
     data = hashlib.sha256()
     for array in tensors.values():
-        data.update(memoryview(contiguous(array).reshape(-1)).cast("B"))
+        data.update(contiguous(array).reshape(-1).data.cast("B"))
     return tensors, tensor_file.metadata, whole, data.hexdigest()
 
 

@@ -414,21 +414,21 @@ class Trace:
         used: dict[str, Any] = {}
         calls = []
         for call in self._calls:
-            name = names.get(id(call.operation))
-            if name is None:
+            bound = names.get(id(call.operation))
+            if bound is None:
                 raise TensorCodeError(
                     f"call {call.index} used a {type(call.operation).__name__} that "
                     "operations= does not bind; pass every operation the trace called, by "
                     "name")
-            used[name] = call.operation
-            encoded_inputs = []
+            used[bound] = call.operation
+            encoded_inputs: list[dict[str, Any]] = []
             for i in call.inputs:
                 if isinstance(i, OutputRef):
                     encoded_inputs.append({"ref": i.call})
                 else:
                     encoded_inputs.append({"value": _encode(i.value, allow,
                                                             f"call {call.index} input")})
-            calls.append({"operation": name, "inputs": encoded_inputs,
+            calls.append({"operation": bound, "inputs": encoded_inputs,
                           "output": _encode(call.output, allow, f"call {call.index} output")})
         supervision = [{"call": s.ref.call, "loss": s.loss, "source": s.source,
                         "target": _encode(s.target, allow, "supervision target")}
@@ -496,7 +496,7 @@ def load_experience(path: Any, operations: Mapping[str, Any],
 def _build(document: dict, operations: Mapping[str, Any], allow: dict, path: Any) -> Trace:
     session = Trace()
     for k, call in enumerate(document["calls"]):
-        inputs = []
+        inputs: list[OutputRef | ExternalRoot] = []
         for p, item in enumerate(call["inputs"]):
             if "ref" in item:
                 inputs.append(OutputRef(session.id, item["ref"]))

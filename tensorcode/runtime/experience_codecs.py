@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
 
@@ -27,9 +27,20 @@ TAGS = ("none", "bool", "int", "float", "str", "bytes", "list", "tuple", "dict",
         "record")
 
 
-def check_codecs(codecs: Mapping[str, Any] | None) -> dict[str, type]:
+class Record(Protocol):
+    """What an allowlisted record class provides (checked by ``check_codecs``)."""
+
+    record_fields: ClassVar[Iterable[str]]
+
+    def to_record(self) -> Any: ...
+
+    @classmethod
+    def from_record(cls, fields: dict[str, Any]) -> Any: ...
+
+
+def check_codecs(codecs: Mapping[str, Any] | None) -> dict[str, type[Record]]:
     """Validate a ``{name: record class}`` allowlist."""
-    checked: dict[str, type] = {}
+    checked: dict[str, type[Record]] = {}
     for name, cls in (codecs or {}).items():
         if not isinstance(name, str) or not name:
             raise TensorCodeError(f"codec names must be nonempty strings, got {name!r}")
@@ -40,13 +51,14 @@ def check_codecs(codecs: Mapping[str, Any] | None) -> dict[str, type]:
                                   "record_fields, a from_record class method and to_record())")
         if not all(isinstance(f, str) for f in fields) or len(set(fields)) != len(tuple(fields)):
             raise TensorCodeError(f"codec {name!r}: record_fields must be distinct strings")
-        checked[name] = cls
+        # the checks above are the structural ones the Record protocol states
+        checked[name] = cast(type[Record], cls)
     return checked
 
 
 # -- encoding -----------------------------------------------------------------------------
 
-def encode(value: Any, codecs: Mapping[str, type], depth: int = 0) -> dict:
+def encode(value: Any, codecs: Mapping[str, type[Record]], depth: int = 0) -> dict:
     """``value`` as tagged JSON data (``TensorCodeError`` for what no codec covers)."""
     if depth > MAX_DEPTH:
         raise TensorCodeError(f"value nests deeper than {MAX_DEPTH} levels")
@@ -100,7 +112,7 @@ def _encode_array(array: np.ndarray) -> dict:
 
 # -- validation (constructs nothing) ------------------------------------------------------
 
-def validate(node: Any, codecs: Mapping[str, type], path: Any, field: str,
+def validate(node: Any, codecs: Mapping[str, type[Record]], path: Any, field: str,
              depth: int = 0) -> None:
     """Raise ``ArtifactError`` naming ``field`` unless ``node`` is well-formed tagged data."""
     def fail(message: str) -> None:
@@ -187,7 +199,8 @@ def _validate_array(node: dict, fail: Any) -> None:
 
 # -- decoding (after validation) ----------------------------------------------------------
 
-def decode(node: dict, codecs: Mapping[str, type], path: Any = None, field: str = "") -> Any:
+def decode(node: dict, codecs: Mapping[str, type[Record]], path: Any = None,
+           field: str = "") -> Any:
     """The value of validated tagged data; arrays come back read-only."""
     tag = node["t"]
     if tag == "none":

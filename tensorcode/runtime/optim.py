@@ -221,8 +221,8 @@ class Optimizer:
                                       "layout than this optimizer's parameters")
             buffers = {d: b.copy() for d, b in value.buffers().items()}
         else:
-            buffers = StateTable.from_payloads(self._layout, list(value)).buffers()
-            buffers = {d: np.array(b, copy=True) for d, b in buffers.items()}
+            table = StateTable.from_payloads(self._layout, list(value))
+            buffers = {d: np.array(b, copy=True) for d, b in table.buffers().items()}
         self._init_table(key, buffers)
 
     def state_table(self, key: str) -> StateTable:

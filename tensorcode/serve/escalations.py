@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..distill.inputs import InputError, read_document
 from ..errors import TensorCodeError
@@ -144,6 +144,16 @@ class Escalations:
     problems: list[str]
 
 
+def _open_log(path: Path) -> BinaryIO:
+    """The log opened for reading; a file that cannot be opened is a clear error, while one
+    that fails later, mid-read, is not dressed up as a missing log."""
+    try:
+        return open(path, "rb")
+    except OSError as error:
+        raise TensorCodeError(f"cannot read the escalation log {path}: "
+                              f"{error.strerror}") from None
+
+
 def read_escalations(paths: Iterable[str | os.PathLike]) -> Escalations:
     """Every record of the given log files (rotated ones first when you list them
     oldest first). A line that is not a record is skipped and reported, never guessed."""
@@ -151,12 +161,7 @@ def read_escalations(paths: Iterable[str | os.PathLike]) -> Escalations:
     problems: list[str] = []
     for path in paths:
         path = Path(path)
-        try:
-            handle = open(path, "rb")
-        except OSError as error:
-            raise TensorCodeError(f"cannot read the escalation log {path}: "
-                                  f"{error.strerror}") from None
-        with handle:
+        with _open_log(path) as handle:
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
                     continue

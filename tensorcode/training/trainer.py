@@ -213,7 +213,8 @@ class Trainer:
         for buffer in gradients.buffers().values():
             # min and max propagate NaN and reach infinities: two fast reductions
             if buffer.size and not (np.isfinite(buffer.min()) and np.isfinite(buffer.max())):
-                bad = [s.name for s, g in zip(self._layout.slots, gradients.payloads())
+                bad = [s.name if s.name is not None else s.label
+                       for s, g in zip(self._layout.slots, gradients.payloads())
                        if not np.all(np.isfinite(g))]
                 raise TrainingError(f"the gradient of {', '.join(bad)} holds NaN or infinity "
                                     "(nonfinite); no update was made")

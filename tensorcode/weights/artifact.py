@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import PatchError
 from ..files import Fields, describe, read_json
 from ..files import atomic_write_bytes as write_atomic
-from .forms import Dense, LowRank, Projection, Sparse
+from .forms import Dense, Form, LowRank, Projection, Sparse
 from .hashing import HASH_VERSION
 from .patch import Patch, TensorChange
 from .tensors import SUPPORTED_DTYPES
@@ -55,12 +55,9 @@ def _encode_values(array: np.ndarray) -> list:
         return [bool(v) for v in flat.tolist()]
     if flat.dtype.kind in "iu":
         return [int(v) for v in flat.tolist()]
-    if flat.dtype.itemsize < 8:
-        # The shortest decimal that reads back to the same float32/float16 (0.13, not
-        # 0.12999999523162842): exact through float64, and readable in a review.
-        values = [float(str(v)) for v in flat]
-    else:
-        values = flat.tolist()
+    # Below float64, the shortest decimal that reads back to the same float32/float16 (0.13,
+    # not 0.12999999523162842): exact through float64, and readable in a review.
+    values = [float(str(v)) for v in flat] if flat.dtype.itemsize < 8 else flat.tolist()
     if np.all(np.isfinite(flat)):
         return values
     return [v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
@@ -181,7 +178,8 @@ def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
     reader.keys(entry, where, _COMMON | _FORM_FIELDS[form])
     shape_raw = entry["shape"]
     if not isinstance(shape_raw, list) or len(shape_raw) > 32:
-        raise reader.fail(f"{where}.shape", f"expected a list of sizes, found {describe(shape_raw)}")
+        raise reader.fail(f"{where}.shape",
+                          f"expected a list of sizes, found {describe(shape_raw)}")
     shape = tuple(reader.integer(n, f"{where}.shape[{k}]") for k, n in enumerate(shape_raw))
     size = int(np.prod(shape, dtype=np.int64))
     if size > MAX_ARTIFACT_BYTES:
@@ -199,6 +197,7 @@ def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
                               f"{describe(value)}")
         hashes.append(value)
     changed = reader.integer(entry["changed"], f"{where}.changed", 0, size)
+    built: Form
     try:
         if form == "sparse":
             indices_raw = entry["indices"]

@@ -96,5 +96,5 @@ def same_kind_mapping(original: Mapping[str, Any], items: dict[str, Any]) -> Map
     return dict(items)
 
 
-__all__ = ["SUPPORTED_DTYPES", "is_torch_tensor", "to_numpy", "tensor_shape", "numpy_mapping", "like",
-           "same_kind_mapping"]
+__all__ = ["SUPPORTED_DTYPES", "is_torch_tensor", "to_numpy", "tensor_shape", "numpy_mapping",
+           "like", "same_kind_mapping"]

@@ -86,8 +86,8 @@ def running_server(directories: list[pathlib.Path], tmp_path: pathlib.Path,
     log = tmp_path / f"server-{port}.log"
     env = dict(os.environ, PYTHONPATH=str(ROOT), TENSORCODE_ADMIN_TOKEN=TOKEN)
     command = [sys.executable, "-c", ("import sys; from tensorcode.cli import main; "
-                                      "sys.exit(main())"), "serve", *map(str, directories), "--host", "127.0.0.1",
-               "--port", str(port), *extra]
+                                      "sys.exit(main())"),
+               "serve", *map(str, directories), "--host", "127.0.0.1", "--port", str(port), *extra]
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
                                    cwd=str(ROOT))

@@ -84,11 +84,11 @@ def tanh_float32(x: np.ndarray) -> np.ndarray:
     hi = f(TANH_CLAMP)
     c = np.where(x > hi, hi, np.where(x < -hi, -hi, x))
     x2 = c * c
-    p = f(TANH_NUMERATOR[-1])
+    p: np.ndarray | np.float32 = f(TANH_NUMERATOR[-1])
     for a in TANH_NUMERATOR[-2::-1]:
         p = p * x2 + f(a)
     p = p * c
-    q = f(TANH_DENOMINATOR[-1])
+    q: np.ndarray | np.float32 = f(TANH_DENOMINATOR[-1])
     for b in TANH_DENOMINATOR[-2::-1]:
         q = q * x2 + f(b)
     with np.errstate(all="ignore"):

@@ -165,7 +165,7 @@ class Generator:
         for j in load_keys:
             vectors.append(list(broadcast_access(loads[j], space)))
         store_keys = [i for i in members if i in stores and i not in reductions]
-        for i in store_keys:
+        for _ in store_keys:
             vectors.append(list(c_strides(space)))
         for r in reductions:
             node = g.nodes[r]
@@ -345,7 +345,7 @@ class Generator:
             lead = len(batch) - (len(loc.shape) - 2)
             strides = [0] * lead + [0 if sz == 1 else st for sz, st in
                                     zip(loc.shape[:-2], loc.strides[:-2])]
-            arr, off = self.base(loc)
+            _, off = self.base(loc)
             return self.index(off, strides, bnames)
 
         oarr, ooff = self.base(out)
@@ -355,6 +355,8 @@ class Generator:
         e.line(f"ab{k} = {ab}")
         e.line(f"bb{k} = {bb}")
         if kernel.mode == "blas":
+            # the schedule picks blas only for two strided operands (schedule.blas_layout)
+            assert isinstance(a, Strided) and isinstance(b, Strided)
             e.line(f"np.dot({self._blas_view(a, m, kk, f'ab{k}')}, "
                    f"{self._blas_view(b, kk, n, f'bb{k}')}, "
                    f"{oarr}[ob{k}:ob{k} + {m * n}].reshape(({m}, {n})))")
@@ -382,7 +384,8 @@ class Generator:
             e.open(f"mi{k}", m)
             e.open(f"mj{k}", n)
             target = f"{oarr}[ob{k} + mi{k} * {n} + mj{k}]"
-            product = elem(a, f'mi{k}', f'mk{k}', f'ab{k}') + " * " + elem(b, f'mk{k}', f'mj{k}', f'bb{k}')
+            product = (elem(a, f'mi{k}', f'mk{k}', f'ab{k}') + " * "
+                       + elem(b, f'mk{k}', f'mj{k}', f'bb{k}'))
             e.line(f"{target} = {self._wrap(f'{target} + {product}', dtype)}")
             e.close(3 + len(batch))
             return
@@ -395,14 +398,17 @@ class Generator:
             e.line(f"av{k} = {elem(a, f'mi{k}', f'mk{k}', f'ab{k}')}")
             e.open(f"mj{k}", n)
             target = f"{oarr}[ob{k} + mi{k} * {n} + mj{k}]"
-            e.line(f"{target} = {self._wrap(f'{target} + av{k} * ' + elem(b, f'mk{k}', f'mj{k}', f'bb{k}'), dtype)}")
+            product = f"av{k} * " + elem(b, f'mk{k}', f'mj{k}', f'bb{k}')
+            e.line(f"{target} = {self._wrap(f'{target} + {product}', dtype)}")
             e.close(3)
         else:
             e.open(f"mi{k}", m)
             e.open(f"mj{k}", n)
             e.line(f"acc{k} = {zero}")
             e.open(f"mk{k}", kk)
-            e.line(f"acc{k} = {self._wrap(f'acc{k} + ' + elem(a, f'mi{k}', f'mk{k}', f'ab{k}') + ' * ' + elem(b, f'mk{k}', f'mj{k}', f'bb{k}'), dtype)}")
+            product = (elem(a, f'mi{k}', f'mk{k}', f'ab{k}') + " * "
+                       + elem(b, f'mk{k}', f'mj{k}', f'bb{k}'))
+            e.line(f"acc{k} = {self._wrap(f'acc{k} + {product}', dtype)}")
             e.close()
             e.line(f"{oarr}[ob{k} + mi{k} * {n} + mj{k}] = acc{k}")
             e.close(2)
@@ -430,7 +436,8 @@ class Generator:
         names_pre = self._nest(pre, "p")
         names_idx = self._nest(ishape, "q")
         istr = list(idx.strides) if isinstance(idx, Strided) else []
-        e.line(f"ix{k} = {self.access(idx, [0 if sz == 1 else st for sz, st in zip(ishape, istr)], names_idx)}")
+        istrides = [0 if sz == 1 else st for sz, st in zip(ishape, istr)]
+        e.line(f"ix{k} = {self.access(idx, istrides, names_idx)}")
         self._check(f"ix{k}", xshape[axis], "take")
         names_post = self._nest(post, "r")
         oshape = out.shape
@@ -462,7 +469,8 @@ class Generator:
         names_pre = self._nest(pre, "p")
         names_idx = self._nest(ishape, "q")
         istr = list(idx.strides) if isinstance(idx, Strided) else []
-        e.line(f"ix{k} = {self.access(idx, [0 if sz == 1 else st for sz, st in zip(ishape, istr)], names_idx)}")
+        istrides = [0 if sz == 1 else st for sz, st in zip(ishape, istr)]
+        e.line(f"ix{k} = {self.access(idx, istrides, names_idx)}")
         self._check(f"ix{k}", size, "scatter_add")
         names_post = self._nest(post, "r")
         gstr = list(broadcast_access(gl, gshape)) if isinstance(gl, Strided) else []
@@ -484,7 +492,8 @@ class Generator:
         self._fill(out, self.const(0, out.dtype), out.dtype)
         names = self._nest(ishape, "q")
         istr = list(idx.strides) if isinstance(idx, Strided) else []
-        e.line(f"ix{k} = {self.access(idx, [0 if sz == 1 else st for sz, st in zip(ishape, istr)], names)}")
+        istrides = [0 if sz == 1 else st for sz, st in zip(ishape, istr)]
+        e.line(f"ix{k} = {self.access(idx, istrides, names)}")
         self._check(f"ix{k}", n, "one_hot")
         oa, ooff = self.base(out)
         flat = self.index(0, [s * n for s in c_strides(ishape)], names)

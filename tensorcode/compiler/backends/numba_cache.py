@@ -31,7 +31,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 
@@ -117,6 +117,7 @@ def ir_key(schedule: Schedule) -> str:
     lines.append("inputs " + json.dumps(s.sources.inputs))
     for i, node in enumerate(s.graph.nodes):
         if node.op == "leaf" and node.type.size == 1:
+            assert node.value is not None  # a leaf always carries its value
             lines.append(f"scalar %{i} {node.value.reshape(-1)[0].item()!r}")
     return "\n".join(lines)
 
@@ -176,6 +177,14 @@ def _dispatcher_counts(dispatchers: Iterable[Any]) -> tuple[int, int]:
 # compiled modules
 
 
+class _JitOptions(TypedDict):
+    """The ``numba.njit`` keywords every entry point of a plan module compiles with."""
+
+    cache: bool
+    nogil: bool
+    error_model: Literal["python", "numpy"]
+
+
 class CompiledModule:
     """The loaded, jitted functions of one plan module (a ``backends.Program``): ``run``
     compiled now for the plan's exact argument types, ``batch()`` and ``scalars()`` on
@@ -187,11 +196,13 @@ class CompiledModule:
 
         self.key = key
         self.module = module
-        options = dict(cache=True, nogil=True, error_model="numpy")
+        options: _JitOptions = {"cache": True, "nogil": True, "error_model": "numpy"}
+        body_options: _JitOptions = {**options, "cache": False}
         # only the compiled entry points call ``body``: no Python wrapper to build, and
-        # no cache entry of its own (each cached entry point holds the code it calls)
-        self.body = numba.njit(no_cpython_wrapper=True, no_cfunc_wrapper=True,
-                               **{**options, "cache": False})(module.body)
+        # no cache entry of its own (each cached entry point holds the code it calls).
+        # numba's stubs leave out these two CPU-target options, which njit accepts.
+        self.body = numba.njit(no_cpython_wrapper=True,  # type: ignore[call-overload]
+                               no_cfunc_wrapper=True, **body_options)(module.body)
         module.body = self.body
         scope = {"types": types}
         self.run_signature = eval(compile(module.RUN_SIGNATURE,

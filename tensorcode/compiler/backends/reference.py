@@ -35,6 +35,7 @@ def evaluate(graph: Graph, values: MutableMapping[int, np.ndarray], roots: Itera
             continue
         node = graph.nodes[i]
         if node.op == "leaf":
+            assert node.value is not None  # a leaf always carries its value
             values[i] = node.value
             continue
         if node.op in ("parameter", "input"):
