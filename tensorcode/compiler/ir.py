@@ -75,7 +75,7 @@ class Type:
 
     @staticmethod
     def of(array: np.ndarray) -> Type:
-        return Type(tuple(array.shape), array.dtype)
+        return Type(tuple(array.shape), array.dtype.name)
 
 
 def freeze_attrs(attrs: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:

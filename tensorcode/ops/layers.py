@@ -107,7 +107,8 @@ class Embedding(Operation):
     min_pad_rank = 1
 
     def __init__(self, n: int, dim: int, seed: int = 0, backend: str | None = None) -> None:
-        self.n, self.dim, self.seed = positive_int("n", n), positive_int("dim", dim), checked_seed(seed)
+        self.n, self.dim = positive_int("n", n), positive_int("dim", dim)
+        self.seed = checked_seed(seed)
         self._initialize(backend)
 
     def configuration(self) -> dict:
