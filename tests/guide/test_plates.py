@@ -1,16 +1,15 @@
 """The guide's plates, drawn from synthetic results shaped like each example's data
 (so these tests train nothing), plus one real example run in quick mode and drawn.
-Rendering needs the plot extra; the tests are skipped without matplotlib."""
+Rendering needs the plot extra, which the test extra installs."""
 
 from __future__ import annotations
 
 import math
 import struct
 
+import matplotlib  # noqa: F401  (the test extra installs the plot extra)
 import numpy as np
 import pytest
-
-pytest.importorskip("matplotlib")
 
 from tensorcode.guide import GUIDE, GuideResult, load
 from tensorcode.guide.plates import (

@@ -1,15 +1,14 @@
-"""Live parity with torch.optim and state dicts moving both ways (skipped without torch)."""
+"""Live parity with torch.optim and state dicts moving both ways (the test extra installs torch)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-import tensorcode as tc  # noqa: E402
-from tensorcode.compiler.tables import Gradients  # noqa: E402
-from tensorcode.interop import torch as interop  # noqa: E402
+import tensorcode as tc
+from tensorcode.compiler.tables import Gradients
+from tensorcode.interop import torch as interop
 
 CONFIGS = [
     ("SGD", tc.optim.Sgd, {"momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01}),

@@ -11,17 +11,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import matplotlib  # noqa: F401,E402  (the test extra installs the plot extra)
+
 from benchmarks import __main__ as runner  # noqa: E402
 from benchmarks.chart import Ratio, ratios, write_chart  # noqa: E402
 from benchmarks.harness import Row  # noqa: E402
 from tensorcode.plot import PlotError  # noqa: E402
-
-try:
-    import matplotlib  # noqa: F401
-    HAVE_MATPLOTLIB = True
-except ImportError:
-    HAVE_MATPLOTLIB = False
-needs_matplotlib = pytest.mark.skipif(not HAVE_MATPLOTLIB, reason="the plot extra is not installed")
 
 ROWS = [
     Row("ops", "matmul 64x64", "tensorcode", 10.0),
@@ -58,7 +53,6 @@ def test_nothing_to_chart_is_a_clear_error(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@needs_matplotlib
 def test_chart_draws_one_bar_per_ratio(tmp_path, read_png_size):
     path = write_chart(ROWS, tmp_path / "chart.png")
     width, height = read_png_size(path)
@@ -69,7 +63,6 @@ def test_chart_draws_one_bar_per_ratio(tmp_path, read_png_size):
         write_chart(ROWS, tmp_path / "chart.gif")
 
 
-@needs_matplotlib
 def test_runner_writes_the_chart_after_the_table(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runner, "suites", lambda: ["fake"])
     monkeypatch.setattr(runner, "run_suite", lambda name, quick: list(ROWS))

@@ -1,16 +1,15 @@
 """Drawing plots with matplotlib on the Agg canvas (no display needed): images of the
 expected size, layers present on the axes, log scale and extents applied, atomic saves.
-Skipped when the plot extra (matplotlib) is not installed."""
+The test extra installs the plot extra (matplotlib)."""
 
 from __future__ import annotations
 
 import math
 import os
 
+import matplotlib  # noqa: F401  (the test extra installs the plot extra)
 import numpy as np
 import pytest
-
-pytest.importorskip("matplotlib")
 
 from tensorcode.plot import Cells, Line, Plot, PlotError, Points
 

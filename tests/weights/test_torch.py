@@ -7,11 +7,10 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
+import torch
 
 from tensorcode.errors import PatchError
 from tensorcode.weights import LowRank, Patch, build, render, tensor_sha256
-
-torch = pytest.importorskip("torch")
 
 
 def _state() -> OrderedDict[str, object]:
