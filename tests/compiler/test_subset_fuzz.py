@@ -129,7 +129,7 @@ def test_fuzz_random_tokens_and_mutations_never_escape_compile_error(monkeypatch
     rng = random.Random(20240611)
     outcomes = {"rejected": 0, "compiled": 0}
     cases = 0
-    with deadline(50.0):
+    with deadline(180.0):
         for _ in range(4_000):  # random token streams
             words = [rng.choice(TOKENS) for _ in range(rng.randint(1, 40))]
             source = "".join(w if w in ("\n", "    ", "        ") else w + rng.choice(["", " "])

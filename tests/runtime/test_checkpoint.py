@@ -188,11 +188,15 @@ def test_sigkill_during_saves_never_leaves_an_unloadable_checkpoint(tmp_path):
     tape.parameter(np.zeros((7,), np.float32), name="small")
     network = tape.into_network()
     parameters = network.parameters()
+    # Kill at random points within a few save times (measured here, so a loaded machine
+    # still lets some saves finish); every tenth child lives long enough to finish one.
+    started = time.monotonic()
     tc.checkpoint.save(tmp_path, parameters, steps=0, progress={"k": 0})
+    pause = max(0.03, 3 * (time.monotonic() - started))
     rng = random.Random(0)
     last = 0
     kills = 0
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while kills < 60 and time.monotonic() < deadline:
         pid = os.fork()
         if pid == 0:  # the child saves until it is killed
@@ -200,7 +204,7 @@ def test_sigkill_during_saves_never_leaves_an_unloadable_checkpoint(tmp_path):
                 _writer(tmp_path, parameters, last)
             finally:
                 os._exit(1)
-        time.sleep(rng.uniform(0.0, 0.03))
+        time.sleep(4 * pause if kills % 10 == 9 else rng.uniform(0.0, pause))
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         kills += 1
