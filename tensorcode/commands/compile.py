@@ -15,8 +15,8 @@ import os
 import pathlib
 import time
 
-from ..compiler.backends import BACKENDS, DEFAULT_BACKEND
 from ..errors import ArtifactError
+from . import add_backend_flag
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -26,8 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR",
                         help="the plan cache to fill (default: TENSORCODE_CACHE_DIR or "
                              "~/.cache/tensorcode)")
-    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
-                        help=f"backend to lower for (default: {DEFAULT_BACKEND})")
+    add_backend_flag(parser)
     parser.add_argument("--describe", action="store_true", help="print each lowered plan")
 
 

@@ -13,8 +13,8 @@ import argparse
 import os
 from pathlib import Path
 
-from ..compiler.backends import BACKENDS, DEFAULT_BACKEND
 from ..errors import TensorCodeError
+from . import add_backend_flag
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,9 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--author-api-key-env", metavar="VAR",
                         help="environment variable holding the author's API key")
     parser.add_argument("--attempts", type=int, default=3, help="revisions to try (default 3)")
-    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                        help="the compiled plan (numba, default) or the NumPy reference "
-                             "interpreter")
+    add_backend_flag(parser)
 
 
 def main(args: argparse.Namespace) -> int:

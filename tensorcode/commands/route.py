@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.backends import BACKENDS, DEFAULT_BACKEND
 from ..errors import TensorCodeError
+from . import add_backend_flag
 
 #: input lines longer than this are refused rather than parsed
 MAX_LINE_CHARS = 1 << 20
@@ -29,9 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", metavar="DIR",
                         help="a directory written by Distillation.save (algorithm.json and "
                              "distillation.json)")
-    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                        help="numba: the compiled plan (default); reference: the NumPy "
-                             "interpreter")
+    add_backend_flag(parser)
     parser.add_argument("--quiet", action="store_true", help="no summary on stderr")
 
 

@@ -15,8 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..compiler.backends import BACKENDS, DEFAULT_BACKEND
 from ..errors import TensorCodeError
+from . import add_backend_flag
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes (default 1); with more, SIGHUP to the parent "
                              "replaces the workers one by one")
-    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                        help="the compiled plan (numba, default) or the NumPy reference "
-                             "interpreter")
+    add_backend_flag(parser)
     parser.add_argument("--fallback-url", metavar="URL",
                         help="an OpenAI-compatible API root (http://host:8000/v1) answering "
                              "escalated cases; without it escalated answers say so")
