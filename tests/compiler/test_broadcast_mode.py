@@ -32,7 +32,7 @@ def test_explicit_refuses_differing_shapes_and_says_what_to_do():
     with pytest.raises(ShapeError, match=r"broadcast_to\(\[4, 3\]\)"):
         column * x
     with pytest.raises(ShapeError, match="differ"):
-        x > b
+        x.__gt__(b)
     with pytest.raises(ShapeError, match="differ"):
         tc.maximum(x, b)
     with pytest.raises(ShapeError, match="differ"):
@@ -95,8 +95,8 @@ def test_library_composites_layers_and_gradients_work_on_an_explicit_tape():
 
 
 def test_unknown_mode_is_refused():
-    with pytest.raises(ValueError, match="numpy.*explicit"):
+    with pytest.raises(ValueError, match=r"numpy.*explicit"):
         tc.Tape(broadcast="jax")
-    with pytest.raises(ValueError, match="numpy.*explicit"):
-        with tc.Tape().broadcasting("torch"):
-            pass
+    mode = tc.Tape().broadcasting("torch")
+    with pytest.raises(ValueError, match=r"numpy.*explicit"):
+        mode.__enter__()
