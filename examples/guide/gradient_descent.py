@@ -39,13 +39,13 @@ class Problem:
     loss: tc.Expr
 
 
-def build(samples: int = 256, hidden: int = 32) -> Problem:
+def build(samples: int = 256, hidden: int = 64) -> Problem:
     """A tanh MLP fit to a noisy sine: the samples are the input defaults, so a step needs
     no feeds (they are run state, never part of the spec)."""
     xs = tc.init.uniform(3, 3.0)((samples, 1))
     noise = tc.init.normal(5, 0.1)((samples, 1))
     tape = tc.Tape()
-    mlp = tc.nn.Mlp(tape, [1, hidden, hidden, 1], activation="tanh", init=tc.init.xavier(7))
+    mlp = tc.nn.Mlp(tape, [1, hidden, 1], activation="tanh", init=tc.init.xavier(7))
     error = mlp(tape.input(xs, name="x")) - tape.input(np.sin(xs) + noise, name="y")
     loss = (error * error).mean()
     adjoints = tape.differentiate(loss, mlp.parameters())
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--samples", type=int, default=256)
-    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--hidden", type=int, default=64)
     args = parser.parse_args(argv)
     problem = build(args.samples, args.hidden)
     threaded(problem, 2)  # warm up: compile or load the plan, start the pool once
