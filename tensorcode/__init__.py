@@ -61,6 +61,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "optim": ("tensorcode.runtime.optim", None),
     "trace": ("tensorcode.runtime.experience", "trace"),
     "OutputRef": ("tensorcode.runtime.experience", "OutputRef"),
+    "InputRef": ("tensorcode.runtime.experience", "InputRef"),
 }
 
 
@@ -82,7 +83,7 @@ __all__ = [
     "where", "maximum", "minimum", "concat", "one_hot", "stop_gradient", "logsumexp",
     "log_softmax", "softmax", "cross_entropy", "layer_norm", "gelu", "mse",
     "nn", "init", "checkpoint", "random", "optim",
-    "trace", "OutputRef",
+    "trace", "OutputRef", "InputRef",
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "ArtifactError", "PatchError", "DistillationError", "TrainingError", "__version__",
 ]

@@ -1,7 +1,11 @@
 """The functional surface (``tc.where``, ``tc.concat``, ...) and the composites.
 
 Composites are built from registry primitives, so they need no rules of their own:
-their gradients, lowerings and reference behaviour all come from the primitives.
+their gradients, lowerings and reference behaviour all come from the primitives. Their
+internal broadcasts (a max kept over an axis, subtracted back) are part of their
+definition, so they record under NumPy broadcasting even on a
+``Tape(broadcast="explicit")``; what the caller combines (``where``, ``maximum``,
+``mse``'s two operands) is checked as the tape says.
 """
 
 from __future__ import annotations
@@ -69,20 +73,23 @@ def stop_gradient(x: Expr) -> Expr:
 def logsumexp(x: Expr, axis: Any = None, keepdims: bool = False) -> Expr:
     """``log(sum(exp(x)))`` over ``axis``, shifted by the (detached) max for stability."""
     axes = primitives.normalize_axes("logsumexp", axis, x.ndim)
-    shift = x.max(axis=axes, keepdims=True).detach()
-    result = (x - shift).exp().sum(axis=axes, keepdims=True).log() + shift
+    with x.builder.broadcasting("numpy"):
+        shift = x.max(axis=axes, keepdims=True).detach()
+        result = (x - shift).exp().sum(axis=axes, keepdims=True).log() + shift
     if not keepdims:
         result = result.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
     return result
 
 
 def log_softmax(x: Expr, axis: int = -1) -> Expr:
-    return x - logsumexp(x, axis=axis, keepdims=True)
+    with x.builder.broadcasting("numpy"):
+        return x - logsumexp(x, axis=axis, keepdims=True)
 
 
 def softmax(x: Expr, axis: int = -1) -> Expr:
-    shifted = (x - x.max(axis=axis, keepdims=True).detach()).exp()
-    return shifted / shifted.sum(axis=axis, keepdims=True)
+    with x.builder.broadcasting("numpy"):
+        shifted = (x - x.max(axis=axis, keepdims=True).detach()).exp()
+        return shifted / shifted.sum(axis=axis, keepdims=True)
 
 
 def cross_entropy(logits: Expr, labels: Any) -> Expr:
@@ -100,14 +107,16 @@ def cross_entropy(logits: Expr, labels: Any) -> Expr:
         raise ShapeError(f"cross_entropy: labels {list(labels.shape)} do not match logits "
                          f"{list(logits.shape)}; expected [{logits.shape[0]}]")
     picked = log_softmax(logits, axis=-1) * one_hot(labels, logits.shape[1], logits.dtype)
-    return -picked.sum() / logits.shape[0]
+    with logits.builder.broadcasting("numpy"):
+        return -picked.sum() / logits.shape[0]
 
 
 def layer_norm(x: Expr, eps: float = 1e-5) -> Expr:
     """Normalize over the last axis to zero mean and unit variance (no affine part)."""
-    centered = x - x.mean(axis=-1, keepdims=True)
-    variance = (centered * centered).mean(axis=-1, keepdims=True)
-    return centered / (variance + eps).sqrt()
+    with x.builder.broadcasting("numpy"):
+        centered = x - x.mean(axis=-1, keepdims=True)
+        variance = (centered * centered).mean(axis=-1, keepdims=True)
+        return centered / (variance + eps).sqrt()
 
 
 def gelu(x: Expr) -> Expr:

@@ -215,6 +215,104 @@ class Gradients(Table):
 
     __slots__ = ()
 
+    # -- arithmetic ------------------------------------------------------------------------
+    # Gradient tables of one layout form a vector space: ``a + b``, ``a - b``, ``-a``,
+    # ``s * a`` for a scalar ``s``, and ``sum(tables)`` (the shard gradients of one
+    # minibatch summed as tables, as the guide's ``makemore_mlp_parallel`` does). Each
+    # returns a new table with every dtype's buffer kept in its own dtype; anything else
+    # (a ``Parameters`` table, another network's table, an array, a table times a table)
+    # is refused, because none of them has one meaning.
+
+    def __add__(self, other: Any) -> Gradients:
+        if isinstance(other, int) and not isinstance(other, bool) and other == 0:
+            return self.clone()  # the 0 that ``sum(tables)`` starts from
+        return self._combine(other, "+", np.add)
+
+    def __radd__(self, other: Any) -> Gradients:
+        return self.__add__(other)
+
+    def __sub__(self, other: Any) -> Gradients:
+        return self._combine(other, "-", np.subtract)
+
+    def __rsub__(self, other: Any) -> Gradients:
+        raise self._refusal(other, "-")
+
+    def __neg__(self) -> Gradients:
+        return Gradients(self._layout, {d: np.negative(b) for d, b in self._buffers.items()})
+
+    def __pos__(self) -> Gradients:
+        return self.clone()
+
+    def __mul__(self, other: Any) -> Gradients:
+        if isinstance(other, Table):
+            raise TensorCodeError(
+                f"{type(self).__name__} * {type(other).__name__}: gradient tables multiply "
+                "only by a scalar (a Python or NumPy number); to combine two tables use + "
+                "or -, and for a per-slot rule use parameters.step(gradients, rule)")
+        scalar = self._scalar(other)
+        buffers = {}
+        for dtype, buffer in self._buffers.items():
+            kind = self._layout.numpy_dtypes[dtype]
+            if kind.kind in "iu" and scalar != int(scalar):
+                raise DTypeError(f"cannot scale the {dtype} gradients by {scalar!r} and keep "
+                                 f"their dtype; use an integer multiplier")
+            buffers[dtype] = np.multiply(buffer, kind.type(scalar), dtype=kind)
+        return Gradients(self._layout, buffers)
+
+    def __rmul__(self, other: Any) -> Gradients:
+        return self.__mul__(other)
+
+    def __truediv__(self, other: Any) -> Gradients:
+        raise TensorCodeError("gradient tables do not divide; multiply by the reciprocal "
+                              "instead (for the mean of n shards: sum(shards) * (1 / n))")
+
+    def __rtruediv__(self, other: Any) -> Gradients:
+        raise self._refusal(other, "/")
+
+    def _combine(self, other: Any, symbol: str, ufunc: Any) -> Gradients:
+        if not isinstance(other, Gradients):
+            raise self._refusal(other, symbol)
+        if other.layout is not self._layout:
+            same_slots = [(s.shape, s.dtype) for s in other.layout.slots] == [
+                (s.shape, s.dtype) for s in self._layout.slots]
+            if same_slots:
+                raise TensorCodeError(
+                    f"Gradients {symbol} Gradients: the tables belong to different networks "
+                    "(same shapes, other symbols); combine gradients of one network's "
+                    "parameters, for example the shard gradients of one plan")
+            raise ShapeError(
+                f"Gradients {symbol} Gradients: the layouts differ ({self!r} and {other!r}); "
+                "only tables of one network's parameters combine")
+        return Gradients(self._layout, {d: ufunc(b, other._buffers[d], dtype=b.dtype)
+                                        for d, b in self._buffers.items()})
+
+    @staticmethod
+    def _refusal(other: Any, symbol: str) -> TensorCodeError:
+        if isinstance(other, Parameters):
+            return TensorCodeError(
+                f"Parameters {symbol} Gradients is refused: a parameter table is a state and a "
+                "gradient table a direction; update parameters with "
+                "parameters.step(gradients, rule) (or an optimizer)")
+        return TensorCodeError(
+            f"Gradients {symbol} {type(other).__name__} is refused: gradient tables combine "
+            "only with gradient tables of the same layout (+, -, sum) and scale only by a "
+            "scalar (*)")
+
+    @staticmethod
+    def _scalar(value: Any) -> Any:
+        """``value`` as a real scalar, or a clear refusal."""
+        if isinstance(value, np.ndarray):
+            if value.ndim != 0:
+                raise ShapeError(f"gradient tables scale only by a scalar, got an array of "
+                                 f"shape {list(value.shape)}; for per-slot scaling use "
+                                 "parameters.step(gradients, rule)")
+            value = value[()]
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (int, float, np.integer, np.floating)):
+            raise TensorCodeError(f"gradient tables scale only by a real scalar (a Python or "
+                                  f"NumPy int or float), got {type(value).__name__}")
+        return value
+
 
 class Parameters(Table):
     """A caller-owned table of parameter payloads, in recording order."""

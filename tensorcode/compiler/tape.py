@@ -9,8 +9,9 @@ compute them eagerly at run time (``run.backward``), and the two cannot drift ap
 
 from __future__ import annotations
 
+import contextlib
 import numbers
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,6 +51,15 @@ class Builder:
 
     def constant(self, value: Any, dtype: Any = None) -> Expr:
         raise NotImplementedError  # pragma: no cover - abstract
+
+    @contextlib.contextmanager
+    def broadcasting(self, mode: str) -> Iterator[None]:
+        """Record under broadcast ``mode`` inside the block (see ``Tape``). A builder
+        that evaluates at once (the runtime backward) checks nothing, so this is a no-op
+        here; the library's composites and layers use it so their own broadcasts, which
+        are part of their definition, never count as accidents on an explicit tape."""
+        check_broadcast_mode(mode)
+        yield
 
     def lift(self, value: Any, like: Expr) -> Expr:
         """Turn an operand into an ``Expr``. Python scalars are weak: they take the
@@ -336,13 +346,78 @@ class Adjoints:
         return len(self.wrt)
 
 
-class Tape(Builder):
-    """Records ops into an IR graph; ``into_network()`` seals it into a ``Network``."""
+#: how elementwise ops treat operands of different shapes (``Tape(broadcast=...)``)
+BROADCAST_MODES = ("numpy", "explicit")
 
-    def __init__(self) -> None:
+
+def check_broadcast_mode(mode: Any) -> str:
+    if mode not in BROADCAST_MODES:
+        raise ValueError(f"broadcast must be one of {list(BROADCAST_MODES)}, got {mode!r}")
+    return str(mode)
+
+
+def _python_number(value: Any) -> bool:
+    return isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
+
+
+class Tape(Builder):
+    """Records ops into an IR graph; ``into_network()`` seals it into a ``Network``.
+
+    ``broadcast`` says how elementwise ops of several operands (``+ - * / **``,
+    comparisons, ``where``, ``maximum``, ``minimum``) treat different shapes.
+    ``"numpy"`` (the default) broadcasts them as NumPy, PyTorch and JAX do.
+    ``"explicit"`` follows the Topos guide's rule that nothing broadcasts by accident:
+    operands of different shapes raise ``ShapeError`` unless the smaller side was
+    broadcast with ``broadcast_to``/``broadcast_like``. A Python number is a weak literal
+    there too (it takes the tensor's shape as it takes its dtype), and the library's
+    composites, layers and recorded gradients broadcast as they are defined.
+    """
+
+    def __init__(self, broadcast: str = "numpy") -> None:
         self._nodes: list[Node] = []
         self._exprs: list[Expr] = []
         self._network: Network | None = None
+        self._modes = [check_broadcast_mode(broadcast)]
+        self._literals: set[int] = set()  # nodes lifted from Python numbers
+
+    @property
+    def broadcast(self) -> str:
+        """The broadcast mode this tape records under (``"numpy"`` or ``"explicit"``)."""
+        return self._modes[0]
+
+    @contextlib.contextmanager
+    def broadcasting(self, mode: str) -> Iterator[None]:
+        """Record under broadcast ``mode`` inside the block, whatever the tape's own."""
+        self._modes.append(check_broadcast_mode(mode))
+        try:
+            yield
+        finally:
+            self._modes.pop()
+
+    def lift(self, value: Any, like: Expr) -> Expr:
+        expr = super().lift(value, like)
+        if _python_number(value):
+            self._literals.add(expr.index)
+        return expr
+
+    def _check_explicit(self, op: str, inputs: Sequence[Expr]) -> None:
+        """Under ``broadcast="explicit"``, refuse operands of different shapes."""
+        shapes = []
+        for x in inputs:
+            if x.index in self._literals or self._nodes[x.index].op == "broadcast_to":
+                continue  # a weak literal, or a side broadcast on purpose
+            shapes.append(x.shape)
+        if len(set(shapes)) > 1:
+            try:
+                target = tuple(np.broadcast_shapes(*shapes))
+            except ValueError:  # they do not broadcast at all
+                target = max(shapes, key=len)
+            listed = " and ".join(str(list(shape)) for shape in shapes)
+            raise ShapeError(
+                f"{op}: shapes {listed} differ, and this tape broadcasts nothing by accident "
+                f"(Tape(broadcast='explicit')); broadcast the smaller side first with "
+                f".broadcast_to({list(target)}) or .broadcast_like(other), or record on "
+                "Tape() for NumPy broadcasting")
 
     # -- recording -----------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -390,7 +465,10 @@ class Tape(Builder):
             if x.builder is not self:
                 raise TensorCodeError("an operand was recorded on a different tape")
         frozen = freeze_attrs(attrs)
-        out_type = primitives.REGISTRY[op].infer([x.type for x in inputs], dict(frozen))
+        entry = primitives.REGISTRY[op]
+        if self._modes[-1] == "explicit" and entry.broadcasts:
+            self._check_explicit(op, inputs)
+        out_type = entry.infer([x.type for x in inputs], dict(frozen))
         return self._add(Node(op, tuple(x.index for x in inputs), frozen, out_type))
 
     # -- gradients -----------------------------------------------------------------------
@@ -404,8 +482,9 @@ class Tape(Builder):
         for p in [loss, *wrt]:
             if not isinstance(p, Expr) or p.builder is not self:
                 raise TensorCodeError(f"{p!r} was not recorded on this tape")
-        grads = gradients(self._nodes, loss.index, [p.index for p in wrt], self,
-                          lambda i: self._exprs[i])
+        with self.broadcasting("numpy"):  # the rules' broadcasts are their definition
+            grads = gradients(self._nodes, loss.index, [p.index for p in wrt], self,
+                              lambda i: self._exprs[i])
         return Adjoints(loss, wrt, grads)
 
     # -- sealing -------------------------------------------------------------------------

@@ -74,7 +74,10 @@ class Linear(Module):
             raise ShapeError(f"Linear({self.n_in}, {self.n_out}): input last axis must be "
                              f"{self.n_in}, got shape {list(x.shape)}")
         y = x @ self.weights
-        return y + self.bias if self.bias is not None else y
+        if self.bias is None:
+            return y
+        with y.builder.broadcasting("numpy"):  # the bias row is added to every row
+            return y + self.bias
 
 
 ACTIVATIONS: dict[str, Callable[[Expr], Expr]] = {
@@ -144,7 +147,8 @@ class LayerNorm(Module):
         if not x.shape or x.shape[-1] != self.dim:
             raise ShapeError(f"LayerNorm({self.dim}): input last axis must be {self.dim}, got "
                              f"shape {list(x.shape)}")
-        return layer_norm(x, self.eps) * self.gain + self.bias
+        with x.builder.broadcasting("numpy"):  # gain and bias apply to every row
+            return layer_norm(x, self.eps) * self.gain + self.bias
 
 
 __all__ = ["Module", "Linear", "Mlp", "Embedding", "LayerNorm", "ACTIVATIONS"]

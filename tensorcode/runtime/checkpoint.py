@@ -1,5 +1,7 @@
 """Checkpoints are pure state: named snapshots, directory checkpoints, single files.
 
+``snapshot`` and ``restore`` copy a module's payloads in visit order (the Topos guide's
+"Checkpoints"; the positional form, for the same module in the same code);
 ``named_snapshot`` copies a module's payloads under structured paths (``0.weights``),
 the form that survives code changes and maps onto foreign layouts; ``named_restore``
 builds a new table from one and touches no graph. A restore validates everything
@@ -66,6 +68,41 @@ def named_restore(parameters: Parameters, module: Any,
                              f"got {list(value.shape)}")
         if value.dtype != expected.dtype:
             raise DTypeError(f"snapshot path {path!r}: expected {expected.dtype}, got "
+                             f"{value.dtype}")
+        updates[symbol] = value
+    return parameters.replace(updates)
+
+
+def snapshot(parameters: Parameters, module: Any) -> list[np.ndarray]:
+    """Copies of ``module``'s parameter payloads in visit order: the positional form of
+    ``named_snapshot``, for the same module in the same code."""
+    return [np.array(parameters.of(symbol), copy=True) for symbol in module.parameters()]
+
+
+def restore(parameters: Parameters, module: Any, snapshot: Any) -> Parameters:
+    """A new table equal to ``parameters`` with ``module``'s slots taken, in visit order,
+    from ``snapshot`` (a sequence as ``snapshot`` returns). A snapshot of the wrong
+    length, or a payload of the wrong shape or dtype, raises and nothing is built; no
+    graph is touched either way."""
+    symbols = module.parameters()
+    if isinstance(snapshot, (str, bytes, Mapping)) or not hasattr(snapshot, "__len__"):
+        raise ArtifactError(f"a positional snapshot is a sequence of payloads in visit order, "
+                            f"got {type(snapshot).__name__}; for paths use named_restore",
+                            field="snapshot")
+    if len(snapshot) != len(symbols):
+        raise ArtifactError(f"snapshot has {len(snapshot)} payloads, but the module has "
+                            f"{len(symbols)} parameters (in visit order: "
+                            f"{[path for path, _ in module.named_parameters()]})",
+                            field="snapshot")
+    updates = {}
+    for position, (symbol, payload) in enumerate(zip(symbols, snapshot)):
+        value = np.asarray(payload)
+        expected = parameters.of(symbol)
+        if value.shape != expected.shape:
+            raise ShapeError(f"snapshot payload {position}: expected shape "
+                             f"{list(expected.shape)}, got {list(value.shape)}")
+        if value.dtype != expected.dtype:
+            raise DTypeError(f"snapshot payload {position}: expected {expected.dtype}, got "
                              f"{value.dtype}")
         updates[symbol] = value
     return parameters.replace(updates)
@@ -513,3 +550,4 @@ def _probe_generator(checks: _Checks, generator: Any, state: Any) -> None:
 
 __all__ = ["named_snapshot", "named_restore", "save", "save_file", "load", "Restored",
            "parameter_keys", "FORMAT", "VERSION", "MANIFEST"]
+__all__ += ["snapshot", "restore"]

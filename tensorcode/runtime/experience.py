@@ -54,6 +54,9 @@ def trace() -> Trace:
 
 # -- references -----------------------------------------------------------------------------
 
+# ``InputRef`` and ``OutputRef`` are the reference types for explicit dependencies (the
+# training guide's "Capture and supervision"; both are exported from ``tensorcode``).
+
 @dataclass(frozen=True)
 class OutputRef:
     """The output of call ``call`` of the trace ``trace_id``."""
@@ -63,9 +66,9 @@ class OutputRef:
 
 
 @dataclass(frozen=True, eq=False)
-class ExternalRoot:
-    """An input that reached call ``call`` (argument ``position``) through plain Python:
-    a snapshotted constant, never a gradient path."""
+class InputRef:
+    """An external root: an input that reached call ``call`` (argument ``position``)
+    through plain Python, a snapshotted constant and never a gradient path."""
 
     call: int
     position: int
@@ -76,15 +79,32 @@ class ExternalRoot:
         return (self.call, self.position)
 
 
+#: the name the tracing code grew up with; ``InputRef`` is the guide's
+ExternalRoot = InputRef
+
+
 @dataclass(frozen=True, eq=False)
 class Call:
     """One captured operation call: its operation, its inputs (``OutputRef`` or
-    ``ExternalRoot`` per argument) and its frozen output."""
+    ``InputRef`` per argument) and its frozen result ``value``.
+
+    ``output`` is the handle the guide names outputs by: the result itself when identity
+    can tell it apart (arrays, containers), and for a scalar, string or ``None`` result,
+    which Python shares between equal values, this call's ``OutputRef``. Either is
+    accepted wherever a trace takes an output (``ref``, ``example``, ``supervise``,
+    ``replay``)."""
 
     index: int
     operation: Any
     inputs: tuple
-    output: Any
+    value: Any
+    trace_id: str
+
+    @property
+    def output(self) -> Any:
+        if _tracked(self.value):
+            return self.value
+        return OutputRef(self.trace_id, self.index)
 
 
 @dataclass(frozen=True)
@@ -104,7 +124,7 @@ class Example:
 
     target: OutputRef
     calls: tuple[int, ...]
-    roots: tuple[ExternalRoot, ...]
+    roots: tuple[InputRef, ...]
 
 
 # -- freezing and stamps --------------------------------------------------------------------
@@ -214,13 +234,13 @@ class Trace:
             values: list[Any] = []
             for position, arg in enumerate(args):
                 found = self._by_id.get(id(arg)) if _tracked(arg) else None
-                if found is not None and self._calls[found].output is arg:
+                if found is not None and self._calls[found].value is arg:
                     self._check_intact(found, "reused")
                     inputs.append(OutputRef(self.id, found))
                     values.append(arg)
                 else:
                     frozen = snapshot(arg)
-                    inputs.append(ExternalRoot(index, position, frozen))
+                    inputs.append(InputRef(index, position, frozen))
                     values.append(frozen)
         token = _CURRENT.set(None)  # what the operation does inside is not a new call
         try:
@@ -230,9 +250,9 @@ class Trace:
         output = snapshot(output)
         with self._lock:
             index = len(self._calls)
-            inputs = [ExternalRoot(index, r.position, r.value) if isinstance(r, ExternalRoot)
+            inputs = [InputRef(index, r.position, r.value) if isinstance(r, InputRef)
                       else r for r in inputs]
-            self._calls.append(Call(index, operation, tuple(inputs), output))
+            self._calls.append(Call(index, operation, tuple(inputs), output, self.id))
             self._stamps.append(stamp(output))
             if _tracked(output):
                 self._by_id[id(output)] = index
@@ -241,7 +261,8 @@ class Trace:
     # -- reading ------------------------------------------------------------------------
     @property
     def calls(self) -> tuple[Call, ...]:
-        """Every captured call in order (``calls[i].output`` is call i's output)."""
+        """Every captured call in order (``calls[i].value`` is call i's result and
+        ``calls[i].output`` its handle: the result, or an ``OutputRef`` for a scalar)."""
         return tuple(self._calls)
 
     @property
@@ -264,9 +285,9 @@ class Trace:
         if not _tracked(output):
             raise TensorCodeError(
                 f"a {type(output).__name__} output cannot be told apart from equal values by "
-                "identity; pass its call instead: session.ref(session.calls[index])")
+                "identity; pass its handle instead: session.ref(session.calls[index].output)")
         found = self._by_id.get(id(output))
-        if found is None or self._calls[found].output is not output:
+        if found is None or self._calls[found].value is not output:
             raise TensorCodeError(
                 "this value is not an output captured by this trace (outputs are matched by "
                 "identity, so a copy or an equal value is not one); pass the object an "
@@ -310,7 +331,7 @@ class Trace:
             stack.extend(i.call for i in self._calls[k].inputs if isinstance(i, OutputRef))
         calls = tuple(sorted(needed))
         roots = tuple(i for k in calls for i in self._calls[k].inputs
-                      if isinstance(i, ExternalRoot))
+                      if isinstance(i, InputRef))
         return Example(ref, calls, roots)
 
     # -- supervision --------------------------------------------------------------------
@@ -327,7 +348,7 @@ class Trace:
         with self._lock:
             ref = self._resolve(output)
             found = self._by_id.get(id(target)) if _tracked(target) else None
-            if found is not None and self._calls[found].output is target:
+            if found is not None and self._calls[found].value is target:
                 raise TensorCodeError("a target must be feedback, not a captured prediction; "
                                       "pass the label or value the source supplied")
             record = Supervision(ref, snapshot(target), loss, source)
@@ -341,7 +362,7 @@ class Trace:
                                   "one with trace()")
 
     def _check_intact(self, index: int, action: str) -> None:
-        if stamp(self._calls[index].output) != self._stamps[index]:
+        if stamp(self._calls[index].value) != self._stamps[index]:
             raise TensorCodeError(f"the output of call {index} was mutated after it was "
                                   f"captured and cannot be {action}; captured values must not "
                                   "change (copy it first, then change the copy)")
@@ -363,7 +384,7 @@ class Trace:
     def replay(self, target: Any, inputs: Any = None, boundary: str = "error") -> Any:
         """Recompute ``target`` from its external roots with the operations' current
         parameters. ``inputs`` replaces roots (``{(call, position): value}``, keyed by
-        ``ExternalRoot.key``, or a list aligned with ``example(target).roots``). Calls of
+        ``InputRef.key``, or a list aligned with ``example(target).roots``). Calls of
         external operations are rejected unless ``boundary="recorded"``, which reuses
         their captured results as constants."""
         if boundary not in BOUNDARIES:
@@ -380,7 +401,7 @@ class Trace:
                         f"call {k} ({type(call.operation).__name__}) has an external effect "
                         "and is not recomputed; pass boundary='recorded' to reuse its "
                         "captured result")
-                values[k] = call.output
+                values[k] = call.value
                 continue
             args = [values[i.call] if isinstance(i, OutputRef) else overrides.get(i.key, i.value)
                     for i in call.inputs]
@@ -429,7 +450,7 @@ class Trace:
                     encoded_inputs.append({"value": _encode(i.value, allow,
                                                             f"call {call.index} input")})
             calls.append({"operation": bound, "inputs": encoded_inputs,
-                          "output": _encode(call.output, allow, f"call {call.index} output")})
+                          "output": _encode(call.value, allow, f"call {call.index} output")})
         supervision = [{"call": s.ref.call, "loss": s.loss, "source": s.source,
                         "target": _encode(s.target, allow, "supervision target")}
                        for s in self._supervisions]
@@ -453,7 +474,7 @@ def _root_overrides(example: Example, inputs: Any) -> dict[tuple[int, int], Any]
     if isinstance(inputs, Mapping):
         overrides = {}
         for key, value in inputs.items():
-            key = key.key if isinstance(key, ExternalRoot) else tuple(key)
+            key = key.key if isinstance(key, InputRef) else tuple(key)
             if key not in keys:
                 raise TensorCodeError(f"replay inputs name {key}, which is not an external "
                                       f"root of this example (roots: {sorted(keys)})")
@@ -496,17 +517,18 @@ def load_experience(path: Any, operations: Mapping[str, Any],
 def _build(document: dict, operations: Mapping[str, Any], allow: dict, path: Any) -> Trace:
     session = Trace()
     for k, call in enumerate(document["calls"]):
-        inputs: list[OutputRef | ExternalRoot] = []
+        inputs: list[OutputRef | InputRef] = []
         for p, item in enumerate(call["inputs"]):
             if "ref" in item:
                 inputs.append(OutputRef(session.id, item["ref"]))
             else:
                 value = codecs_module.decode(item["value"], allow, path,
                                              f"calls[{k}].inputs[{p}]")
-                inputs.append(ExternalRoot(k, p, snapshot(value)))
+                inputs.append(InputRef(k, p, snapshot(value)))
         output = snapshot(codecs_module.decode(call["output"], allow, path,
                                                f"calls[{k}].output"))
-        session._calls.append(Call(k, operations[call["operation"]], tuple(inputs), output))
+        session._calls.append(Call(k, operations[call["operation"]], tuple(inputs), output,
+                                   session.id))
         session._stamps.append(stamp(output))
         if _tracked(output):
             session._by_id[id(output)] = k
@@ -518,5 +540,5 @@ def _build(document: dict, operations: Mapping[str, Any], allow: dict, path: Any
     return session
 
 
-__all__ = ["trace", "Trace", "OutputRef", "ExternalRoot", "Call", "Supervision", "Example",
-           "load_experience", "current_trace", "FORMAT", "VERSION"]
+__all__ = ["trace", "Trace", "OutputRef", "InputRef", "ExternalRoot", "Call", "Supervision",
+           "Example", "load_experience", "current_trace", "FORMAT", "VERSION"]

@@ -418,7 +418,7 @@ def _value(calls: Sequence[Any], item: Any) -> Any:
     """The Python value an input carries (an external root, or a recorded result)."""
     if isinstance(item, ExternalRoot):
         return item.value
-    return calls[item.call].output
+    return calls[item.call].value
 
 
 def _target_signature(target: Any) -> Any:

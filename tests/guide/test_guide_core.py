@@ -70,6 +70,9 @@ def test_named_checkpoint_lines():
     assert result.lines[:4] == ["0.weights    [3, 4]", "0.bias       [4]",
                                 "1.weights    [4, 2]", "1.bias       [2]"]
     assert result.lines[-1] == "restored == original, payload for payload: True"
+    # the positional form, side by side
+    assert result.claims["positional_shapes"] == [[3, 4], [4], [4, 2], [2]]
+    assert "restored by position == original: True" in result.lines
 
 
 def test_example_script_runs_and_prints_its_lines():

@@ -1,0 +1,86 @@
+"""Plans release the GIL while their compiled code runs, and one plan serves many
+threads at once (every call allocates its own scratch and output buffers)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import tensorcode as tc
+
+N = 96
+
+
+@pytest.fixture(scope="module")
+def matmul_plan():
+    tape = tc.Tape()
+    w = tape.parameter(np.linspace(-1, 1, N * N, dtype=np.float32).reshape(N, N), name="w")
+    x = tape.input(np.ones((N, N), np.float32), name="x")
+    y = (x @ w).tanh()
+    network = tape.into_network()
+    return network, network.entry([y]).lower(), x, y
+
+
+def other_thread_ran_during(call, repeats: int) -> bool:
+    """Whether this thread got to run while another thread was making ``repeats`` calls.
+
+    The switch interval is raised far above the calls' duration, so the interpreter never
+    forces the worker to give up the GIL: this thread can run before the worker is done
+    only if the calls release the GIL themselves. No timing is measured."""
+    started = threading.Event()
+    finished: list[bool] = []
+
+    def worker() -> None:
+        started.set()
+        for _ in range(repeats):
+            call()
+        finished.append(True)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(60.0)
+    try:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        started.wait()
+        ran = not finished
+        thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    return ran
+
+
+def test_plans_compile_nogil_and_release_the_gil(matmul_plan):
+    network, plan, x, _ = matmul_plan
+    parameters = network.parameters()
+    fn, _ = plan.bind(parameters).flat
+    assert fn.func.targetoptions["nogil"] is True  # the compiled entry point itself
+    feed = np.full((N, N), 0.5, np.float32)
+    fn(feed)
+    assert other_thread_ran_during(lambda: plan.forward(parameters, {x: feed}), 20)
+
+    def held() -> None:  # the control: pure Python keeps the GIL between forced switches
+        total = 0
+        for i in range(100_000):
+            total += i
+
+    assert not other_thread_ran_during(held, 3)
+
+
+def test_one_plan_many_threads_same_results(matmul_plan):
+    network, plan, x, y = matmul_plan
+    parameters = network.parameters()
+    feeds = [np.full((N, N), k / 8, np.float32) for k in range(8)]
+
+    def step(feed):
+        return plan.forward(parameters, {x: feed}).of(y)
+
+    serial = [step(feed) for feed in feeds]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        threaded = list(pool.map(step, feeds))
+    for a, b in zip(serial, threaded):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(serial[1], serial[2])
