@@ -8,12 +8,13 @@ of the same structure.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..compiler.functions import cross_entropy, mse
+from ..compiler.functions import cross_entropy, log_softmax, mse
 from ..compiler.tape import Expr, Tape
 from ..errors import ShapeError, TrainingError
 
@@ -21,6 +22,36 @@ from ..errors import ShapeError, TrainingError
 #: the target as an Expr (numeric targets) or the raw value (anything else).
 LossFn = Callable[[Expr, Any], Expr]
 BUILTIN = ("cross_entropy", "mse")
+#: how far (absolute, summed in float64) a distribution target may be from summing to one
+DISTRIBUTION_TOLERANCE = 1e-6
+
+
+def check_distribution(values: Any, classes: int, what: str = "the distribution") -> np.ndarray:
+    """``values`` as float32 when it is a distribution over ``classes``: a flat list of
+    ``classes`` finite, nonnegative numbers summing to one within
+    ``DISTRIBUTION_TOLERANCE``; otherwise ``TrainingError`` naming the offending values."""
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TrainingError(f"{what} must be a list of numbers, got {values!r}") from None
+    if array.ndim != 1 or array.shape[0] != classes:
+        raise TrainingError(f"{what} needs {classes} entries, got shape {list(array.shape)}")
+    bad = [(k, float(v)) for k, v in enumerate(array) if not math.isfinite(v) or v < 0]
+    if bad:
+        shown = ", ".join(f"[{k}] = {v}" for k, v in bad[:5])
+        raise TrainingError(f"{what} must be finite and nonnegative; offending entries: "
+                            f"{shown}")
+    total = float(array.sum())
+    if abs(total - 1.0) > DISTRIBUTION_TOLERANCE:
+        raise TrainingError(f"{what} sums to {total!r}, not 1 (tolerance "
+                            f"{DISTRIBUTION_TOLERANCE}): {array.tolist()[:8]}")
+    return array.astype(np.float32)
+
+
+def soft_cross_entropy(logits: Expr, distribution: Expr) -> Expr:
+    """Mean over the batch of ``-sum(distribution * log softmax(logits))``; both
+    ``[batch, classes]``. Its gradient is ``softmax(logits) - distribution``."""
+    return -(log_softmax(logits, axis=-1) * distribution).sum() / logits.shape[0]
 
 
 def class_indices(target: Any, operation: Any, rows: int | None) -> np.ndarray:
@@ -55,6 +86,19 @@ def class_indices(target: Any, operation: Any, rows: int | None) -> np.ndarray:
     return np.asarray(indices, dtype=np.int64)
 
 
+def _is_distribution(target: Any, shape: tuple[int, ...] | None) -> bool:
+    """A float target with the logits' shape (any shape when None) is a distribution
+    over the classes."""
+    if isinstance(target, str) or isinstance(target, (int, np.integer)):
+        return False
+    try:
+        array = np.asarray(target)
+    except (TypeError, ValueError):
+        return False
+    return array.dtype.kind == "f" and array.ndim > 0 and (
+        shape is None or array.shape == tuple(shape))
+
+
 def record_loss(name: str, tape: Tape, output: Expr, target: Any, operation: Any,
                 custom: Mapping[str, LossFn]) -> tuple[Expr, list[tuple[Expr, np.ndarray]]]:
     """The scalar loss of one supervision on ``tape`` and the ``(input, array)`` feeds
@@ -86,6 +130,17 @@ def record_loss(name: str, tape: Tape, output: Expr, target: Any, operation: Any
         raise TrainingError(f"the supervised output is {output.dtype}: an integer value is "
                             "not differentiable")
     if name == "cross_entropy":
+        if output.ndim in (1, 2) and _is_distribution(target, output.shape):
+            rows = np.asarray(target).reshape((-1, output.shape[-1]))
+            checked = np.stack([check_distribution(row, output.shape[-1],
+                                                   f"the distribution target of row {k}")
+                                for k, row in enumerate(rows)])
+            logits = output if output.ndim == 2 else output.reshape((1,) + output.shape)
+            symbol = tape.input(checked)
+            return soft_cross_entropy(logits, symbol), [(symbol, checked)]
+        if _is_distribution(target, None):
+            raise TrainingError(f"a distribution target must have the logits' shape "
+                                f"{list(output.shape)}, got {list(np.shape(target))}")
         if output.ndim == 1:
             indices = class_indices(target, operation, None)
             logits = output.reshape((1,) + output.shape)
@@ -117,4 +172,5 @@ def record_loss(name: str, tape: Tape, output: Expr, target: Any, operation: Any
                         f"with losses={{{name!r}: fn}}")
 
 
-__all__ = ["record_loss", "class_indices", "BUILTIN", "LossFn"]
+__all__ = ["record_loss", "class_indices", "check_distribution", "soft_cross_entropy",
+           "BUILTIN", "LossFn", "DISTRIBUTION_TOLERANCE"]
