@@ -74,7 +74,11 @@ class Tool:
     #: in-process loss callables the objective may name (given to the trainer)
     losses: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **overrides: Any) -> None:
+    def __init__(self, config: Mapping[str, Any] | None = None, *, backend: str | None = None,
+                 **overrides: Any) -> None:
+        #: the backend the operations' plans run on (not part of the config: it changes
+        #: how predictions are computed, not what they are)
+        self.backend = backend
         merged = dict(config or {})
         merged.update(overrides)
         unknown = sorted(set(merged) - set(self.defaults))
@@ -178,7 +182,8 @@ class Tool:
         return replace_directory(directory, fill, owned=(WEIGHTS_FILE, CONFIG_FILE))
 
     @classmethod
-    def from_pretrained(cls: type[T], directory: str | os.PathLike) -> T:
+    def from_pretrained(cls: type[T], directory: str | os.PathLike,
+                        backend: str | None = None) -> T:
         """A ``cls`` restored from ``save_pretrained``'s directory, every field checked
         first (``ArtifactError`` naming the file and field); nothing is half-loaded."""
         directory = pathlib.Path(directory)
@@ -201,7 +206,7 @@ class Tool:
                          f"load it with that tool's from_pretrained")
         config = r.object(document["config"], "config")
         try:
-            tool = cls(config)
+            tool = cls(config, backend=backend)
         except ConfigError as error:
             raise r.fail(at("config", error.key), str(error)) from None
         except (TensorCodeError, TypeError, ValueError) as error:

@@ -73,7 +73,7 @@ class Planner(Tool):
         c = self.config
         return {"scorer": PairScorer(c["state_size"], c["candidate_size"], dim=c["dim"],
                                      hidden=c["hidden"], buckets=c["buckets"], mask="zero",
-                                     seed=c["seed"])}
+                                     seed=c["seed"], backend=self.backend)}
 
     def _parse(self, inputs: Any) -> tuple[list[Any], list[list[Any]], list[list[str]], bool]:
         items, batch = checks.one_or_batch(inputs, "Planner")

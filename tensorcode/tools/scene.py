@@ -54,7 +54,7 @@ class Scene(Tool):
         c = self.config
         return {"scorer": PairScorer(c["observation_size"], None, dim=c["dim"],
                                      hidden=c["hidden"], buckets=c["buckets"], mask="logits",
-                                     seed=c["seed"])}
+                                     seed=c["seed"], backend=self.backend)}
 
     def _parse(self, inputs: Any) -> tuple[list[list[float]], list[list[str]], bool]:
         items, batch = checks.one_or_batch(inputs, "Scene")
