@@ -60,18 +60,21 @@ KINDS: dict[str, Any] = {
 }
 
 
-def train_and_check(kind: str, directory: pathlib.Path, lr: float = 0.03) -> list[str]:
+def train_and_check(kind: str, directory: pathlib.Path, lr: float = 0.03,
+                    backend: str | None = None, epochs: int | None = None) -> list[str]:
     """Train one tool on its data set and return the demo's lines about it."""
     from ..runtime import optim
     from ..training import Trainer
 
-    cls, accuracy, predictions, epochs = KINDS[kind]
+    cls, accuracy, predictions, default_epochs = KINDS[kind]
+    epochs = default_epochs if epochs is None else epochs
     examples = load(kind)
     train, held_out = examples[:TRAIN], examples[TRAIN:]
     start = time.perf_counter()
-    tool = cls(seed=0)
+    tool = cls(seed=0, backend=backend)
     before = accuracy(tool, held_out)
-    trainer = Trainer.from_tool(tool, lr=lr, optimizer=lambda _: optim.Adam())
+    trainer = Trainer.from_tool(tool, lr=lr, backend=backend,
+                                optimizer=lambda _: optim.Adam(backend=backend or "numba"))
     experience = trainer.capture([e["inputs"] for e in train], [e["target"] for e in train],
                                  source=f"authored-data:{kind}")
     losses = trainer.fit([experience], epochs=epochs, progress=False)
@@ -79,8 +82,9 @@ def train_and_check(kind: str, directory: pathlib.Path, lr: float = 0.03) -> lis
     after = accuracy(tool, held_out)
     tool.save_pretrained(directory)
     mine = predictions(tool, held_out)
-    fresh = subprocess.run([sys.executable, "-m", "tensorcode.tools.example", "--predict",
-                            kind, str(directory)], capture_output=True, text=True,
+    command = [sys.executable, "-m", "tensorcode.tools.example", "--predict", kind,
+               str(directory)] + (["--backend", backend] if backend else [])
+    fresh = subprocess.run(command, capture_output=True, text=True,
                            env=dict(os.environ), check=False)
     if fresh.returncode != 0:
         raise RuntimeError(f"the fresh process failed: {fresh.stderr[-2000:]}")
@@ -108,12 +112,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--predict", nargs=2, metavar=("KIND", "DIR"), required=True,
                         help="load a saved tool and print its held-out predictions")
+    parser.add_argument("--backend", default=None)
     args = parser.parse_args(argv)
     kind, directory = args.predict
     if kind not in KINDS:
         parser.error(f"KIND is one of {sorted(KINDS)}")
     cls, _, predictions, _ = KINDS[kind]
-    tool = cls.from_pretrained(directory)
+    tool = cls.from_pretrained(directory, backend=args.backend)
     print(json.dumps(predictions(tool, load(kind)[TRAIN:])))
     return 0
 

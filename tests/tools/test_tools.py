@@ -68,9 +68,11 @@ def test_a_batch_gives_the_same_decisions_as_single_calls(decision):
 
 
 def test_numba_scores_like_the_reference_interpreter():
-    outputs = [PairScorer(None, None, dim=8, hidden=8, buckets=256, seed=1, backend=b)(
-        "the disk is full", ["free disk space", "restart"]) for b in ("numba", REF)]
-    np.testing.assert_allclose(outputs[0][:2], outputs[1][:2], rtol=1e-5, atol=1e-6)
+    # vectors on both sides: the smallest graph (texts add the pooling, checked above)
+    outputs = [PairScorer(3, 2, dim=4, hidden=4, mask="zero", seed=1, backend=b)(
+        [0.5, -1.0, 2.0], [[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]) for b in ("numba", REF)]
+    np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
+    assert outputs[0][3] == 0.0  # a padded candidate
 
 
 def test_planner_ranks_and_scene_matches():
