@@ -18,7 +18,6 @@ import tempfile
 import numpy as np
 
 import tensorcode as tc
-
 from tensorcode.tools import Decision
 from tensorcode.training import Trainer, load_experience
 

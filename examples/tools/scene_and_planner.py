@@ -48,7 +48,7 @@ def main() -> None:
     losses = trainer.fit([experience], epochs=30, progress=False)
     scene.eval()
     print(f"Scene loss {losses[0]:.3f} -> {losses[-1]:.3f}")
-    for inputs, target in SCENES:
+    for inputs, _ in SCENES:
         matched = scene.match(inputs)
         print(f"  observation {inputs['observation']}: {matched.description!r} "
               f"(p={matched.probabilities[matched.index]:.2f})")

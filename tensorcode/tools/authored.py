@@ -100,7 +100,7 @@ def generate_decision(count: int = 320, seed: int = 7) -> list[dict[str, Any]]:
     examples = []
     for _ in range(count):
         answer = rng.choice(remedies)
-        texts, templates = REMEDIES[answer]
+        templates = REMEDIES[answer][1]
         context = rng.choice(templates).format(service=rng.choice(SERVICES),
                                                user=rng.choice(USERS))
         others = rng.sample([r for r in remedies if r != answer], rng.randint(1, 4))

@@ -240,7 +240,7 @@ class Tool:
             spec = [list(np.shape(value)), np.asarray(value).dtype.name]
             if buffers_doc[name] != spec:
                 raise r.fail(at("buffers", name), f"is {buffers_doc[name]!r}, expected {spec}")
-            expected[f"buffers/{name}"] = (tuple(spec[0]), spec[1])
+            expected[f"buffers/{name}"] = (tuple(np.shape(value)), np.asarray(value).dtype.name)
         tensors_doc = r.object(document["tensors"], "tensors")
         r.keys(tensors_doc, "tensors", ("file", "sha256"))
         if tensors_doc["file"] != WEIGHTS_FILE:

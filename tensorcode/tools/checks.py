@@ -67,8 +67,7 @@ def ids(values: Sequence[Any], where: str) -> list[str]:
         if not isinstance(value, str) or not value:
             raise TypeError(f"{where}[{k}] must be a nonempty text id, got {value!r}")
     if len(set(values)) != len(values):
-        seen: set[str] = set()
-        duplicate = next(v for v in values if v in seen or seen.add(v))
+        duplicate = next(v for k, v in enumerate(values) if v in values[:k])
         raise ValueError(f"{where}: the id {duplicate!r} appears more than once")
     return list(values)
 

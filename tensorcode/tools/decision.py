@@ -70,7 +70,8 @@ class Decision(Tool):
         c = self.config
         self.calibration = TemperatureCalibration()
         return {"scorer": PairScorer(None, None, dim=c["dim"], hidden=c["hidden"],
-                                     buckets=c["buckets"], mask="logits", seed=c["seed"], backend=self.backend)}
+                                     buckets=c["buckets"], mask="logits", seed=c["seed"],
+                                     backend=self.backend)}
 
     # -- inputs ---------------------------------------------------------------------------
     def _parse(self, inputs: Any) -> tuple[list[str], list[list[str]], list[list[str]], bool]:

@@ -50,8 +50,8 @@ def decision_accuracy(tool: Decision, examples: list[dict]) -> float:
 def planner_accuracy(tool: Planner, examples: list[dict]) -> float:
     """The share of examples whose top-ranked candidate is the best one."""
     results = tool.plan([e["inputs"] for e in examples])
-    return float(np.mean([r[0].candidate_id == e["best"]  # type: ignore[union-attr]
-                          for r, e in zip(results, examples)]))
+    best = [r[0].candidate_id if isinstance(r, list) else r.candidate_id for r in results]
+    return float(np.mean([b == e["best"] for b, e in zip(best, examples)]))
 
 
 KINDS: dict[str, Any] = {

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -39,7 +40,7 @@ def text_ids(text: str, buckets: int) -> tuple[int, ...]:
     character trigrams of each word (``<word>`` with boundary marks)."""
     words = tokenize(text)
     grams = [f"w\x1f{w}" for w in words]
-    grams += [f"b\x1f{a}\x1f{b}" for a, b in zip(words, words[1:])]
+    grams += [f"b\x1f{a}\x1f{b}" for a, b in itertools.pairwise(words)]
     for word in words:
         marked = f"<{word}>"
         grams += [f"c\x1f{marked[i:i + 3]}" for i in range(len(marked) - 2)]

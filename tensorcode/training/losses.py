@@ -89,7 +89,7 @@ def class_indices(target: Any, operation: Any, rows: int | None) -> np.ndarray:
 def _is_distribution(target: Any, shape: tuple[int, ...] | None) -> bool:
     """A float target with the logits' shape (any shape when None) is a distribution
     over the classes."""
-    if isinstance(target, str) or isinstance(target, (int, np.integer)):
+    if isinstance(target, (str, int, np.integer)):
         return False
     try:
         array = np.asarray(target)

@@ -253,7 +253,7 @@ def test_a_changed_weight_file_or_another_class_is_refused(decision, tmp_path):
     weights.write_bytes(bytes(data))
     with pytest.raises(ArtifactError, match="SHA-256"):
         Decision.from_pretrained(tmp_path / "d")
-    with pytest.raises(ArtifactError, match="no tool.json"):
+    with pytest.raises(ArtifactError, match=r"no tool\.json"):
         Decision.from_pretrained(tmp_path / "missing")
 
 
