@@ -48,6 +48,8 @@ def one_or_batch(inputs: Any, what: str) -> tuple[list[Mapping[str, Any]], bool]
 
 
 def fields(item: Mapping[str, Any], required: Sequence[str], where: str) -> None:
+    if len(item) == len(required) and all(k in item for k in required):
+        return
     missing = [k for k in required if k not in item]
     extra = sorted(set(item) - set(required))
     if missing or extra:

@@ -95,7 +95,10 @@ class Decision(Tool):
 
     def output(self, inputs: Any) -> Any:
         """Logits ``[n_padded]`` (or ``[rows, n_padded]``), padded hypotheses at -1e9."""
-        contexts, texts, _, batch = self._parse(inputs)
+        return self._score(self._parse(inputs))
+
+    def _score(self, parsed: tuple) -> Any:
+        contexts, texts, _, batch = parsed
         scorer = self.operations["scorer"]
         return scorer(contexts, texts) if batch else scorer(contexts[0], texts[0])
 
@@ -112,8 +115,9 @@ class Decision(Tool):
     # -- predictions ----------------------------------------------------------------------
     def decide(self, inputs: Any) -> Decided | list[Decided]:
         """The chosen hypothesis and each supplied hypothesis's probability."""
-        _, _, ids, batch = self._parse(inputs)
-        logits = np.asarray(self.output(inputs)) / self.temperature
+        parsed = self._parse(inputs)
+        ids, batch = parsed[2], parsed[3]
+        logits = np.asarray(self._score(parsed)) / self.temperature
         results = []
         for row_ids, p in zip(ids, softmax_rows(logits, [len(i) for i in ids])):
             results.append(Decided(row_ids[int(np.argmax(p))], tuple(row_ids), p))
