@@ -59,7 +59,6 @@ def test_demo_section_reloads_in_a_fresh_process_with_identical_predictions(tmp_
                                                                             monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    lines = example.train_and_check("planner", tmp_path / "planner", backend="reference",
-                                    epochs=3)
+    lines = example.run_example(tmp_path, backend="reference", epochs=3, kinds=("planner",))
     assert "3 full-batch Adam steps" in lines[0]
     assert "predictions identical" in lines[2]
