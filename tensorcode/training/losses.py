@@ -129,48 +129,60 @@ def record_loss(name: str, tape: Tape, output: Expr, target: Any, operation: Any
     if output.dtype not in ("float32", "float64"):
         raise TrainingError(f"the supervised output is {output.dtype}: an integer value is "
                             "not differentiable")
+    kind, array = builtin_target(name, output.shape, output.dtype, target, operation)
+    symbol = tape.input(array)
+    if kind == "distribution":
+        logits = output if output.ndim == 2 else output.reshape((1,) + output.shape)
+        return soft_cross_entropy(logits, symbol), [(symbol, array)]
+    if kind == "indices":
+        logits = output if output.ndim == 2 else output.reshape((1,) + output.shape)
+        return cross_entropy(logits, symbol), [(symbol, array)]
+    return mse(output, symbol), [(symbol, array)]
+
+
+def builtin_target(name: str, shape: tuple[int, ...], dtype: str, target: Any, operation: Any
+                   ) -> tuple[str, np.ndarray]:
+    """``(kind, array)``: the checked feed a built-in loss takes for ``target`` against an
+    output of ``shape`` and ``dtype`` (``"distribution"``, ``"indices"`` or ``"mse"``).
+    The one place targets are checked, whether a loss is being recorded or an already
+    lowered step only needs the arrays."""
     if name == "cross_entropy":
-        if output.ndim in (1, 2) and _is_distribution(target, output.shape):
-            rows = np.asarray(target).reshape((-1, output.shape[-1]))
-            checked = np.stack([check_distribution(row, output.shape[-1],
+        if len(shape) in (1, 2) and _is_distribution(target, shape):
+            rows = np.asarray(target).reshape((-1, shape[-1]))
+            checked = np.stack([check_distribution(row, shape[-1],
                                                    f"the distribution target of row {k}")
                                 for k, row in enumerate(rows)])
-            logits = output if output.ndim == 2 else output.reshape((1,) + output.shape)
-            symbol = tape.input(checked)
-            return soft_cross_entropy(logits, symbol), [(symbol, checked)]
+            return "distribution", checked
         if _is_distribution(target, None):
             raise TrainingError(f"a distribution target must have the logits' shape "
-                                f"{list(output.shape)}, got {list(np.shape(target))}")
-        if output.ndim == 1:
+                                f"{list(shape)}, got {list(np.shape(target))}")
+        if len(shape) == 1:
             indices = class_indices(target, operation, None)
-            logits = output.reshape((1,) + output.shape)
-        elif output.ndim == 2:
-            indices = class_indices(target, operation, output.shape[0])
-            logits = output
+        elif len(shape) == 2:
+            indices = class_indices(target, operation, shape[0])
         else:
             raise ShapeError(f"cross_entropy needs logits [classes] or [batch, classes], got "
-                             f"{list(output.shape)}")
-        classes = logits.shape[-1]
+                             f"{list(shape)}")
+        classes = shape[-1]
         if indices.size and (indices.min() < 0 or indices.max() >= classes):
             raise TrainingError(f"cross_entropy: class index out of range for {classes} "
                                 f"classes: {indices.tolist()}")
-        labels = tape.input(indices)
-        return cross_entropy(logits, labels), [(labels, indices)]
+        return "indices", indices
     if name == "mse":
         try:
-            array = np.asarray(target, dtype=output.dtype)
+            array = np.asarray(target, dtype=dtype)
         except (TypeError, ValueError):
-            raise TrainingError(f"mse targets are numbers, got {type(target).__name__}") from None
-        if array.shape != output.shape:
+            raise TrainingError(f"mse targets are numbers, got "
+                                f"{type(target).__name__}") from None
+        if array.shape != tuple(shape):
             raise ShapeError(f"mse needs a target of exactly the output's shape "
-                             f"{list(output.shape)}, got {list(array.shape)}")
+                             f"{list(shape)}, got {list(array.shape)}")
         if not np.all(np.isfinite(array)):
             raise TrainingError("mse target holds NaN or infinity")
-        symbol = tape.input(array)
-        return mse(output, symbol), [(symbol, array)]
+        return "mse", array
     raise TrainingError(f"unknown loss {name!r}; use one of {list(BUILTIN)} or register it "
                         f"with losses={{{name!r}: fn}}")
 
 
-__all__ = ["record_loss", "class_indices", "check_distribution", "soft_cross_entropy",
-           "BUILTIN", "LossFn", "DISTRIBUTION_TOLERANCE"]
+__all__ = ["record_loss", "builtin_target", "class_indices", "check_distribution",
+           "soft_cross_entropy", "BUILTIN", "LossFn", "DISTRIBUTION_TOLERANCE"]

@@ -34,7 +34,8 @@ from ..ops.base import Operation
 from ..ops.execute import lower, resolve_backend, rewrap
 from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
 from ..runtime.random import Generator
-from .losses import LossFn, record_loss
+from .losses import BUILTIN as BUILTIN_LOSSES
+from .losses import LossFn, builtin_target, record_loss
 from .tool import Tool
 
 
@@ -383,6 +384,11 @@ class Trainer:
         for record in targets:
             call = calls[record.ref.call]
             out_type = lowered.output_types[place[record.ref.call]]
+            if record.loss in BUILTIN_LOSSES and record.loss not in self.losses:
+                # a built-in loss's feed needs no tape: check and convert directly
+                arrays.append(builtin_target(record.loss, out_type.shape, out_type.dtype,
+                                             record.target, call.operation)[1])
+                continue
             output = scratch.input(np.zeros(out_type.shape, out_type.dtype))
             _, feeds = record_loss(record.loss, scratch, output, record.target,
                                    call.operation, self.losses)
