@@ -8,9 +8,9 @@ function (TensorCode's hashed n-grams, cached per text) and run the same computa
 - predict: TensorCode's ``decision.decide(inputs)`` (input checks, one plan call, the
   softmax) against featurization + ``torch.no_grad`` forward + softmax;
 - train step: TensorCode's ``trainer.step(experience)`` on a captured experience
-  (replay preparation, one compiled forward-and-gradient plan, the SGD update) and the
-  per-step cost inside ``trainer.fit`` (prepared once), against featurization + forward
-  + cross-entropy + backward + ``torch.optim.SGD.step`` (zeroing the gradients first).
+  (replay preparation with featurization, one compiled forward-and-gradient plan, the
+  SGD update) against featurization + forward + cross-entropy + backward +
+  ``torch.optim.SGD.step`` (zeroing the gradients first).
 
 PyTorch runs in its own process, single-threaded like the compiled plan.
 """
@@ -54,11 +54,6 @@ def run(quick: bool) -> list[Row]:
     work_step = f"Decision train step ({HYPOTHESES} hyp.)"
     rows.append(Row(SUITE, work_step, "tensorcode", step * 1e6,
                     note="trainer.step(experience): replay prep + plan + SGD"))
-    number = 20 if quick else 100
-    fitted = median_time(lambda: trainer.fit([experience], epochs=number, progress=False,
-                                             shuffle=False), repeat=5, warmup=1) / number
-    rows.append(Row(SUITE, work_step, "tensorcode in fit", fitted * 1e6,
-                    note="per update inside fit (experience prepared once)"))
     if module_available("torch"):
         code = (f"import json, sys; sys.path.insert(0, {sys.path[0]!r}); "
                 "from benchmarks.suite_tools import torch_times; "
