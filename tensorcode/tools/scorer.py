@@ -21,6 +21,7 @@ Call forms: ``scorer(query, items)`` gives ``float32[n_padded]``;
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -74,6 +75,17 @@ def _pool(embedding: nn.Embedding, ids: Expr, mask: Expr) -> Expr:
     rows = embedding(ids)                                    # [..., L, dim]
     summed = (rows * mask.reshape(mask.shape + (1,))).sum(axis=-2)
     return summed / maximum(mask.sum(axis=-1, keepdims=True), 1.0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _single_item_texts(texts: tuple[str, ...], slots: int, buckets: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """``([1, slots, L] ids, mask)`` for one call's item texts, read-only (cached)."""
+    ids, mask = pad_texts(texts, buckets, slots, padded_length(texts, buckets))
+    ids, mask = ids.reshape((1,) + ids.shape), mask.reshape((1,) + mask.shape)
+    ids.flags.writeable = False
+    mask.flags.writeable = False
+    return ids, mask
 
 
 class PairScorer(Operation):
@@ -189,6 +201,9 @@ class PairScorer(Operation):
 
     def _item_arrays(self, item_lists: list[list], slots: int) -> list[np.ndarray]:
         rows = len(item_lists)
+        if self.item_size is None and rows == 1:
+            # one call's item texts recur (the same options offered again and again)
+            return list(_single_item_texts(tuple(item_lists[0]), slots, self.buckets))
         if self.item_size is None:
             length = max(padded_length(items, self.buckets) for items in item_lists)
             ids = np.zeros((rows, slots, length), np.int64)
