@@ -2,7 +2,8 @@
 
 Runs the training guide's examples and prints their lines, then the distilled ticket
 router (when the distillation package is installed) as the centerpiece, saving the
-program where ``tensorcode route DIR`` can serve it.
+program where ``tensorcode route DIR`` can serve it, then the owned tools (a Decision and
+a Planner trained on shipped data, saved and reloaded in a fresh process).
 """
 
 from __future__ import annotations
@@ -56,4 +57,14 @@ def main(args: argparse.Namespace) -> int:
             print("== distilled ticket router")
             print("\n".join(tickets.run_example(save_dir)))
             print(f"Serve it over HTTP: tensorcode serve {save_dir} (see docs/serving.md)")
+        _tools_section(pathlib.Path(args.output) / "tools")
     return 0
+
+
+def _tools_section(output: pathlib.Path) -> None:
+    """Owned tools trained on shipped data, saved and reloaded in a fresh process."""
+    from ..tools import example
+
+    print()
+    print("== owned tools (docs/tools.md)")
+    print("\n".join(example.run_example(output)))

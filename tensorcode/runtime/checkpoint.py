@@ -116,6 +116,8 @@ MANIFEST = "training.json"
 METADATA_KEY = "tensorcode.checkpoint"
 _FIELDS = {"format", "version", "steps", "progress", "modes", "generator", "parameters",
            "optimizer", "tensors"}
+#: fields a manifest may lack (written by later writers; older checkpoints still load)
+_OPTIONAL_FIELDS = {"fingerprints"}
 _PARAMETER_FIELDS = {"key", "name", "shape", "dtype"}
 _OPTIMIZER_FIELDS = {"type", "param_groups", "state"}
 
@@ -140,16 +142,24 @@ class Restored:
     path: pathlib.Path
     manifest: dict[str, Any] = field(repr=False, default_factory=dict)
 
+    @property
+    def fingerprints(self) -> dict[str, str] | None:
+        """The saved operations' fingerprints by name (``None`` when not recorded)."""
+        return self.manifest.get("fingerprints")
+
 
 def save(directory: str | os.PathLike, parameters: Parameters, optimizer: Any = None,
          steps: int = 0, progress: Mapping[str, Any] | None = None, generator: Any = None,
-         modes: Mapping[str, Any] | None = None) -> pathlib.Path:
+         modes: Mapping[str, Any] | None = None,
+         fingerprints: Mapping[str, str] | None = None) -> pathlib.Path:
     """Write a directory checkpoint and return the path of its ``training.json``.
 
     The tensor file gets a fresh ``<id>``; ``training.json`` is replaced last, and only
     then are older tensor files removed. One writer per directory."""
     directory = pathlib.Path(directory)
     manifest, tensors = _collect(parameters, optimizer, steps, progress, generator, modes)
+    if fingerprints is not None:
+        manifest["fingerprints"] = dict(fingerprints)
     directory.mkdir(parents=True, exist_ok=True)
     name = f"tensors-{uuid.uuid4().hex[:16]}.safetensors"
     digest = atomic_write(directory / name, lambda f: write_tensors(f, tensors, digest="file"))
@@ -162,12 +172,15 @@ def save(directory: str | os.PathLike, parameters: Parameters, optimizer: Any = 
 
 def save_file(path: str | os.PathLike, parameters: Parameters, optimizer: Any = None,
               steps: int = 0, progress: Mapping[str, Any] | None = None,
-              generator: Any = None, modes: Mapping[str, Any] | None = None) -> pathlib.Path:
+              generator: Any = None, modes: Mapping[str, Any] | None = None,
+              fingerprints: Mapping[str, str] | None = None) -> pathlib.Path:
     """Write a standalone checkpoint: one safetensors file whose metadata holds the
     manifest (with the SHA-256 of the tensor bytes). ``load`` reads it like a
     directory checkpoint."""
     path = pathlib.Path(path)
     manifest, tensors = _collect(parameters, optimizer, steps, progress, generator, modes)
+    if fingerprints is not None:
+        manifest["fingerprints"] = dict(fingerprints)
     # The digest covers the data section; the writer fills it into the header once the
     # bytes are written (a same-length placeholder until then, in a temp file).
     manifest["tensors"] = {"file": None, "sha256": DATA_DIGEST_PLACEHOLDER}
@@ -336,7 +349,8 @@ def _parse_manifest(text: str, path: pathlib.Path) -> dict:
         raise ArtifactError(f"not valid JSON: {error}", path=path) from error
     if not isinstance(manifest, dict):
         raise ArtifactError("the manifest must be a JSON object", path=path)
-    missing, extra = sorted(_FIELDS - set(manifest)), sorted(set(manifest) - _FIELDS)
+    missing = sorted(_FIELDS - set(manifest))
+    extra = sorted(set(manifest) - _FIELDS - _OPTIONAL_FIELDS)
     if missing:
         raise ArtifactError(f"missing field(s) {missing}", path=path, field=missing[0])
     if extra:
@@ -356,6 +370,11 @@ def _parse_manifest(text: str, path: pathlib.Path) -> dict:
         raise ArtifactError("progress must be an object", path=path, field="progress")
     if manifest["modes"] is not None and not isinstance(manifest["modes"], dict):
         raise ArtifactError("modes must be an object or null", path=path, field="modes")
+    fingerprints = manifest.get("fingerprints")
+    if fingerprints is not None and not (isinstance(fingerprints, dict) and all(
+            isinstance(v, str) for v in fingerprints.values())):
+        raise ArtifactError("fingerprints must map operation names to SHA-256 texts",
+                            path=path, field="fingerprints")
     if manifest["generator"] is not None and not isinstance(manifest["generator"], dict):
         raise ArtifactError("generator must be an object or null", path=path,
                             field="generator")

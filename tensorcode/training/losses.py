@@ -8,12 +8,13 @@ of the same structure.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from ..compiler.functions import cross_entropy, mse
+from ..compiler.functions import cross_entropy, log_softmax, mse
 from ..compiler.tape import Expr, Tape
 from ..errors import ShapeError, TrainingError
 
@@ -21,6 +22,36 @@ from ..errors import ShapeError, TrainingError
 #: the target as an Expr (numeric targets) or the raw value (anything else).
 LossFn = Callable[[Expr, Any], Expr]
 BUILTIN = ("cross_entropy", "mse")
+#: how far (absolute, summed in float64) a distribution target may be from summing to one
+DISTRIBUTION_TOLERANCE = 1e-6
+
+
+def check_distribution(values: Any, classes: int, what: str = "the distribution") -> np.ndarray:
+    """``values`` as float32 when it is a distribution over ``classes``: a flat list of
+    ``classes`` finite, nonnegative numbers summing to one within
+    ``DISTRIBUTION_TOLERANCE``; otherwise ``TrainingError`` naming the offending values."""
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TrainingError(f"{what} must be a list of numbers, got {values!r}") from None
+    if array.ndim != 1 or array.shape[0] != classes:
+        raise TrainingError(f"{what} needs {classes} entries, got shape {list(array.shape)}")
+    bad = [(k, float(v)) for k, v in enumerate(array) if not math.isfinite(v) or v < 0]
+    if bad:
+        shown = ", ".join(f"[{k}] = {v}" for k, v in bad[:5])
+        raise TrainingError(f"{what} must be finite and nonnegative; offending entries: "
+                            f"{shown}")
+    total = float(array.sum())
+    if abs(total - 1.0) > DISTRIBUTION_TOLERANCE:
+        raise TrainingError(f"{what} sums to {total!r}, not 1 (tolerance "
+                            f"{DISTRIBUTION_TOLERANCE}): {array.tolist()[:8]}")
+    return array.astype(np.float32)
+
+
+def soft_cross_entropy(logits: Expr, distribution: Expr) -> Expr:
+    """Mean over the batch of ``-sum(distribution * log softmax(logits))``; both
+    ``[batch, classes]``. Its gradient is ``softmax(logits) - distribution``."""
+    return -(log_softmax(logits, axis=-1) * distribution).sum() / logits.shape[0]
 
 
 def class_indices(target: Any, operation: Any, rows: int | None) -> np.ndarray:
@@ -55,6 +86,19 @@ def class_indices(target: Any, operation: Any, rows: int | None) -> np.ndarray:
     return np.asarray(indices, dtype=np.int64)
 
 
+def _is_distribution(target: Any, shape: tuple[int, ...] | None) -> bool:
+    """A float target with the logits' shape (any shape when None) is a distribution
+    over the classes."""
+    if isinstance(target, (str, int, np.integer)):
+        return False
+    try:
+        array = np.asarray(target)
+    except (TypeError, ValueError):
+        return False
+    return array.dtype.kind == "f" and array.ndim > 0 and (
+        shape is None or array.shape == tuple(shape))
+
+
 def record_loss(name: str, tape: Tape, output: Expr, target: Any, operation: Any,
                 custom: Mapping[str, LossFn]) -> tuple[Expr, list[tuple[Expr, np.ndarray]]]:
     """The scalar loss of one supervision on ``tape`` and the ``(input, array)`` feeds
@@ -85,36 +129,60 @@ def record_loss(name: str, tape: Tape, output: Expr, target: Any, operation: Any
     if output.dtype not in ("float32", "float64"):
         raise TrainingError(f"the supervised output is {output.dtype}: an integer value is "
                             "not differentiable")
+    kind, array = builtin_target(name, output.shape, output.dtype, target, operation)
+    symbol = tape.input(array)
+    if kind == "distribution":
+        logits = output if output.ndim == 2 else output.reshape((1,) + output.shape)
+        return soft_cross_entropy(logits, symbol), [(symbol, array)]
+    if kind == "indices":
+        logits = output if output.ndim == 2 else output.reshape((1,) + output.shape)
+        return cross_entropy(logits, symbol), [(symbol, array)]
+    return mse(output, symbol), [(symbol, array)]
+
+
+def builtin_target(name: str, shape: tuple[int, ...], dtype: str, target: Any, operation: Any
+                   ) -> tuple[str, np.ndarray]:
+    """``(kind, array)``: the checked feed a built-in loss takes for ``target`` against an
+    output of ``shape`` and ``dtype`` (``"distribution"``, ``"indices"`` or ``"mse"``).
+    The one place targets are checked, whether a loss is being recorded or an already
+    lowered step only needs the arrays."""
     if name == "cross_entropy":
-        if output.ndim == 1:
+        if len(shape) in (1, 2) and _is_distribution(target, shape):
+            rows = np.asarray(target).reshape((-1, shape[-1]))
+            checked = np.stack([check_distribution(row, shape[-1],
+                                                   f"the distribution target of row {k}")
+                                for k, row in enumerate(rows)])
+            return "distribution", checked
+        if _is_distribution(target, None):
+            raise TrainingError(f"a distribution target must have the logits' shape "
+                                f"{list(shape)}, got {list(np.shape(target))}")
+        if len(shape) == 1:
             indices = class_indices(target, operation, None)
-            logits = output.reshape((1,) + output.shape)
-        elif output.ndim == 2:
-            indices = class_indices(target, operation, output.shape[0])
-            logits = output
+        elif len(shape) == 2:
+            indices = class_indices(target, operation, shape[0])
         else:
             raise ShapeError(f"cross_entropy needs logits [classes] or [batch, classes], got "
-                             f"{list(output.shape)}")
-        classes = logits.shape[-1]
+                             f"{list(shape)}")
+        classes = shape[-1]
         if indices.size and (indices.min() < 0 or indices.max() >= classes):
             raise TrainingError(f"cross_entropy: class index out of range for {classes} "
                                 f"classes: {indices.tolist()}")
-        labels = tape.input(indices)
-        return cross_entropy(logits, labels), [(labels, indices)]
+        return "indices", indices
     if name == "mse":
         try:
-            array = np.asarray(target, dtype=output.dtype)
+            array = np.asarray(target, dtype=dtype)
         except (TypeError, ValueError):
-            raise TrainingError(f"mse targets are numbers, got {type(target).__name__}") from None
-        if array.shape != output.shape:
+            raise TrainingError(f"mse targets are numbers, got "
+                                f"{type(target).__name__}") from None
+        if array.shape != tuple(shape):
             raise ShapeError(f"mse needs a target of exactly the output's shape "
-                             f"{list(output.shape)}, got {list(array.shape)}")
+                             f"{list(shape)}, got {list(array.shape)}")
         if not np.all(np.isfinite(array)):
             raise TrainingError("mse target holds NaN or infinity")
-        symbol = tape.input(array)
-        return mse(output, symbol), [(symbol, array)]
+        return "mse", array
     raise TrainingError(f"unknown loss {name!r}; use one of {list(BUILTIN)} or register it "
                         f"with losses={{{name!r}: fn}}")
 
 
-__all__ = ["record_loss", "class_indices", "BUILTIN", "LossFn"]
+__all__ = ["record_loss", "builtin_target", "class_indices", "check_distribution",
+           "soft_cross_entropy", "BUILTIN", "LossFn", "DISTRIBUTION_TOLERANCE"]

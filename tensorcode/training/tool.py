@@ -4,6 +4,12 @@ A tool owns its operations and knows how to train itself: which operations hold 
 trainable parameters, which loss its predictions are trained on, how its modules switch
 between training and evaluation, and how it predicts from inputs (using its operations,
 so the prediction can be traced).
+
+Optional hooks the trainer uses when a tool has them: ``output(inputs)`` (the supervised
+output, used instead of ``predict`` when the tool's predictions are richer than one
+tensor), ``check_target(inputs, target)`` (the target in its loss's form, or
+``TrainingError``) and ``losses`` (loss callables its objective names). The owned tools
+in ``tensorcode.tools`` derive from ``tensorcode.tools.Tool``, which provides all of them.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ from ..ops.base import Operation
 from ..ops.execute import lower, resolve_backend, rewrap
 from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
 from ..runtime.random import Generator
-from .losses import LossFn, record_loss
+from .losses import BUILTIN as BUILTIN_LOSSES
+from .losses import LossFn, builtin_target, record_loss
 from .tool import Tool
 
 
@@ -113,13 +114,15 @@ class Trainer:
                   seed: int = 0) -> Trainer:
         """Train a tool's declared operations on its declared objective, with its
         training-mode policy applied."""
-        for attribute in ("operations", "objective", "set_training", "predict"):
-            if not hasattr(tool, attribute):
+        for attribute in ("operations", "objective", "set_training", "output|predict"):
+            if not any(hasattr(tool, name) for name in attribute.split("|")):
                 raise TypeError(f"{type(tool).__name__} is not a Tool: it lacks "
                                 f"{attribute!r} (see tensorcode.training.Tool)")
         operations = tool.operations
         if callable(operations):
             operations = operations()
+        # the tool's own loss callables (those its objective names), then the caller's
+        losses = {**dict(getattr(tool, "losses", None) or {}), **dict(losses or {})}
         trainer = cls(operations, optimizer=optimizer, lr=lr, losses=losses, backend=backend,
                       seed=seed, tool=tool)
         tool.set_training(True)
@@ -155,6 +158,11 @@ class Trainer:
             op.adopt_buffers({d: buffers[d][a:b] for d, (a, b) in spans.items()})
         self._parameters = table
 
+    def fingerprints(self) -> dict[str, str]:
+        """Each operation's fingerprint (what it means, not its values), by name: what a
+        checkpoint records, so it never loads into operations that mean something else."""
+        return {name: op.fingerprint() for name, op in self._owners}
+
     def modes(self) -> dict[str, bool]:
         """Each operation's training mode, by name (what checkpoints record)."""
         return {name: bool(op.training) for name, op in self._owners}
@@ -167,8 +175,14 @@ class Trainer:
             raise TrainingError("an operation trainer has no objective to capture with; "
                                 "trace the program with trace(), supervise its output and "
                                 "pass the trace to step() or fit()")
+        # a tool that checks targets turns them into its loss's form before anything runs;
+        # the prediction sees only the inputs, never the target (feedback is not evidence)
+        check_target = getattr(self.tool, "check_target", None)
+        if check_target is not None:
+            targets = check_target(inputs, targets)
+        compute = getattr(self.tool, "output", None) or self.tool.predict
         session = trace()
-        prediction = session.run(lambda: self.tool.predict(inputs))
+        prediction = session.run(lambda: compute(inputs))
         session.supervise(prediction, targets, loss=self.tool.objective, source=source)
         return session
 
@@ -370,6 +384,11 @@ class Trainer:
         for record in targets:
             call = calls[record.ref.call]
             out_type = lowered.output_types[place[record.ref.call]]
+            if record.loss in BUILTIN_LOSSES and record.loss not in self.losses:
+                # a built-in loss's feed needs no tape: check and convert directly
+                arrays.append(builtin_target(record.loss, out_type.shape, out_type.dtype,
+                                             record.target, call.operation)[1])
+                continue
             output = scratch.input(np.zeros(out_type.shape, out_type.dtype))
             _, feeds = record_loss(record.loss, scratch, output, record.target,
                                    call.operation, self.losses)
@@ -387,7 +406,8 @@ class Trainer:
             self.progress = dict(progress)
         return checkpoint.save(directory, self._parameters, optimizer=self.optimizer,
                                steps=self.steps, progress=self.progress,
-                               generator=self.generator, modes=self.modes())
+                               generator=self.generator, modes=self.modes(),
+                               fingerprints=self.fingerprints())
 
     def load_checkpoint(self, directory: Any) -> dict:
         """Restore everything ``save_checkpoint`` wrote and return ``progress``. On any
@@ -398,6 +418,7 @@ class Trainer:
         probe_optimizer = copy.deepcopy(self.optimizer, memo={id(self._layout): self._layout})
         probe = checkpoint.load(directory, self._parameters, optimizer=probe_optimizer,
                                 generator=self.generator.clone())
+        _check_fingerprints(probe.fingerprints, self.fingerprints(), directory)
         modes = probe.modes
         expected = self.modes()
         if not isinstance(modes, dict) or set(modes) != set(expected) or not all(
@@ -412,6 +433,24 @@ class Trainer:
         self.steps = int(restored.steps)
         self.progress = dict(restored.progress or {})
         return dict(self.progress)
+
+
+def _check_fingerprints(saved: Mapping[str, Any] | None, own: dict[str, str],
+                        directory: Any) -> None:
+    """``ArtifactError`` naming the operation whose saved fingerprint differs from this
+    trainer's (checkpoints written before fingerprints were recorded carry none)."""
+    if saved is None:
+        return
+    if set(saved) != set(own):
+        raise ArtifactError(f"the checkpoint holds operations {sorted(saved)}, this trainer "
+                            f"trains {sorted(own)}", path=directory, field="fingerprints")
+    for name in own:
+        if saved[name] != own[name]:
+            raise ArtifactError(f"operation {name!r} differs from the one the checkpoint was "
+                                "saved from (its configuration, type or parameter shapes "
+                                "changed, e.g. other labels or n-grams): fingerprint "
+                                f"{str(saved[name])[:12]}... != {own[name][:12]}...",
+                                path=directory, field=f"fingerprints.{name}")
 
 
 def _value(calls: Sequence[Any], item: Any) -> Any:

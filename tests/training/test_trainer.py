@@ -426,3 +426,28 @@ def test_text_encoder_and_head_step_matches_a_numpy_gradient():
                                weights - lr * np.outer(vector, d_logits), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(head.parameters.payloads()[1], bias - lr * d_logits,
                                rtol=1e-5, atol=1e-6)
+
+
+def test_a_checkpoint_is_refused_by_operations_of_another_meaning(tmp_path):
+    """Same shapes, other labels: the fingerprints in training.json tell them apart."""
+    encoder, head = program()
+    trainer = Trainer.from_ops({"encoder": encoder, "head": head}, backend=REF)
+    trainer.fit(experiences(encoder, head)[:2], progress=False)
+    trainer.save_checkpoint(tmp_path / "ck")
+    saved = json.loads((tmp_path / "ck" / "training.json").read_text())
+    assert saved["fingerprints"] == trainer.fingerprints()
+    relabeled = Classifier(8, ["billing", "outage", "spam"], backend=REF)
+    other = Trainer.from_ops({"encoder": TextEncoder(8, buckets=512, backend=REF),
+                              "head": relabeled}, backend=REF)
+    before = [p.copy() for p in other.parameters.payloads()]
+    with pytest.raises(ArtifactError, match="operation 'head' differs") as caught:
+        other.load_checkpoint(tmp_path / "ck")
+    assert caught.value.field == "fingerprints.head"
+    assert other.steps == 0
+    assert all(np.array_equal(a, b) for a, b in zip(before, other.parameters.payloads()))
+    # a checkpoint written before fingerprints were recorded still loads
+    del saved["fingerprints"]
+    (tmp_path / "ck" / "training.json").write_text(json.dumps(saved))
+    Trainer.from_ops({"encoder": TextEncoder(8, buckets=512, backend=REF),
+                      "head": Classifier(8, ["billing", "outage", "other"], backend=REF)},
+                     backend=REF).load_checkpoint(tmp_path / "ck")

@@ -1,0 +1,128 @@
+"""Owned tools: a Decision prediction and one Decision training step against the same
+architecture written in PyTorch eager.
+
+The workload is one context with 8 hypotheses (the default config: a 4096 x 32 hashed
+feature embedding, 32 hidden units). Both peers featurize the texts with the same
+function (TensorCode's hashed n-grams, cached per text) and run the same computation:
+
+- predict: TensorCode's ``decision.decide(inputs)`` (input checks, one plan call, the
+  softmax) against featurization + ``torch.no_grad`` forward + softmax;
+- train step: TensorCode's ``trainer.step(experience)`` on a captured experience
+  (replay preparation with featurization, one compiled forward-and-gradient plan, the
+  SGD update) against featurization + forward + cross-entropy + backward +
+  ``torch.optim.SGD.step`` (zeroing the gradients first).
+
+PyTorch runs in its own process, single-threaded like the compiled plan.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .harness import Row, median_time, module_available, run_in_subprocess
+
+SUITE = "tools"
+HYPOTHESES = 8
+
+
+def inputs() -> dict:
+    texts = ["free disk space on the host", "renew the TLS certificate",
+             "restart the stuck service", "add capacity and scale out",
+             "fix the DNS record", "reset the user's password",
+             "replace the faulty network link", "roll back the latest deploy"]
+    return {"context": "writes fail on the billing api: no space left on device",
+            "hypotheses": [{"id": f"h{k}", "text": t} for k, t in enumerate(texts)]}
+
+
+def run(quick: bool) -> list[Row]:
+    import tensorcode as tc
+    from tensorcode.tools import Decision
+    from tensorcode.training import Trainer
+
+    repeat = 30 if quick else 200
+    tool = Decision(seed=0)
+    example = inputs()
+    rows = []
+    predict = median_time(lambda: tool.decide(example), repeat=repeat, warmup=5)
+    work = f"Decision predict (1 context, {HYPOTHESES} hyp.)"
+    rows.append(Row(SUITE, work, "tensorcode", predict * 1e6,
+                    note="decide(): checks + one plan call + softmax"))
+    trainer = Trainer.from_tool(tool, lr=0.01, optimizer=lambda _: tc.optim.Sgd())
+    experience = trainer.capture(example, "h0", source="bench")
+    trainer.step(experience)  # lower (and compile) before timing
+    step = median_time(lambda: trainer.step(experience), repeat=repeat, warmup=3)
+    work_step = f"Decision train step ({HYPOTHESES} hyp.)"
+    rows.append(Row(SUITE, work_step, "tensorcode", step * 1e6,
+                    note="trainer.step(experience): replay prep + plan + SGD"))
+    if module_available("torch"):
+        code = (f"import json, sys; sys.path.insert(0, {sys.path[0]!r}); "
+                "from benchmarks.suite_tools import torch_times; "
+                f"print(json.dumps(torch_times({quick!r})))")
+        times = run_in_subprocess(code)
+        rows.append(Row(SUITE, work, "torch eager", times["predict"] * 1e6,
+                        note="same features + no_grad forward + softmax"))
+        rows.append(Row(SUITE, work_step, "torch eager", times["step"] * 1e6,
+                        note="same features + forward + CE + backward + SGD"))
+    return rows
+
+
+def torch_times(quick: bool) -> dict:
+    """PyTorch eager medians (seconds) for the same model and workload."""
+    import numpy as np
+    import torch
+
+    from tensorcode.tools.scorer import PairScorer
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    dim = hidden = 32
+    buckets = 4096
+    scorer = PairScorer(None, None, dim=dim, hidden=hidden, buckets=buckets)  # features
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = torch.nn.Embedding(buckets, dim)
+            self.query = torch.nn.Linear(dim, hidden)
+            self.item = torch.nn.Linear(dim, hidden, bias=False)
+            self.pair = torch.nn.Linear(dim, dim, bias=False)
+            self.mix = torch.nn.Linear(dim, hidden, bias=False)
+            self.out = torch.nn.Linear(hidden, 1)
+
+        def pool(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            rows = self.embedding(ids) * mask.unsqueeze(-1)
+            return rows.sum(-2) / mask.sum(-1, keepdim=True).clamp(min=1.0)
+
+        def forward(self, q_ids, q_mask, h_ids, h_mask, valid):  # type: ignore[no-untyped-def]
+            q, h = self.pool(q_ids, q_mask), self.pool(h_ids, h_mask)
+            hidden_ = torch.tanh(self.query(q).unsqueeze(-2) + self.item(h)
+                                 + self.mix(self.pair(q).unsqueeze(-2) * h))
+            return self.out(hidden_).squeeze(-1) + (valid - 1.0) * 1e9
+
+    model = Model()
+    example = inputs()
+    context = example["context"]
+    texts = [h["text"] for h in example["hypotheses"]]
+
+    def features() -> list:
+        return [torch.from_numpy(np.asarray(a)) for a in scorer.convert([context, texts])]
+
+    def predict() -> object:
+        with torch.no_grad():
+            logits = model(*features())
+            return torch.softmax(logits[:HYPOTHESES], -1)
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    target = torch.tensor([0])
+
+    def step() -> float:
+        optimizer.zero_grad()
+        logits = model(*features())
+        loss = torch.nn.functional.cross_entropy(logits.unsqueeze(0), target)
+        loss.backward()
+        optimizer.step()
+        return float(loss)
+
+    repeat = 30 if quick else 200
+    return {"predict": median_time(predict, repeat=repeat, warmup=5),
+            "step": median_time(step, repeat=repeat, warmup=5)}
