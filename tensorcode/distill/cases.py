@@ -141,6 +141,32 @@ def split(count: int, holdout: float, seed: int) -> tuple[list[int], list[int]]:
     return design, acceptance
 
 
+#: how ``distill`` splits a workload: ``input`` (the default) holds out distinct inputs,
+#: so a repeated input is all design or all acceptance; ``case`` holds out positions
+SPLITS = ("input", "case")
+
+
+def split_by_input(cases: Sequence[Case], holdout: float, seed: int
+                   ) -> tuple[list[int], list[int]]:
+    """Design/acceptance indices that hold out distinct inputs, not positions: the
+    distinct inputs (``case_key``, in order of first appearance) are split by ``split``,
+    and every case takes the side of its input, so no acceptance input is ever among
+    the design cases shown to the author. Both lists sorted and non-empty."""
+    keys = [case_key(case) for case in cases]
+    first: dict[str, int] = {}
+    for key in keys:
+        first.setdefault(key, len(first))
+    if len(first) < 2:
+        raise TensorCodeError(f"the workload has {len(first)} distinct input(s); at least 2 "
+                              "are needed to hold inputs out (split='case' splits by "
+                              "position instead)")
+    _, held = split(len(first), holdout, seed)
+    held_groups = set(held)
+    design = [i for i, key in enumerate(keys) if first[key] not in held_groups]
+    acceptance = [i for i, key in enumerate(keys) if first[key] in held_groups]
+    return design, acceptance
+
+
 def case_key(case: Case) -> str:
     """A digest that is equal exactly when two cases have the same names, shapes and
     float64 values (``-0.0`` and ``0.0`` are the same case)."""
