@@ -208,7 +208,8 @@ def run(quick: bool) -> list[Row]:
                              "the compiled path (target: within 2x of the array call)"))
     rows.append(Row(SUITE, single, "tensorcode reference", us(lambda: reference(inputs),
                                                               max(20, number // 20)), "us",
-                    note="Algorithm(executor='reference'): NumPy interpreter"))
+                    note="Algorithm(executor='reference'): the NumPy interpreter, graph "
+                         "resolved once (reference.Prepared)"))
     rows.append(Row(SUITE, single, "python", us(lambda: python_router(list_inputs)), "us",
                     note="plain Python on a list of 12 floats"))
     rows.append(Row(SUITE, single, "numpy", us(lambda: numpy_router(inputs)), "us",
