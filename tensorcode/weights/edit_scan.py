@@ -103,7 +103,11 @@ class _Scanner:
         self.pos = end
 
     def skip(self, pattern: re.Pattern[str]) -> None:
-        self.advance(pattern.match(self.text, self.pos).end())  # type: ignore[union-attr]
+        end = pattern.match(self.text, self.pos).end()  # type: ignore[union-attr]
+        if pattern is _SPACE:  # spaces and comments within one line
+            self.pos = end
+        else:
+            self.advance(end)
 
     def fail(self, expected: str) -> Unreadable:
         return Unreadable(self.pos, self.statement_offset, self.statement_line, expected)
