@@ -66,12 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _silence_stdout() -> None:
     """Point stdout at the null device so the interpreter's last flush cannot fail."""
+    import contextlib
     import os
 
-    try:
+    # no real descriptor when stdout was replaced in-process: nothing to redirect then
+    with contextlib.suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):  # no real descriptor (stdout replaced in-process)
-        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

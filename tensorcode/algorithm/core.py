@@ -24,7 +24,6 @@ from ..files import atomic_write_bytes
 from . import artifact
 from .executors import Executor, make_executor
 
-
 #: the one float64 dtype object NumPy hands out (a non-native byte order is another)
 _FLOAT64 = np.dtype(np.float64)
 

@@ -9,8 +9,16 @@ from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..errors import DistillationError, TensorCodeError
 from . import program as programs
 from .attempts import FEEDBACK_POLICY, Attempt, CaseSet, failure_message, score, search, select
-from .cases import SPLITS, Case, Contract, case_key, infer_contract, normalize_cases, \
-    normalize_contract, split_by_input
+from .cases import (
+    SPLITS,
+    Case,
+    Contract,
+    case_key,
+    infer_contract,
+    normalize_cases,
+    normalize_contract,
+    split_by_input,
+)
 from .cases import split as split_positions
 from .report import teacher_vs_truth
 from .result import Distillation

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+
 @dataclass(frozen=True)
 class Point:
     """One integer index part (negative counts from the end)."""
@@ -90,7 +91,7 @@ class NumberList(ListValue):
                             ("span", span), ("_items", None)):
             object.__setattr__(self, name, value)
 
-    @property  # type: ignore[override]
+    @property
     def items(self) -> tuple[Number | ListValue, ...]:
         made = self.__dict__.get("_items")
         if made is None:

@@ -11,8 +11,12 @@ from tensorcode.distill import Router
 from tensorcode.distill.cases import normalize_case, normalize_contract
 from tensorcode.distill.inputs import InputError
 from tensorcode.distill.report import judge
-from tensorcode.distill.spec import EXAMPLE_INPUTS, EXAMPLE_OUTPUTS, EXAMPLE_PARAMETERS, \
-    EXAMPLE_SOURCE
+from tensorcode.distill.spec import (
+    EXAMPLE_INPUTS,
+    EXAMPLE_OUTPUTS,
+    EXAMPLE_PARAMETERS,
+    EXAMPLE_SOURCE,
+)
 from tensorcode.errors import FeedError, TensorCodeError
 
 
