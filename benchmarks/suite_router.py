@@ -4,7 +4,8 @@ The router reads twelve 0/1 keyword indicators and returns a route and a covered
 with a loop, slices, reductions and ``where``. Workloads, each measured in this run:
 
 - one call from Python, dict in and dict out: the compiled ``Algorithm`` (baseline),
-  the reference executor (the NumPy interpreter), plain Python, NumPy, a hand-written
+  the same call given a list instead of an array (converted once onto the compiled
+  path), the reference executor (the NumPy interpreter), plain Python, NumPy, a hand-written
   Numba function (what a compiled call can cost on this machine) and PyTorch (in its
   own process, when installed);
 - a batch of cases (throughput, million cases per second): ``Algorithm.batch`` through
@@ -200,9 +201,15 @@ def run(quick: bool) -> list[Row]:
     else:
         rows.append(Row(SUITE, single, "tensorcode", 0.0, "us", baseline=True,
                         note=f"numba executor unavailable: {unavailable}"))
+    if compiled is not None:
+        rows.append(Row(SUITE, single, "tensorcode, list input",
+                        us(lambda: compiled(list_inputs)), "us",
+                        note="the same call given a list of 12 floats: converted once, then "
+                             "the compiled path (target: within 2x of the array call)"))
     rows.append(Row(SUITE, single, "tensorcode reference", us(lambda: reference(inputs),
                                                               max(20, number // 20)), "us",
-                    note="Algorithm(executor='reference'): NumPy interpreter"))
+                    note="Algorithm(executor='reference'): the NumPy interpreter, graph "
+                         "resolved once (reference.Prepared)"))
     rows.append(Row(SUITE, single, "python", us(lambda: python_router(list_inputs)), "us",
                     note="plain Python on a list of 12 floats"))
     rows.append(Row(SUITE, single, "numpy", us(lambda: numpy_router(inputs)), "us",

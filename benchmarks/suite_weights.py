@@ -4,7 +4,8 @@
 result and counts changed elements; the NumPy peers do only the rebuild (a copy plus a
 fancy-index assignment, or ``W + a @ b`` through BLAS) with no checks. The ratio is the
 price of refusing a wrong base and of bit-reproducible structured forms. The last
-workload is the edit-statement front end: parse a reply and record the patch.
+workloads are the edit-statement front end: parse a reply and record the patch, and
+parse replies at the parser's documented bounds.
 """
 
 from __future__ import annotations
@@ -65,4 +66,17 @@ def run(quick: bool) -> list[Row]:
                           repeat=max(3, repeat // 2), warmup=1)
     rows.append(Row(SUITE, "edit reply: 1000 statements", "tensorcode", 1000 / seconds,
                     unit="stmt/s", lower_is_better=False, note="parse + apply + diff"))
+
+    # The parser at its documented bounds (MAX_STATEMENTS, MAX_NUMBERS): seconds per reply.
+    from tensorcode.weights.edits import MAX_NUMBERS, MAX_STATEMENTS, parse_edits
+
+    count = MAX_STATEMENTS - 1
+    statements = "\n".join(f"w[{i % 1024}, {i % 997}] = {i % 999}" for i in range(count))
+    numbers = "w = [" + ",".join(str(i % 10) for i in range(MAX_NUMBERS)) + "]"
+    for workload, reply in ((f"edit parse: {count:,} statements", statements),
+                            (f"edit parse: a list of {MAX_NUMBERS:,} numbers", numbers)):
+        seconds = median_time(lambda reply=reply: parse_edits(reply), repeat=1 if quick else 3,
+                              warmup=0)
+        rows.append(Row(SUITE, workload, "tensorcode", seconds, unit="s", baseline=True,
+                        note="parse_edits at the bound (linear scanner; lark only diagnoses)"))
     return rows

@@ -53,10 +53,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(module.main(args) or 0)
+        status = int(module.main(args) or 0)
+        sys.stdout.flush()  # a closed pipe is met here, not in the interpreter's exit
+        return status
     except TensorCodeError as error:
         print(f"tensorcode {args.command}: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as cat does
+        _silence_stdout()
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device so the interpreter's last flush cannot fail."""
+    import contextlib
+    import os
+
+    # no real descriptor when stdout was replaced in-process: nothing to redirect then
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 if __name__ == "__main__":  # pragma: no cover

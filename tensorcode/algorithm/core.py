@@ -24,6 +24,9 @@ from ..files import atomic_write_bytes
 from . import artifact
 from .executors import Executor, make_executor
 
+#: the one float64 dtype object NumPy hands out (a non-native byte order is another)
+_FLOAT64 = np.dtype(np.float64)
+
 
 class Algorithm:
     """A compiled program: call it on one case, ``batch`` it over many, save it."""
@@ -142,11 +145,23 @@ class Algorithm:
         # Fast path: a plain dict with as many entries as inputs goes straight to the
         # executor, whose compiled code checks dtype, layout and shape itself; anything
         # it refuses is validated below, which raises the explanatory FeedError.
+        # Only float64 arrays take it: a list or an integer array would be refused by the
+        # compiled dispatch only after a costly type search, so it is converted first (once).
         if type(inputs) is dict and len(inputs) == self._input_count:
-            try:
-                return self._call(inputs)
-            except (KeyError, TypeError, ValueError, FeedError):
-                pass
+            fast: Mapping[str, Any] | None = inputs
+            for value in inputs.values():
+                if type(value) is not np.ndarray or value.dtype is not _FLOAT64:
+                    try:
+                        fast = {name: np.asarray(inputs[name], dtype=np.float64)
+                                for name in self._input_shapes}
+                    except (KeyError, TypeError, ValueError, OverflowError):
+                        fast = None  # validated below, which says what is wrong
+                    break
+            if fast is not None:
+                try:
+                    return self._call(fast)
+                except (KeyError, TypeError, ValueError, FeedError):
+                    pass
         feeds, _ = self._feeds(inputs, batch=False)
         return self._call(feeds)
 

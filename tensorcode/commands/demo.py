@@ -38,6 +38,10 @@ def main(args: argparse.Namespace) -> int:
     """Run the guide examples (and, when all run, the distilled ticket router), printing
     their lines."""
     names = args.only or guide.available()
+    if args.plots:  # before any example trains: a missing extra is said at once
+        from ..plot.render import require_matplotlib
+
+        require_matplotlib()
     for name in names:
         start = time.perf_counter()
         result = guide.load(name).run()

@@ -154,7 +154,7 @@ def _read_text(path: str) -> str:
 def _render(args: argparse.Namespace) -> int:
     from ..weights.render import render
 
-    tensors, _ = read_safetensors(args.checkpoint)
+    tensors, metadata = read_safetensors(args.checkpoint)
     if args.names:
         unknown = [name for name in args.names if name not in tensors]
         if unknown:
@@ -162,8 +162,9 @@ def _render(args: argparse.Namespace) -> int:
         tensors = {name: tensors[name] for name in args.names}
     shown = render(tensors, digits=args.digits)
     if args.rounded:
+        # the checkpoint's own metadata travels with its rounded copy
         write_safetensors(args.rounded, shown.rounded,
-                          {"tensorcode.rendered_digits": str(args.digits)})
+                          {**(metadata or {}), "tensorcode.rendered_digits": str(args.digits)})
     if args.scales:
         write_scales(args.scales, shown.scales, args.digits)
     if args.output:

@@ -4,7 +4,9 @@ Each input line is a JSON object of the program's inputs (``{"features": [0, 1, 
 each output line is the answer: the program's outputs with ``"escalated": false`` when
 it claims the input, or ``"escalated": true`` with the outputs ``null`` and a
 ``"reason"`` when it abstains or fails, so the caller sends that input to its fallback.
-A line that cannot be read gives ``{"error": ...}``, keeping one answer per input line;
+A line that cannot be read or answered (not UTF-8, not JSON, nested deeper than the
+strict reader's limit, a number out of range, longer than ``MAX_LINE_CHARS`` bytes, a
+case the input contract refuses) gives ``{"error": ...}``, keeping one answer per line;
 the exit status is 1 when any line was refused. A summary goes to stderr at the end.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -38,32 +41,24 @@ def main(args: argparse.Namespace) -> int:
     line out per line in; cases it does not claim are marked escalated, malformed lines
     get an error line and make the exit status 1."""
     from ..distill.result import Distillation
-    from ..distill.router import decide
 
     program = Distillation.load(args.directory, executor=args.backend)
     outputs = list(program.outputs)
     counts = {"lines": 0, "answered": 0, "escalated": 0, "refused": 0}
     out = sys.stdout
-    for number, line in enumerate(sys.stdin, start=1):
+    for number, line in enumerate(_lines(sys.stdin), start=1):
         if not line.strip():
             continue
         counts["lines"] += 1
         try:
-            inputs = program.check_inputs(_read_line(line, number))
+            document = _answer(program, outputs, line, counts)
         except TensorCodeError as error:
             counts["refused"] += 1
-            out.write(json.dumps({"error": f"line {number}: {error}"}) + "\n")
-            out.flush()
-            continue
-        answer, reason = decide(program, outputs, inputs)
-        if answer is None:
-            counts["escalated"] += 1
-            document: dict[str, Any] = dict.fromkeys(outputs)
-            document.update({"escalated": True, "reason": reason})
-        else:
-            counts["answered"] += 1
-            document = {name: _json_value(value) for name, value in answer.items()}
-            document["escalated"] = False
+            document = {"error": f"line {number}: {error}"}
+        except Exception as error:
+            counts["refused"] += 1
+            document = {"error": f"line {number}: cannot be answered "
+                                 f"({type(error).__name__}: {error})"}
         out.write(json.dumps(document) + "\n")
         out.flush()
     if not args.quiet:
@@ -75,11 +70,43 @@ def main(args: argparse.Namespace) -> int:
     return 1 if counts["refused"] else 0
 
 
-def _read_line(line: str, number: int) -> Any:
-    """The line as JSON, read by the same strict reader as the HTTP service."""
+def _answer(program: Any, outputs: list[str], line: str | bytes, counts: dict[str, int]
+            ) -> dict[str, Any]:
+    """The output document for one input line (``TensorCodeError`` when it is refused)."""
     from ..distill.inputs import read_document
+    from ..distill.router import decide
 
-    return read_document(line, MAX_LINE_CHARS)
+    inputs = program.check_inputs(read_document(line, MAX_LINE_CHARS))
+    answer, reason = decide(program, outputs, inputs)
+    if answer is None:
+        counts["escalated"] += 1
+        document: dict[str, Any] = dict.fromkeys(outputs)
+        document.update({"escalated": True, "reason": reason})
+        return document
+    counts["answered"] += 1
+    document = {name: _json_value(value) for name, value in answer.items()}
+    document["escalated"] = False
+    return document
+
+
+def _lines(stream: Any) -> Iterator[str | bytes]:
+    """The input's lines, as bytes when it has a binary buffer (so undecodable bytes are
+    one refused line, whatever the locale's text settings). A line longer than the limit
+    is read in bounded pieces and handed on as one oversized piece, to be refused."""
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:  # a text stream given in-process
+        yield from stream
+        return
+    while True:
+        line = buffer.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_CHARS and not line.endswith(b"\n"):
+            while True:  # skip the rest of the oversized line
+                rest = buffer.readline(MAX_LINE_CHARS)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield line
 
 
 def _json_value(value: Any) -> Any:

@@ -45,6 +45,8 @@ from .rules import (
 Attrs = dict[str, Any]
 InferRule = Callable[[Sequence[Type], Attrs], Type]
 ReferenceRule = Callable[[Sequence[np.ndarray], Attrs], np.ndarray]
+#: an op's reference rule with its attrs resolved once (see ``OpDef.prepare``)
+PrepareRule = Callable[[Attrs], Callable[[Sequence[np.ndarray]], Any]]
 # vjp(g, inputs, out, attrs, wants) -> one gradient (or None) per input
 VjpRule = Callable[[Any, Sequence[Any], Any, Attrs, Sequence[bool]], Sequence[Any]]
 #: approx(operand names, temporary tag, float32 constant namer) -> the statements
@@ -86,7 +88,11 @@ class OpDef:
     taking no arguments (``x.exp()``), generated from this entry. ``operator``: the
     Python infix symbol that records it (``a + b``). ``subset``: the subset language
     offers it as a function of the same name. ``foldable``: constant folding may
-    evaluate it (a broadcast is cheaper to compute than to store).
+    evaluate it (a broadcast is cheaper to compute than to store). ``prepare``: the
+    reference rule's own function with the attrs resolved once, for the prepared
+    interpreter (``backends.reference.Prepared``), which silences floating-point warnings
+    around the whole run and casts each result to the node's dtype itself; ``None``:
+    that interpreter calls ``reference``.
     """
 
     name: str
@@ -101,6 +107,7 @@ class OpDef:
     operator: str | None = None
     subset: bool = False
     foldable: bool = True
+    prepare: PrepareRule | None = None
 
     @property
     def differentiable(self) -> bool:
@@ -119,7 +126,7 @@ def register(name: str, kind: str, infer: InferRule, reference: ReferenceRule,
              vjp: VjpRule | None, scalar: str | NumbaLowering | None = None, *,
              arity: int | None = None, view: bool = False, method: bool = False,
              operator: str | None = None, subset: bool = False,
-             foldable: bool = True) -> OpDef:
+             foldable: bool = True, prepare: PrepareRule | None = None) -> OpDef:
     """Add a primitive. ``scalar`` is an elementwise op's Numba lowering (a template
     string, or a ``NumbaLowering`` with a float32 approximation); reductions, views,
     movement, index and contraction ops are lowered by ``kind`` (the schedule and the
@@ -131,7 +138,7 @@ def register(name: str, kind: str, infer: InferRule, reference: ReferenceRule,
     if (scalar is not None) != (kind == "elementwise"):
         raise ValueError(f"op {name!r}: elementwise ops, and only they, need a scalar lowering")
     op = OpDef(name, kind, infer, reference, vjp, view=view, arity=arity, method=method,
-               operator=operator, subset=subset, foldable=foldable)
+               operator=operator, subset=subset, foldable=foldable, prepare=prepare)
     if scalar is not None:
         op.lowerings["numba"] = scalar if isinstance(scalar, NumbaLowering) else \
             NumbaLowering(scalar)
@@ -222,8 +229,11 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], vjp: 
         a, b = arrays
         with np.errstate(all="ignore"):
             return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
+
+    def prepare(attrs: Attrs) -> Callable[[Sequence[np.ndarray]], Any]:
+        return lambda arrays: fn(arrays[0], arrays[1])
     register(name, "elementwise", _binary_infer(name, floats_only), reference, vjp, scalar,
-             arity=2, operator=operator, subset=subset)
+             arity=2, operator=operator, subset=subset, prepare=prepare)
 
 
 def _vjp_add(g, i, o, a, w):
@@ -299,8 +309,12 @@ def _where_infer(types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def _where_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return _where(arrays).astype(arrays[1].dtype, copy=False)
+
+
+def _where(arrays: Sequence[np.ndarray]) -> np.ndarray:
     cond, a, b = arrays
-    return np.where(cond != 0, a, b).astype(a.dtype, copy=False)
+    return np.where(cond != 0, a, b)
 
 
 def _where_vjp(g, i, o, a, w):
@@ -312,7 +326,7 @@ def _where_vjp(g, i, o, a, w):
 
 
 register("where", "elementwise", _where_infer, _where_reference, _where_vjp,
-         "({1} if {0} != {zero0} else {2})", arity=3)
+         "({1} if {0} != {zero0} else {2})", arity=3, prepare=lambda attrs: _where)
 
 
 # ---------------------------------------------------------------------------------------
@@ -337,12 +351,21 @@ def _reduce_infer(name: str, floats_only: bool) -> InferRule:
     return infer
 
 
-def _reduce(name: str, fn: Callable, vjp: VjpRule, floats_only: bool = False) -> None:
+def _reduce(name: str, fn: Callable, vjp: VjpRule, floats_only: bool = False,
+            ufunc: np.ufunc | None = None) -> None:
+    """A reduction; ``ufunc``, when given, is the ufunc whose ``reduce`` ``fn`` calls on an
+    array (the prepared form calls it directly, skipping ``fn``'s dispatch)."""
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         (x,) = arrays
         result = fn(x, axis=tuple(attrs["axis"]), keepdims=bool(attrs["keepdims"]))
         return np.asarray(result).astype(x.dtype, copy=False)
-    register(name, "reduction", _reduce_infer(name, floats_only), reference, vjp, arity=1)
+
+    def prepare(attrs: Attrs) -> Callable[[Sequence[np.ndarray]], Any]:
+        axis, keepdims = tuple(attrs["axis"]), bool(attrs["keepdims"])
+        reduce = fn if ufunc is None else ufunc.reduce
+        return lambda arrays: reduce(arrays[0], axis=axis, keepdims=keepdims)
+    register(name, "reduction", _reduce_infer(name, floats_only), reference, vjp, arity=1,
+             prepare=prepare)
 
 
 def _spread(g: Any, x: Any, attrs: Attrs) -> Any:
@@ -372,10 +395,10 @@ def _vjp_extreme(g, i, o, a, w):
     return [mask * (gk / count)]
 
 
-_reduce("sum", np.sum, _vjp_sum)
+_reduce("sum", np.sum, _vjp_sum, ufunc=np.add)
 _reduce("mean", np.mean, _vjp_mean, floats_only=True)
-_reduce("max", np.max, _vjp_extreme)
-_reduce("min", np.min, _vjp_extreme)
+_reduce("max", np.max, _vjp_extreme, ufunc=np.maximum)
+_reduce("min", np.min, _vjp_extreme, ufunc=np.minimum)
 
 
 # ---------------------------------------------------------------------------------------
@@ -445,10 +468,13 @@ def _slice_infer(types: Sequence[Type], attrs: Attrs) -> Type:
 
 
 def _slice_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
-    (x,) = arrays
-    index = [slice(None)] * x.ndim
-    index[attrs["axis"]] = slice(attrs["start"], attrs["stop"])
-    return np.ascontiguousarray(x[tuple(index)])
+    return _slice_prepare(attrs)(arrays)
+
+
+def _slice_prepare(attrs: Attrs) -> Callable[[Sequence[np.ndarray]], Any]:
+    # the axes after ``axis`` are taken whole without naming them
+    index = (slice(None),) * attrs["axis"] + (slice(attrs["start"], attrs["stop"]),)
+    return lambda arrays: np.ascontiguousarray(arrays[0][index])
 
 
 def _slice_vjp(g, i, o, a, w):
@@ -458,7 +484,8 @@ def _slice_vjp(g, i, o, a, w):
 
 
 # a slice moves data when it must be materialized, but the schedule can read it as a view
-register("slice", "movement", _slice_infer, _slice_reference, _slice_vjp, arity=1, view=True)
+register("slice", "movement", _slice_infer, _slice_reference, _slice_vjp, arity=1, view=True,
+         prepare=_slice_prepare)
 
 
 def _pad_infer(types: Sequence[Type], attrs: Attrs) -> Type:

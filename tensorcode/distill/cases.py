@@ -8,7 +8,6 @@ same thing everywhere: identical names, shapes and float64 values.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +20,16 @@ Case = dict[str, np.ndarray]
 
 #: the output every program adds to the teacher's: 1.0 claims the case, 0.0 abstains
 COVERED = "covered"
+
+#: ``covered`` claims a case when it is above this (1.0 claims, 0.0 abstains; anything
+#: else is read by the same rule in every executor, report and server)
+CLAIM_THRESHOLD = 0.5
+
+
+def claims(covered: Any) -> Any:
+    """Whether a finite ``covered`` value claims its case: ``covered > 0.5``, elementwise
+    on an array (the one rule the router, the reports, the fit and the service use)."""
+    return covered > CLAIM_THRESHOLD
 
 
 def normalize_contract(spec: Mapping[str, Any], what: str) -> Contract:
@@ -47,8 +56,11 @@ def normalize_contract(spec: Mapping[str, Any], what: str) -> Contract:
 
 
 def normalize_case(case: Any, contract: Contract, what: str) -> Case:
-    """One case as float64 arrays of the declared shapes; ``FeedError`` says which name
-    is missing, extra, mis-shaped or not numeric."""
+    """One case as read-only float64 arrays of the declared shapes, under the same rules
+    as a served request (``inputs.check_case``: numbers, nested lists of numbers or
+    numeric arrays; a string, a boolean or ``None`` is refused, never converted);
+    ``FeedError`` says which name is missing, extra, mis-shaped, not numeric or not
+    finite."""
     if not isinstance(case, Mapping):
         raise FeedError(f"{what} must be a mapping from names to values, got "
                         f"{type(case).__name__}")
@@ -61,23 +73,14 @@ def normalize_case(case: Any, contract: Contract, what: str) -> Case:
         if extra:
             parts.append(f"unexpected {extra}")
         raise FeedError(f"{what}: {', '.join(parts)}; expected exactly {list(contract)}")
+    from .inputs import InputError, check_value  # the one validator (it imports Case from here)
+
     normalized: Case = {}
     for name, shape in contract.items():
-        value = case[name]
         try:
-            array = np.array(value, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise FeedError(f"{what}: {name!r} is not numeric: {value!r:.80}") from None
-        if array.shape != shape:
-            if array.size == 1 and math.prod(shape) == 1:
-                array = array.reshape(shape)
-            else:
-                raise FeedError(f"{what}: {name!r} has shape {list(array.shape)}, the contract "
-                                f"says {list(shape)}")
-        if not np.all(np.isfinite(array)):
-            raise FeedError(f"{what}: {name!r} holds a NaN or infinity; cases must be finite")
-        array.flags.writeable = False
-        normalized[name] = array
+            normalized[name] = check_value(case[name], shape, repr(name))
+        except InputError as error:
+            raise FeedError(f"{what}: {error}") from None
     return normalized
 
 
@@ -135,6 +138,32 @@ def split(count: int, holdout: float, seed: int) -> tuple[list[int], list[int]]:
     order = np.random.default_rng(int(seed)).permutation(count)
     acceptance = sorted(int(i) for i in order[:held])
     design = sorted(int(i) for i in order[held:])
+    return design, acceptance
+
+
+#: how ``distill`` splits a workload: ``input`` (the default) holds out distinct inputs,
+#: so a repeated input is all design or all acceptance; ``case`` holds out positions
+SPLITS = ("input", "case")
+
+
+def split_by_input(cases: Sequence[Case], holdout: float, seed: int
+                   ) -> tuple[list[int], list[int]]:
+    """Design/acceptance indices that hold out distinct inputs, not positions: the
+    distinct inputs (``case_key``, in order of first appearance) are split by ``split``,
+    and every case takes the side of its input, so no acceptance input is ever among
+    the design cases shown to the author. Both lists sorted and non-empty."""
+    keys = [case_key(case) for case in cases]
+    first: dict[str, int] = {}
+    for key in keys:
+        first.setdefault(key, len(first))
+    if len(first) < 2:
+        raise TensorCodeError(f"the workload has {len(first)} distinct input(s); at least 2 "
+                              "are needed to hold inputs out (split='case' splits by "
+                              "position instead)")
+    _, held = split(len(first), holdout, seed)
+    held_groups = set(held)
+    design = [i for i, key in enumerate(keys) if first[key] not in held_groups]
+    acceptance = [i for i, key in enumerate(keys) if first[key] in held_groups]
     return design, acceptance
 
 

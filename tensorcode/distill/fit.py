@@ -6,7 +6,7 @@ records the gradients as more IR. Comparisons carry no gradient, so a fit moves 
 weights only through the program's smooth paths; it never changes the program's structure.
 
 The loss of one case is the sum of squared differences over the teacher's outputs,
-counted only where the program claims the case (``covered`` not 0, read at the current
+counted only where the program claims the case (``covered`` above 0.5, read at the current
 parameters): abstained cases go to the fallback and say nothing about the answer. The
 update is Adam (betas 0.9/0.999, eps 1e-8) with learning rate ``lr``; the parameters
 with the lowest loss seen are kept.
@@ -24,7 +24,7 @@ from ..compiler.tape import Tape
 from ..errors import TensorCodeError, TrainingError
 from . import program as programs
 from .attempts import CaseSet
-from .cases import COVERED, case_key, paired_cases
+from .cases import COVERED, case_key, claims, paired_cases
 from .result import Distillation
 
 
@@ -149,7 +149,7 @@ class _Objective:
                           for name, symbol in self.targets.items()})
             batched = self.plan.forward_batch(table, feeds)
             weight = (np.ones(len(cases)) if self.covered is None
-                      else (np.asarray(batched.of(self.covered)) != 0.0).astype(np.float64))
+                      else claims(np.asarray(batched.of(self.covered))).astype(np.float64))
             scale = 1.0 / max(1.0, float(weight.sum()))
             total = float(np.dot(weight, np.asarray(batched.of(self.loss)))) * scale
             grads = {}
@@ -165,7 +165,7 @@ class _Objective:
             feeds.update({symbol: np.reshape(target[name], symbol.shape)
                           for name, symbol in self.targets.items()})
             run = self.network.forward(table, feeds)
-            if self.covered is not None and float(run.of(self.covered)) == 0.0:
+            if self.covered is not None and not claims(float(run.of(self.covered))):
                 continue
             claimed += 1
             total += float(run.of(self.loss))

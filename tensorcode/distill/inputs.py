@@ -79,6 +79,39 @@ def check_case(case: Any, contract: Contract, what: str = "") -> Case:
     return {name: _field(case[name], shape, f"{what}{name}") for name, shape in contract.items()}
 
 
+def check_value(value: Any, shape: tuple[int, ...] | None, field: str) -> np.ndarray:
+    """One value under the module's rules, as a read-only float64 array of ``shape``
+    (any shape when ``shape`` is ``None``); ``InputError`` names ``field`` otherwise."""
+    return _field(value, shape, field)
+
+
+def check_values(case: Any, names: Any = None, what: str = "") -> dict[str, Any]:
+    """A case whose shapes no contract declares (a router over a plain callable): a
+    mapping from text names to values that each pass the module's rules, exactly the
+    ``names`` when given. The values are returned as given, in a new dict, so the
+    program sees what the caller sent; only their kind and finiteness are checked."""
+    if not isinstance(case, Mapping):
+        raise InputError(f"{what or 'the case'} must be a JSON object mapping input names "
+                         f"to values, got {_json_type(case)}", what.rstrip(".") or None,
+                         "not_object")
+    if names is not None:
+        expected = list(names)
+        for name in expected:
+            if name not in case:
+                raise InputError(f"{what}{name}: missing; expected exactly {expected}",
+                                 f"{what}{name}", "missing")
+        if len(case) != len(expected):
+            extra = [str(name) for name in case if name not in expected]
+            raise InputError(f"{what}{extra[0]}: unexpected; expected exactly {expected}",
+                             f"{what}{extra[0]}", "unexpected")
+    for name, value in case.items():
+        if not isinstance(name, str):
+            raise InputError(f"{what}{name!r}: names must be text", f"{what}{name!r}",
+                             "type")
+        _field(value, None, f"{what}{name}")
+    return dict(case)
+
+
 def check_batch(cases: Any, contract: Contract, *, may_hold_booleans: bool = True
                 ) -> dict[str, np.ndarray]:
     """A list of cases as ``{name: float64 array [N, *shape]}``, under the same rules as
@@ -126,7 +159,7 @@ class _Slow(Exception):
     """The batch needs the case-by-case check (which finds the message)."""
 
 
-def _field(value: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
+def _field(value: Any, shape: tuple[int, ...] | None, field: str) -> np.ndarray:
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in _NUMERIC_KINDS:
             raise InputError(f"{field}: expected numbers, got an array of {value.dtype}",
@@ -135,8 +168,8 @@ def _field(value: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
         finite = bool(np.isfinite(array).all())
     else:
         if not _numeric(value):
-            raise InputError(f"{field}: expected a number or a list of numbers, got "
-                             f"{_describe(value)}", field, "type")
+            raise InputError(f"{field}: not numeric; expected a number or a list of "
+                             f"numbers, got {_describe(value)}", field, "type")
         try:
             array = np.array(value, dtype=np.float64)
         except OverflowError:  # an integer past float64
@@ -146,10 +179,11 @@ def _field(value: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
             raise InputError(f"{field}: the nested lists are not rectangular", field,
                              "shape") from None
         try:  # a flat list or a number: summed without a temporary array
-            finite = math.isfinite(math.fsum(value) if type(value) is list else value)
+            finite = math.isfinite(math.fsum(value) if type(value) in (list, tuple)
+                                   else value)
         except (TypeError, OverflowError):  # nested, or finite numbers whose sum overflows
             finite = bool(np.isfinite(array).all())
-    if array.shape != shape:
+    if shape is not None and array.shape != shape:
         if array.size == 1 and math.prod(shape) == 1:
             array = array.reshape(shape)
         else:
@@ -167,7 +201,7 @@ def _numeric(value: Any) -> bool:
     kind = type(value)
     if kind is float or kind is int:
         return True
-    if kind is list:
+    if kind is list or kind is tuple:  # a tuple only from Python callers; JSON has none
         if _NUMBER_TYPES.issuperset(map(type, value)):  # flat: the common case, in C
             return True
         return all(_numeric(item) for item in value)
@@ -175,12 +209,12 @@ def _numeric(value: Any) -> bool:
 
 
 def _holds_bool(column: Sequence[Any]) -> bool:
-    return any(type(item) is bool or (type(item) is list and _holds_bool(item))
+    return any(type(item) is bool or (type(item) in (list, tuple) and _holds_bool(item))
                for item in column)
 
 
 def _describe(value: Any) -> str:
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         for item in value:
             if not _numeric(item):
                 return f"a list holding {_describe(item)}"

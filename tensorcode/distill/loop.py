@@ -9,7 +9,17 @@ from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..errors import DistillationError, TensorCodeError
 from . import program as programs
 from .attempts import FEEDBACK_POLICY, Attempt, CaseSet, failure_message, score, search, select
-from .cases import Case, Contract, infer_contract, normalize_cases, normalize_contract, split
+from .cases import (
+    SPLITS,
+    Case,
+    Contract,
+    case_key,
+    infer_contract,
+    normalize_cases,
+    normalize_contract,
+    split_by_input,
+)
+from .cases import split as split_positions
 from .report import teacher_vs_truth
 from .result import Distillation
 
@@ -20,13 +30,17 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
             author: Any, attempts: int = 4, holdout: float = 0.5, seed: int = 0,
             min_coverage: float = 0.0, truth: Sequence[Mapping[str, Any]] | None = None,
             atol: float = 1e-6, rtol: float = 1e-6, feedback_cases: int = 8,
-            examples: int = 64, executor: str = DEFAULT_BACKEND) -> Distillation:
+            examples: int = 64, executor: str = DEFAULT_BACKEND, split: str = "input"
+            ) -> Distillation:
     """Distill the teacher's behaviour on ``workload`` into a subset program.
 
     Exactly one of ``targets`` (one output dict per workload case) or ``oracle`` (called
     once per case with the inputs) gives the teacher's answers. The workload is split by
     ``seed``: a ``holdout`` share becomes acceptance cases the author never sees; the
     rest are design cases, of which the first ``examples`` are shown in each prompt.
+    ``split="input"`` (the default) holds out a share of the distinct inputs, so an input
+    that repeats in the workload is never both shown and accepted on ("never shown"
+    holds for inputs); ``split="case"`` holds out positions, as earlier versions did.
     ``truth`` (one output dict per workload case) adds program-vs-truth and
     teacher-vs-truth scores on the acceptance cases. ``author`` is a ``Model`` or a
     callable from prompt text to reply text. Raises ``DistillationError`` (carrying every
@@ -35,6 +49,8 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
     if not isinstance(task, str) or not task.strip():
         raise TensorCodeError("task must be a non-empty description of what to compute")
     _check_settings(attempts, min_coverage, atol, rtol, feedback_cases, examples, executor)
+    if split not in SPLITS:
+        raise TensorCodeError(f"split must be one of {list(SPLITS)}, got {split!r}")
     input_contract = normalize_contract(inputs, "inputs")
     cases = normalize_cases(workload, input_contract, "workload")
     answers = _teacher_answers(cases, targets, oracle)
@@ -47,14 +63,17 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
             raise TensorCodeError(f"truth has {len(truth)} entries for {len(cases)} workload "
                                   "cases; give one output dict per case")
         truths = normalize_cases(truth, outputs, "truth")
-    design_ix, acceptance_ix = split(len(cases), holdout, seed)
+    if split == "input":
+        design_ix, acceptance_ix = split_by_input(cases, holdout, seed)
+    else:
+        design_ix, acceptance_ix = split_positions(len(cases), holdout, seed)
     design = CaseSet(design_ix, [cases[i] for i in design_ix], [answers[i] for i in design_ix])
     acceptance = CaseSet(acceptance_ix, [cases[i] for i in acceptance_ix],
                          [answers[i] for i in acceptance_ix],
                          None if truths is None else [truths[i] for i in acceptance_ix])
     settings = {"atol": atol, "rtol": rtol, "min_coverage": min_coverage,
                 "feedback_cases": feedback_cases, "examples": examples, "holdout": holdout,
-                "seed": seed, "attempts": attempts}
+                "seed": seed, "attempts": attempts, "split": split}
     from .spec import SUBSET_SPEC
 
     programs.check_executor(executor)
@@ -66,8 +85,11 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
     if chosen is None:
         raise DistillationError(failure_message(made, min_coverage), made)
     report = build_report(chosen, made, design, acceptance, outputs, settings)
-    report["split"] = {"seed": seed, "holdout": holdout, "design": len(design),
-                       "acceptance": len(acceptance)}
+    report["split"] = {"seed": seed, "holdout": holdout, "by": split,
+                       "design": len(design), "acceptance": len(acceptance),
+                       "distinct_inputs": {"design": _distinct(design.cases),
+                                           "acceptance": _distinct(acceptance.cases)},
+                       "rule": SPLIT_RULES[split]}
     return Distillation(task=task, inputs=input_contract, outputs=outputs,
                         program=chosen.program, source=chosen.scored().source, report=report,
                         attempts=[a.to_json() for a in made], design=design,
@@ -103,6 +125,20 @@ def build_report(chosen: Attempt, made: Sequence[Attempt], design: CaseSet,
                                                  atol, rtol),
         }
     return report
+
+
+#: what the report says about the split it used
+SPLIT_RULES = {
+    "input": "by distinct input: every case whose inputs equal a held-out case's inputs is "
+             "an acceptance case, so no acceptance input appears among the design cases "
+             "shown to the author",
+    "case": "by position: a repeated input can be both a design case shown to the author "
+            "and an acceptance case",
+}
+
+
+def _distinct(cases: Sequence[Case]) -> int:
+    return len({case_key(case) for case in cases})
 
 
 def _teacher_answers(cases: list[Case], targets: Any, oracle: Any) -> list[Any]:

@@ -4,7 +4,8 @@ Each case gets exactly one verdict:
 
 * ``error``     the program raised, or produced a non-finite ``covered`` or a non-finite
                 output while claiming the case (a runtime failure, never agreement);
-* ``uncovered`` the program's ``covered`` output is 0: it abstains, the fallback answers;
+* ``uncovered`` the program's ``covered`` output is not above 0.5 (``cases.claims``): it
+  abstains, the fallback answers;
 * ``agreed``    covered, and every teacher output matches within ``atol``/``rtol``;
 * ``wrong``     covered, and some output does not match.
 
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .cases import COVERED, Case, Contract, to_json
+from .cases import COVERED, Case, Contract, claims, to_json
 
 #: the report fields, in the order the documentation lists them
 FIELDS = ("cases", "covered", "uncovered", "agreed", "wrong", "errors", "coverage",
@@ -48,7 +49,7 @@ def judge(produced: Mapping[str, Any] | BaseException, target: Case, outputs: Co
     covered = values.get(COVERED, np.float64(1.0))
     if covered.size != 1 or not np.isfinite(covered).all():
         return Verdict("error", values, f"'covered' is {covered.tolist()!r}, not a finite scalar")
-    if float(covered.reshape(())) == 0.0:
+    if not claims(float(covered.reshape(()))):
         return Verdict("uncovered", values)
     matches = True
     for name, shape in outputs.items():

@@ -66,6 +66,10 @@ def run_example(name: str, argv: list[str] | None = None) -> GuideResult:
                         help="write the plate as PNG or SVG (a loss curve, where the example "
                              "has one, goes beside it as <stem>_loss<suffix>)")
     args = parser.parse_args(argv)
+    if args.plot:  # before training: a missing extra is said at once, not after the run
+        from ..plot.render import require_matplotlib
+
+        require_matplotlib()
     result = load(name).run()
     print("\n".join(result.lines))
     if args.plot:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..distill.cases import COVERED, Case
+from ..distill.cases import COVERED, Case, claims
 from ..distill.inputs import check_batch, check_case
 from ..distill.result import ARTIFACT, Distillation
 from ..distill.router import decide
@@ -87,15 +87,15 @@ class ServedRouter:
             return ([tuple(json_value(a[n]) for n in names) if a is not None else ()
                      for a, _ in decisions], [r for _, r in decisions])
         covered = produced.get(COVERED)
-        claims = np.ones(count, dtype=bool) if covered is None else (
-            np.isfinite(covered) & (covered != 0.0))
+        claimed = np.ones(count, dtype=bool) if covered is None else (
+            np.isfinite(covered) & claims(covered))
         finite = np.ones(count, dtype=bool)
         columns = []
         for name in names:
             values = np.asarray(produced[name], dtype=np.float64)
             finite &= np.isfinite(values.reshape(count, -1)).all(axis=1)
             columns.append(values.tolist())
-        return list(zip(*columns)), _reasons(covered, claims, finite, count)
+        return list(zip(*columns)), _reasons(covered, claimed, finite, count)
 
     def describe(self) -> dict[str, Any]:
         """What ``GET /v1/routers`` says about this router."""

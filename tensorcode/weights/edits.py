@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -24,6 +23,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..errors import PatchError, SourceLocated
+from .edits_records import ListValue, Number, NumberList, Point, Range, Statement
 from .tensors import to_numpy
 
 #: Bounds on one reply; each has a keyword of the same name (lower case) on parse_edits.
@@ -39,60 +39,6 @@ class EditError(SourceLocated, PatchError):
     ``line`` and ``column`` are 1-based and point at the offending part of the
     statement; ``excerpt`` is that source line with a caret under the column.
     """
-
-
-# -- the parsed form ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Point:
-    """One integer index part (negative counts from the end)."""
-
-    index: int
-    line: int
-    column: int
-
-
-@dataclass(frozen=True)
-class Range:
-    """A ``start:stop`` index part; ``None`` is an omitted bound."""
-
-    start: int | None
-    stop: int | None
-    line: int
-    column: int
-
-
-@dataclass(frozen=True)
-class Number:
-    """A number as written (``text``) and as a float."""
-
-    text: str
-    value: float
-    line: int
-    column: int
-
-
-@dataclass(frozen=True)
-class ListValue:
-    """A bracketed list of numbers or lists."""
-
-    items: tuple[Number | ListValue, ...]
-    line: int
-    column: int
-
-
-@dataclass(frozen=True)
-class Statement:
-    """``name[index] op value``; ``index`` is ``None`` for the whole tensor."""
-
-    name: str
-    index: tuple[Point | Range, ...] | None
-    op: str
-    value: Number | ListValue
-    line: int
-    column: int
-    name_column: int
-    op_column: int
 
 
 # -- parsing ------------------------------------------------------------------------------
@@ -238,15 +184,65 @@ def parse_edits(text: str, *, max_text_chars: int = MAX_TEXT_CHARS,
     if len(text) > max_text_chars:
         raise EditError(f"the edit text has {len(text)} characters, more than the bound "
                         f"{max_text_chars}; split it into several patches")
+    from .edit_scan import Bounds, OutOfBounds, Unreadable, scan
+
+    bounds = (max_statements, max_depth, max_numbers)
+    try:  # linear: replies at the bounds are read in seconds
+        return scan(text, Bounds(*bounds))
+    except OutOfBounds as bound:
+        raise _error(text.split("\n"), bound.message, bound.line, bound.column) from None
+    except Unreadable as stop:
+        unreadable = stop
+    # The reply is wrong at ``unreadable.offset``: lark parses the statement it is in, from
+    # the start of its line to the end of the offending line, for the grammar's message.
     lines = text.split("\n")
+    end = text.find("\n", unreadable.offset)
+    piece = text[unreadable.line_offset:len(text) if end < 0 else end]
+    if len(piece) <= _DIAGNOSE_CHARS:
+        shift = unreadable.line - 1
+        try:
+            _parse_tree(piece, bounds, lines, shift)
+        except EditError:
+            raise
+        # lark took the piece: its records say what is wrong (a quoted name, a long index)
+    else:
+        raise _error(lines, f"unexpected {text[unreadable.offset:unreadable.offset + 12]!r}; "
+                     f"expected {unreadable.expected}" + _STATEMENT_HINT,
+                     *_position(text, unreadable.offset)) from None
+    return _parse_tree(text, bounds, lines, 0)
+
+
+#: an unreadable statement longer than this is described by the scanner, not lark
+_DIAGNOSE_CHARS = 1 << 16
+
+_STATEMENT_HINT = (". Statements look like w[0, 3] = 1.5, b[2] += -4 or "
+                   "w[1, 0:3] = [1, 2, 3], one per line")
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _parse_tree(text: str, bounds: tuple[int, int, int], lines: Sequence[str], shift: int
+                ) -> list[Statement]:
+    """Statements of ``text`` through lark's tree; ``text`` starts on line ``shift + 1``
+    of the reply whose ``lines`` are given (errors point into the whole reply)."""
+    own = text.split("\n")
     try:
-        tree = _parser(max_statements, max_depth, max_numbers).parse(text + "\n")
-    except _Bound as bound:
-        raise _error(lines, bound.message, bound.token.line, bound.token.column) from None
-    except UnexpectedInput as error:
-        raise _syntax_error(lines, error) from None
-    return [_statement(lines, child) for child in tree.children
-            if isinstance(child, Tree) and child.data == "statement"]
+        try:
+            tree = _parser(*bounds).parse(text + "\n")
+        except _Bound as bound:
+            raise _error(own, bound.message, bound.token.line, bound.token.column) from None
+        except UnexpectedInput as error:
+            raise _syntax_error(own, error) from None
+        return [_statement(own, child) for child in tree.children
+                if isinstance(child, Tree) and child.data == "statement"]
+    except EditError as error:
+        if not shift:
+            raise
+        line = None if error.line is None else error.line + shift
+        raise _error(lines, error.message, line, error.column) from None
 
 
 def _tree(node: Tree | Token) -> Tree:
@@ -331,11 +327,14 @@ def _value(lines: Sequence[str], tree: Tree) -> Number | ListValue:
 # -- applying -----------------------------------------------------------------------------
 
 def _list_array(lines: Sequence[str], value: ListValue) -> tuple[tuple[int, ...], list]:
-    """The shape of a nested list and its numbers in C order; ragged lists refused."""
+    """The shape of a nested list and its numbers in C order, as ``Number`` records and
+    whole ``NumberList`` rows (kept compact); ragged lists refused."""
+    if isinstance(value, NumberList):
+        return (len(value),), [value]
     if not value.items:
         return (0,), []
     shapes: list[tuple[int, ...]] = []
-    flat: list[Number] = []
+    flat: list[Number | NumberList] = []
     for item in value.items:
         if isinstance(item, Number):
             shapes.append(())
@@ -524,14 +523,35 @@ def run_statements(base: Mapping[str, Any], statements: Sequence[Statement],
         current = array[index]
         if array.dtype.kind == "f":
             if isinstance(statement.value, ListValue):
-                values = np.array([n.value for n in numbers], dtype=np.float64).reshape(selected)
+                values = _float_array(numbers).reshape(selected)
             else:
                 values = np.array(statement.value.value, dtype=np.float64)
             new = _float_values(lines, statement, current, values, scale, array.dtype)
         else:
-            new = _integer_values(lines, statement, current, numbers, scale, array.dtype)
+            new = _integer_values(lines, statement, current, _numbers(numbers), scale,
+                                  array.dtype)
         array[index] = new
     return edited
+
+
+def _float_array(parts: Sequence[Number | NumberList]) -> np.ndarray:
+    """The values of ``_list_array``'s parts as one float64 vector."""
+    if len(parts) == 1 and isinstance(parts[0], NumberList):
+        return parts[0].values
+    chunks = [part.values if isinstance(part, NumberList) else np.array([part.value])
+              for part in parts]
+    return np.concatenate(chunks) if chunks else np.empty(0)
+
+
+def _numbers(parts: Sequence[Number | NumberList]) -> list[Number]:
+    """``_list_array``'s parts as ``Number`` records (integer tensors need the texts)."""
+    numbers: list[Number] = []
+    for part in parts:
+        if isinstance(part, NumberList):
+            numbers.extend(item for item in part.items if isinstance(item, Number))
+        else:
+            numbers.append(part)
+    return numbers
 
 
 def _index_text(statement: Statement) -> str:

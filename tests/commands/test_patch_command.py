@@ -70,7 +70,7 @@ def test_render_edit_apply_round_trip(tmp_path, checkpoint, capsys):
                                   .astype(np.float32))
     assert patched["steps"].tolist() == [4]
     with safe_open(str(out), framework="np") as handle:
-        assert handle.metadata() == {"tensorcode.rendered_digits": "3"}
+        assert handle.metadata() == {"origin": "test", "tensorcode.rendered_digits": "3"}
 
 
 def test_apply_refuses_the_unrounded_checkpoint_and_writes_nothing(tmp_path, checkpoint,
@@ -143,3 +143,34 @@ def test_the_tensorcode_command_dispatches_to_patch(tmp_path, checkpoint, capsys
     path, _ = checkpoint
     assert cli.main(["patch", "render", str(path), "--names", "steps"]) == 0
     assert "steps = [3]" in capsys.readouterr().out
+
+
+def test_19_render_rounded_keeps_the_checkpoints_metadata(tmp_path, checkpoint, capsys):
+    path, _ = checkpoint
+    rounded = tmp_path / "shown.safetensors"
+    assert run("render", path, "--rounded", rounded, "--digits", "2") == 0
+    with safe_open(str(rounded), framework="np") as handle:
+        assert handle.metadata() == {"origin": "test", "tensorcode.rendered_digits": "2"}
+
+
+def test_19_patch_show_into_a_closed_pipe_ends_without_a_traceback(tmp_path, checkpoint):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    path, tensors = checkpoint
+    edited = {name: np.array(value) for name, value in tensors.items()}
+    edited["layer.weight"] = edited["layer.weight"] + 1.0
+    patch_path = tmp_path / "fix.patch.json"
+    from tensorcode.weights import diff
+    diff(tensors, edited).save(patch_path)
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    process = subprocess.Popen([sys.executable, "-m", "tensorcode.cli", "patch", "show",
+                                "--json", str(patch_path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env)
+    process.stdout.close()  # the reader is gone before anything is written (`| head -0`)
+    error = process.stderr.read().decode()
+    process.wait(timeout=120)
+    assert "Traceback" not in error and "BrokenPipeError" not in error, error

@@ -34,7 +34,28 @@ def test_the_example_prints_its_measured_values(example):
     assert f"{size:,} bytes" in text
     assert re.search(r"200: \d+%, \d+%", text)
     assert re.search(r"about [\d.]+ microseconds per call", text)
-    assert design["cases"] == acceptance["cases"] == 120
+    assert design["cases"] + acceptance["cases"] == 240
+
+
+def test_21_6_the_table_has_the_guides_rows_with_the_reference_executor(example):
+    _, lines = example
+    names = [line.split("  ")[0] for line in lines]
+    for row in ("Design cases: covered, wrong, uncovered",
+                "Acceptance cases (never shown): covered, wrong, uncovered",
+                "Fresh tickets served: escalated, agreement with the teacher", "Artifact",
+                "CPU reference executor", "CPU numba executor"):
+        assert row in names, row
+    text = "\n".join(lines)
+    assert re.search(r"CPU reference executor +about [\d.]+ microseconds per call", text)
+
+
+def test_17_the_example_holds_out_distinct_inputs(example):
+    directory, _ = example
+    program = Distillation.load(directory, executor="reference")
+    split = program.report["split"]
+    assert split["by"] == "input"
+    shown = {tuple(c["features"].tolist()) for c in program.design.cases}
+    assert not any(tuple(c["features"].tolist()) in shown for c in program.acceptance.cases)
 
 
 def test_the_recorded_replies_fail_then_succeed(example):

@@ -58,10 +58,12 @@ def deployment(ticket_dir, tmp_path):
     original = Distillation.load(ticket_dir)
     new = replacement(original, tmp_path / "staged")
     old_answers = {}
-    router = original.router(lambda inputs: {"route": None})
+    router = original.router(lambda inputs: {"route": -1.0})
     for features in CASES:
         answer = router({"features": np.array(features)})
-        old_answers[tuple(features)] = (answer["route"], answer["escalated"])
+        # the service without a fallback answers an escalation with a null route
+        route = None if answer["escalated"] else answer["route"]
+        old_answers[tuple(features)] = (route, answer["escalated"])
     return served, new, old_answers
 
 
