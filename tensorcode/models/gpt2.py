@@ -107,11 +107,25 @@ class GptModel:
         self.step_logits, self.step_caches = gpt.step(self.token, self.position,
                                                       self.cache_inputs)
         self.network: Network = tape.into_network()
-        self.parameters: Parameters = self.network.parameters()
+        self._parameters: Parameters | None = None  # the recorded initials, made when read
         self._plans: dict[str, Plan] = {}
         self._layered: _Layered | None = None
 
     # -- state ----------------------------------------------------------------------------
+    @property
+    def parameters(self) -> Parameters:
+        """The current table (the recorded initials until ``restore`` or
+        ``set_parameters``). A model built with ``init="zeros"`` starts from a table of
+        zeros that costs no memory until written, so loading does not copy twice."""
+        if self._parameters is None:
+            if self._initializer is not None:
+                layout = self.network.layout
+                self._parameters = Parameters.adopt(
+                    layout, {d: np.zeros(n, d) for d, n in layout.sizes.items()})
+            else:
+                self._parameters = self.network.parameters()
+        return self._parameters
+
     def named_parameters(self) -> list[tuple[str, Expr]]:
         """GPT-2's paths and the symbols they name (what ``named_restore`` walks)."""
         return self.gpt.named_parameters()
@@ -129,7 +143,7 @@ class GptModel:
     def set_parameters(self, parameters: Parameters) -> None:
         """Use ``parameters`` (a table of this model's network) from now on."""
         self.network.check_parameters(parameters)
-        self.parameters = parameters
+        self._parameters = parameters
         self._layered = None if self._layered is None else self._layered.rebind(parameters)
 
     # -- plans ----------------------------------------------------------------------------

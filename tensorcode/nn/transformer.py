@@ -88,8 +88,10 @@ class CausalSelfAttention(Module):
 
     def __init__(self, tape: Tape, n_embd: int, n_head: int,
                  init: Callable[..., Any] | None = None,
-                 proj_init: Callable[..., Any] | None = None, name: str | None = None) -> None:
+                 proj_init: Callable[..., Any] | None = None, name: str | None = None,
+                 dtype: Any = "float32") -> None:
         super().__init__(tape, name)
+        self.dtype = dtype
         if n_embd % n_head:
             raise ShapeError(f"CausalSelfAttention: n_embd {n_embd} is not divisible by "
                              f"n_head {n_head}")
@@ -100,7 +102,7 @@ class CausalSelfAttention(Module):
     def _linear(self, local: str, n_in: int, n_out: int,
                 init: Callable[..., Any] | None) -> Linear:
         layer = Linear(self.tape, n_in, n_out, init=init, name=self._path(local),
-                       weight_name="weight")
+                       weight_name="weight", dtype=self.dtype)
         self._child(local, layer)
         return layer
 
@@ -152,13 +154,14 @@ class FeedForward(Module):
     """GPT-2's feed-forward part: ``c_fc`` to four times the width, GELU, ``c_proj``."""
 
     def __init__(self, tape: Tape, n_embd: int, init: Callable[..., Any] | None = None,
-                 proj_init: Callable[..., Any] | None = None, name: str | None = None) -> None:
+                 proj_init: Callable[..., Any] | None = None, name: str | None = None,
+                 dtype: Any = "float32") -> None:
         super().__init__(tape, name)
         self.c_fc = Linear(tape, n_embd, 4 * n_embd, init=init, name=self._path("c_fc"),
-                           weight_name="weight")
+                           weight_name="weight", dtype=dtype)
         self._child("c_fc", self.c_fc)
         self.c_proj = Linear(tape, 4 * n_embd, n_embd, init=proj_init or init,
-                             name=self._path("c_proj"), weight_name="weight")
+                             name=self._path("c_proj"), weight_name="weight", dtype=dtype)
         self._child("c_proj", self.c_proj)
 
     def __call__(self, x: Expr) -> Expr:
@@ -170,18 +173,22 @@ class TransformerBlock(Module):
 
     def __init__(self, tape: Tape, n_embd: int, n_head: int, eps: float = 1e-5,
                  init: Callable[..., Any] | None = None,
-                 proj_init: Callable[..., Any] | None = None, name: str | None = None) -> None:
+                 proj_init: Callable[..., Any] | None = None, name: str | None = None,
+                 dtype: Any = "float32") -> None:
         super().__init__(tape, name)
+        self.dtype = dtype
         self.ln_1 = self._norm("ln_1", n_embd, eps)
         self.attn = CausalSelfAttention(tape, n_embd, n_head, init, proj_init,
-                                        name=self._path("attn"))
+                                        name=self._path("attn"), dtype=dtype)
         self._child("attn", self.attn)
         self.ln_2 = self._norm("ln_2", n_embd, eps)
-        self.mlp = FeedForward(tape, n_embd, init, proj_init, name=self._path("mlp"))
+        self.mlp = FeedForward(tape, n_embd, init, proj_init, name=self._path("mlp"),
+                               dtype=dtype)
         self._child("mlp", self.mlp)
 
     def _norm(self, local: str, n_embd: int, eps: float) -> LayerNorm:
-        norm = LayerNorm(self.tape, n_embd, eps, name=self._path(local), gain_name="weight")
+        norm = LayerNorm(self.tape, n_embd, eps, name=self._path(local), gain_name="weight",
+                         dtype=self.dtype)
         self._child(local, norm)
         return norm
 
@@ -246,7 +253,8 @@ class Gpt(Module):
         self.h = _Blocks(tape, self._path("h"))
         for k in range(c.n_layer if with_blocks else 0):
             self.h.add(TransformerBlock(tape, c.n_embd, c.n_head, c.layer_norm_epsilon,
-                                        weight_init, proj_init, name=self._path(f"h.{k}")))
+                                        weight_init, proj_init, name=self._path(f"h.{k}"),
+                                        dtype=dtype))
         for local, child in (("wte", self.wte), ("wpe", self.wpe), ("h", self.h),
                              ("ln_f", self.ln_f)):
             self._child(local, child)
