@@ -329,15 +329,20 @@ class Decoder:
 
     def __init__(self, model: GptModel) -> None:
         self.model = model
-        shape = model.gpt.cache_shape(model.batch, model.cache_length)
-        self.caches = [(np.zeros(shape, np.float32), np.zeros(shape, np.float32))
-                       for _ in range(model.config.n_layer)]
-        self.position = 0
+        self.reset()
         if model.strategy == "layered":
             model.layered().lower_decode()
         else:
             plan = model.plan("decode")
             self._bound = plan.bind(model.parameters)
+
+    def reset(self) -> None:
+        """Empty the caches and start again at position 0 (the plans stay bound)."""
+        model = self.model
+        shape = model.gpt.cache_shape(model.batch, model.cache_length)
+        self.caches = [(np.zeros(shape, np.float32), np.zeros(shape, np.float32))
+                       for _ in range(model.config.n_layer)]
+        self.position = 0
 
     def step(self, token: Any) -> np.ndarray:
         """Logits ``[B, vocab]`` after feeding ``token`` (int ids ``[B]``)."""
@@ -470,10 +475,8 @@ def load(directory: str | os.PathLike, **options: Any) -> GptModel:
     model = GptModel(config, init="zeros", **options)
     try:
         model.restore(snapshot)
-    except ArtifactError as error:
+    except ArtifactError as error:  # (a mis-shaped or mistyped tensor: its own error)
         raise ArtifactError(str(error), weights) from None
-    except (ShapeError, ArtifactError) as error:
-        raise type(error)(f"{weights}: {error}") from None
     return model
 
 

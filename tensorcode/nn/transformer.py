@@ -66,7 +66,8 @@ class GptConfig:
     def parameter_count(self) -> int:
         """Parameters in the tied model (the head reuses ``wte``)."""
         c, v, t, n = self.n_embd, self.vocab_size, self.block_size, self.n_layer
-        block = 2 * 2 * c + (c * 3 * c + 3 * c) + (c * c + c) + (c * 4 * c + 4 * c) + (4 * c * c + c)
+        block = (2 * 2 * c + (c * 3 * c + 3 * c) + (c * c + c) + (c * 4 * c + 4 * c)
+                 + (4 * c * c + c))
         return v * c + t * c + n * block + 2 * c
 
 

@@ -126,7 +126,7 @@ def test_the_model_announces_gpt2s_paths_in_gpt2s_order(reference_model):
         "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias")]
     assert paths[-2:] == ["ln_f.weight", "ln_f.bias"]
     assert len(paths) == 4 + 12 * CONFIG.n_layer
-    shapes = dict((p, s.shape) for p, s in reference_model.named_parameters())
+    shapes = {p: s.shape for p, s in reference_model.named_parameters()}
     assert shapes["h.1.attn.c_attn.weight"] == (8, 24)  # [in, out], as released
 
 
@@ -199,10 +199,10 @@ def test_a_wrong_tensor_is_refused_by_name_and_nothing_changes(reference_model, 
 
 def test_the_loader_refuses_an_untied_head_and_a_bad_config(tmp_path, tensors):
     directory = write_released(tmp_path, tensors, CONFIG)
-    named = {k: v for k, v in tensors.items()}
+    named = dict(tensors)
     named["lm_head.weight"] = tensors["wte.weight"] + 1
     save_tensors(directory / "model.safetensors", named)
-    with pytest.raises(ArtifactError, match="lm_head.weight"):
+    with pytest.raises(ArtifactError, match=r"lm_head\.weight"):
         gpt2.load(directory, backend="reference")
     (directory / "config.json").write_text(json.dumps({"vocab_size": 31, "n_positions": 12,
                                                        "n_embd": 8, "n_layer": "2",
