@@ -307,15 +307,14 @@ class _Layered:
         (x,) = self._bind("step_embed")[0](token, position)
         updated = []
         for bound, (keys, values) in zip(self._bind("step_block"), caches):
-            x, keys, values = _call_in_order(bound, self.block_network, {
+            x, keys, values = _call_in_order(bound, {
                 self.x1: x, self.block_position: position, self.keys: keys,
                 self.values: values})
             updated.append((keys, values))
         return np.array(self._bind("step_head")[0](x)[0]), updated
 
 
-def _call_in_order(bound: BoundPlan, network: Network, feeds: dict[Expr, np.ndarray]
-                   ) -> tuple[np.ndarray, ...]:
+def _call_in_order(bound: BoundPlan, feeds: dict[Expr, np.ndarray]) -> tuple[np.ndarray, ...]:
     """Call a bound plan with ``feeds`` arranged in the order its plan reads inputs."""
     return bound(*[feeds[symbol] for symbol in bound.plan.inputs()])
 
@@ -361,7 +360,7 @@ class Decoder:
             feeds: dict[Expr, np.ndarray] = {model.token: tokens, model.position: position}
             for (k_in, v_in), (keys, values) in zip(model.cache_inputs, self.caches):
                 feeds[k_in], feeds[v_in] = keys, values
-            outs = _call_in_order(self._bound, model.network, feeds)
+            outs = _call_in_order(self._bound, feeds)
             logits = np.array(outs[0])
             self.caches = [(outs[1 + 2 * k], outs[2 + 2 * k])
                            for k in range(model.config.n_layer)]
