@@ -14,8 +14,12 @@ same weights, read from the same released-layout directory):
   process's time to the first token with a warm cache (import, load, lower, prompt of
   one token, one new token), and that process's peak resident memory.
 
-``--quick`` runs the small configuration only (the 124M rows take several minutes:
-random initialization, a 500 MB weight file, cold compiles and a fresh process).
+On a shared machine, run with ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``: threaded
+BLAS (and PyTorch's threads) spin against other processes and both sides slow down by
+an order of magnitude. ``--quick`` runs the small configuration only (the 124M rows
+take several minutes: random initialization, a 500 MB weight file, cold compiles and a
+fresh process). The training row's first run compiles the whole 4-layer training step
+as one program (about 300 kernels), which takes many minutes; later runs load it.
 """
 
 from __future__ import annotations
@@ -81,13 +85,16 @@ def _ours(label: str, shape: dict, directory: pathlib.Path, quick: bool) -> list
     decode = median_time(step, repeat=20 if quick else 40, warmup=2)
     weight_bytes = 4 * config.parameter_count()
     bound = _copy_bandwidth() / weight_bytes
-    note = "layered plans (one block body for every layer), 1 thread + BLAS"
+    threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    note = f"layered plans (one block body for every layer); loops on 1 thread, BLAS " \
+           f"threads {threads}"
     return [Row(SUITE, f"{label} forward B=1 T={t}", "tensorcode", forward * 1e3, unit="ms",
                 note=note),
             Row(SUITE, f"{label} decode (KV cache {cache})", "tensorcode", 1 / decode,
                 unit="tok/s", lower_is_better=False,
                 note=f"{note}; bandwidth bound {bound:.1f} tok/s "
-                     f"({weight_bytes / 1e6:.0f} MB of weights per token)")]
+                     f"({weight_bytes / 1e6:.0f} MB of weights per token"
+                     f"{', which fit in cache' if weight_bytes < 32e6 else ''})")]
 
 
 _TORCH = textwrap.dedent("""
@@ -257,7 +264,7 @@ def _train(quick: bool) -> list[Row]:
                              timeout=3600)
     rows = [Row(SUITE, workload, "tensorcode", ours["step"] * 1e3, unit="ms",
                 note=f"one-tape training plan (lowered in {ours['lowered']:.1f} s incl. "
-                     "recording; cached afterwards), 1 thread + BLAS")]
+                     "recording; cached afterwards)")]
     if module_available("torch"):
         out = run_in_subprocess(_TRAIN_TORCH.format(repeat=repeat, **SMALL))
         rows.append(Row(SUITE, workload, "torch eager", out["step"] * 1e3, unit="ms",
