@@ -61,11 +61,13 @@ class Linear(Module):
 
     def __init__(self, tape: Tape, n_in: int, n_out: int,
                  init: Callable[..., Any] | None = None, bias: bool = True,
-                 dtype: Any = "float32", name: str | None = None) -> None:
+                 dtype: Any = "float32", name: str | None = None,
+                 weight_name: str = "weights") -> None:
         super().__init__(tape, name)
         init = init or initializers.xavier(0)
         self.n_in, self.n_out = int(n_in), int(n_out)
-        self.weights = self._parameter("weights", init((self.n_in, self.n_out), dtype))
+        # ``weight_name`` lets a model announce a foreign layout's path (GPT-2's "weight")
+        self.weights = self._parameter(weight_name, init((self.n_in, self.n_out), dtype))
         self.bias = (self._parameter("bias", initializers.zeros()((self.n_out,), dtype))
                      if bias else None)
 
@@ -123,24 +125,27 @@ class Embedding(Module):
     """A ``[n, dim]`` table looked up by integer indices (``weights`` rows)."""
 
     def __init__(self, tape: Tape, n: int, dim: int, init: Callable[..., Any] | None = None,
-                 dtype: Any = "float32", name: str | None = None) -> None:
+                 dtype: Any = "float32", name: str | None = None,
+                 weight_name: str = "weights") -> None:
         super().__init__(tape, name)
         init = init or initializers.normal(0, 1.0)
         self.n, self.dim = int(n), int(dim)
-        self.weights = self._parameter("weights", init((self.n, self.dim), dtype))
+        self.weights = self._parameter(weight_name, init((self.n, self.dim), dtype))
 
     def __call__(self, indices: Expr) -> Expr:
         return self.weights.take(indices, axis=0)
 
 
 class LayerNorm(Module):
-    """Layer normalization over the last axis with a learned ``gain`` and ``bias``."""
+    """Layer normalization over the last axis with a learned ``gain`` and ``bias``
+    (``tc.layer_norm`` is the parameterless form). ``gain_name`` is the gain's path
+    (GPT-2's checkpoints call it ``weight``)."""
 
     def __init__(self, tape: Tape, dim: int, eps: float = 1e-5, dtype: Any = "float32",
-                 name: str | None = None) -> None:
+                 name: str | None = None, gain_name: str = "gain") -> None:
         super().__init__(tape, name)
         self.dim, self.eps = int(dim), float(eps)
-        self.gain = self._parameter("gain", initializers.ones()((self.dim,), dtype))
+        self.gain = self._parameter(gain_name, initializers.ones()((self.dim,), dtype))
         self.bias = self._parameter("bias", initializers.zeros()((self.dim,), dtype))
 
     def __call__(self, x: Expr) -> Expr:

@@ -1,0 +1,341 @@
+"""GPT-2 at two sizes: full-context forward, cached decoding, compile costs, training.
+
+Workloads (each against the same model in PyTorch eager, in its own process, on the
+same weights, read from the same released-layout directory):
+
+- ``forward``: full-context logits of one row of T tokens (B = 1);
+- ``decode``: tokens per second of the one-token decode step with the key/value cache,
+  also stated against the memory-bandwidth bound (weight bytes per token over the
+  measured copy bandwidth of this machine);
+- ``train``: one AdamW step (forward, gradients, update) of a 4-layer, 128-wide
+  character model at batch 16, T = 64;
+- for the 124M configuration (12 layers, 12 heads, 768 wide, vocabulary 50,257;
+  random weights): the cold lowering of the decode plans (empty plan cache), a fresh
+  process's time to the first token with a warm cache (import, load, lower, prompt of
+  one token, one new token), and that process's peak resident memory.
+
+On a shared machine, run with ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``: threaded
+BLAS (and PyTorch's threads) spin against other processes and both sides slow down by
+an order of magnitude. ``--quick`` runs the small configuration only (the 124M rows
+take several minutes: random initialization, a 500 MB weight file, cold compiles and a
+fresh process). The training row's first run compiles the whole 4-layer training step
+as one program (about 300 kernels), which takes many minutes; later runs load it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+import numpy as np
+
+from .harness import Row, median_time, module_available, run_in_subprocess
+
+SUITE = "gpt"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SMALL = dict(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
+GPT2_124M = dict(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768)
+FORWARD_T = 128
+DECODE_CACHE = 256
+
+
+def _config(shape: dict):
+    from tensorcode.nn.transformer import GptConfig
+    return GptConfig(**shape)
+
+
+def _write_model(shape: dict, directory: pathlib.Path, seed: int = 0) -> None:
+    """Random GPT-2 weights (GPT-2's initialization) in the released layout."""
+    from tensorcode.models import gpt2
+    gpt2.save(gpt2.GptModel(_config(shape), seed=seed, context=8), directory)
+
+
+def _copy_bandwidth() -> float:
+    """Bytes per second of a large float32 copy (read plus write counted as read)."""
+    a = np.ones(64 << 20, np.float32)  # 256 MB
+    b = np.empty_like(a)
+    seconds = median_time(lambda: np.copyto(b, a), repeat=5, warmup=1)
+    return a.nbytes / seconds
+
+
+def _ours(label: str, shape: dict, directory: pathlib.Path, quick: bool) -> list[Row]:
+    from tensorcode.models import gpt2
+
+    config = _config(shape)
+    t = min(FORWARD_T, config.block_size)
+    cache = min(DECODE_CACHE, config.block_size)
+    model = gpt2.load(directory, context=t, cache_length=cache)
+    ids = np.random.default_rng(1).integers(0, config.vocab_size, (1, t))
+    model.logits(ids)  # lower (or load) the plans
+    repeat = 3 if quick or config.n_layer >= 12 else 10
+    forward = median_time(lambda: model.logits(ids), repeat=repeat, warmup=1)
+    decoder = model.decoder()
+    tokens = iter(range(10 ** 9))
+
+    def step() -> None:
+        if decoder.position >= cache:
+            decoder.reset()
+        decoder.step(np.array([next(tokens) % config.vocab_size]))
+    decode = median_time(step, repeat=20 if quick else 40, warmup=2)
+    weight_bytes = 4 * config.parameter_count()
+    bound = _copy_bandwidth() / weight_bytes
+    threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    note = f"layered plans (one block body for every layer); loops on 1 thread, BLAS " \
+           f"threads {threads}"
+    return [Row(SUITE, f"{label} forward B=1 T={t}", "tensorcode", forward * 1e3, unit="ms",
+                note=note),
+            Row(SUITE, f"{label} decode (KV cache {cache})", "tensorcode", 1 / decode,
+                unit="tok/s", lower_is_better=False,
+                note=f"{note}; bandwidth bound {bound:.1f} tok/s "
+                     f"({weight_bytes / 1e6:.0f} MB of weights per token"
+                     f"{', which fit in cache' if weight_bytes < 32e6 else ''})")]
+
+
+_TORCH = textwrap.dedent("""
+    import json, math, statistics, time, sys
+    import torch, torch.nn.functional as F
+    from safetensors.numpy import load_file
+    directory, label, t, cache, quick = {directory!r}, {label!r}, {t}, {cache}, {quick}
+    config = json.load(open(directory + "/config.json"))
+    w = {{k: torch.from_numpy(v) for k, v in load_file(directory + "/model.safetensors").items()}}
+    H, C, L = config["n_head"], config["n_embd"], config["n_layer"]
+    eps = config["layer_norm_epsilon"]
+    D = C // H
+
+    def block(x, k, kc=None, vc=None, pos=None):
+        p = "h.%d." % k
+        b, n, _ = x.shape
+        a = F.layer_norm(x, (C,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        q, key, v = (a @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]).split(C, 2)
+        q, key, v = (z.view(b, n, H, D).transpose(1, 2) for z in (q, key, v))
+        if kc is None:
+            y = F.scaled_dot_product_attention(q, key, v, is_causal=True)
+        else:
+            kc[:, :, pos] = key[:, :, 0]
+            vc[:, :, pos] = v[:, :, 0]
+            y = F.scaled_dot_product_attention(q, kc[:, :, :pos + 1], vc[:, :, :pos + 1])
+        y = y.transpose(1, 2).reshape(b, n, C)
+        x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        m = F.layer_norm(x, (C,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        m = F.gelu(m @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate="tanh")
+        return x + m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+
+    def head(x):
+        return F.layer_norm(x, (C,), w["ln_f.weight"], w["ln_f.bias"], eps) @ w["wte.weight"].T
+
+    def forward(ids):
+        x = w["wte.weight"][ids] + w["wpe.weight"][:ids.shape[1]]
+        for k in range(L):
+            x = block(x, k)
+        return head(x)
+
+    def median(fn, repeat, warmup):
+        for _ in range(warmup):
+            fn()
+        samples = []
+        for _ in range(repeat):
+            start = time.perf_counter(); fn(); samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+
+    torch.manual_seed(1)
+    ids = torch.randint(0, config["vocab_size"], (1, t))
+    with torch.inference_mode():
+        fwd = median(lambda: forward(ids), 3 if quick or L >= 12 else 10, 1)
+        caches = [(torch.zeros(1, H, cache, D), torch.zeros(1, H, cache, D)) for _ in range(L)]
+        state = {{"pos": 0}}
+
+        def step():
+            pos = state["pos"] % cache
+            token = torch.tensor([[pos % config["vocab_size"]]])
+            x = w["wte.weight"][token] + w["wpe.weight"][pos:pos + 1]
+            for k in range(L):
+                x = block(x, k, caches[k][0], caches[k][1], pos)
+            head(x)
+            state["pos"] += 1
+        dec = median(step, 20 if quick else 40, 2)
+    print(json.dumps({{"forward": fwd, "decode": dec, "threads": torch.get_num_threads(),
+                      "version": torch.__version__}}))
+""")
+
+
+def _torch(label: str, shape: dict, directory: pathlib.Path, quick: bool) -> list[Row]:
+    if not module_available("torch"):
+        return []
+    config = _config(shape)
+    t = min(FORWARD_T, config.block_size)
+    cache = min(DECODE_CACHE, config.block_size)
+    out = run_in_subprocess(_TORCH.format(directory=str(directory), label=label, t=t,
+                                          cache=cache, quick=quick), timeout=1800)
+    note = f"torch {out['version']} eager, {out['threads']} threads"
+    return [Row(SUITE, f"{label} forward B=1 T={t}", "torch eager", out["forward"] * 1e3,
+                unit="ms", note=note),
+            Row(SUITE, f"{label} decode (KV cache {cache})", "torch eager", 1 / out["decode"],
+                unit="tok/s", lower_is_better=False, note=note + ", SDPA over the cache")]
+
+
+_TRAIN_OURS = textwrap.dedent("""
+    import json, time, numpy as np
+    import sys; sys.path.insert(0, {root!r})
+    import tensorcode as tc
+    from tensorcode.nn.transformer import GptConfig
+    from tensorcode.models import gpt2
+    from benchmarks.harness import median_time
+    config = GptConfig(**{shape!r})
+    start = time.perf_counter()
+    model = gpt2.GptModel(config, batch=16, context=64, train=True)
+    plan = model.plan("train")
+    lowered = time.perf_counter() - start
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, config.vocab_size, (16, 64))
+    targets = rng.integers(0, config.vocab_size, (16, 64))
+    optimizer = tc.optim.AdamW(weight_decay=0.01)
+    state = {{"p": model.parameters}}
+
+    def step():
+        run = plan.forward(state["p"], {{model.ids: ids, model.targets: targets}})
+        state["p"] = optimizer.step(state["p"], run.recorded_gradients(model.adjoints), 1e-3)
+    seconds = median_time(step, repeat={repeat}, warmup=2)
+    print(json.dumps({{"step": seconds, "lowered": lowered}}))
+""")
+
+_TRAIN_TORCH = textwrap.dedent("""
+    import json, statistics, time, torch, torch.nn as nn, torch.nn.functional as F
+    V, T, L, H, C = {vocab_size}, {block_size}, {n_layer}, {n_head}, {n_embd}
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.c_fc, self.m_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(C, 2)
+            q, k, v = (z.view(b, n, H, C // H).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.c_proj(y.transpose(1, 2).reshape(b, n, C))
+            return x + self.m_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    class Gpt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+            self.h = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = nn.LayerNorm(C)
+
+        def forward(self, ids):
+            x = self.wte(ids) + self.wpe.weight[:ids.shape[1]]
+            for block in self.h:
+                x = block(x)
+            return self.ln_f(x) @ self.wte.weight.T
+
+    torch.manual_seed(0)
+    model = Gpt()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    ids = torch.randint(0, V, (16, 64))
+    targets = torch.randint(0, V, (16, 64))
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(ids).reshape(-1, V), targets.reshape(-1))
+        loss.backward()
+        optimizer.step()
+    for _ in range(2):
+        step()
+    samples = []
+    for _ in range({repeat}):
+        start = time.perf_counter(); step(); samples.append(time.perf_counter() - start)
+    print(json.dumps({{"step": statistics.median(samples), "threads": torch.get_num_threads(),
+                      "version": torch.__version__}}))
+""")
+
+
+def _train(quick: bool) -> list[Row]:
+    repeat = 5 if quick else 20
+    workload = "char model 4x128 train step B=16 T=64 AdamW"
+    ours = run_in_subprocess(_TRAIN_OURS.format(root=str(ROOT), shape=SMALL, repeat=repeat),
+                             timeout=3600)
+    rows = [Row(SUITE, workload, "tensorcode", ours["step"] * 1e3, unit="ms",
+                note=f"one-tape training plan (lowered in {ours['lowered']:.1f} s incl. "
+                     "recording; cached afterwards)")]
+    if module_available("torch"):
+        out = run_in_subprocess(_TRAIN_TORCH.format(repeat=repeat, **SMALL))
+        rows.append(Row(SUITE, workload, "torch eager", out["step"] * 1e3, unit="ms",
+                        note=f"torch {out['version']} eager, {out['threads']} threads"))
+    return rows
+
+
+_FRESH = textwrap.dedent("""
+    import time
+    start = time.perf_counter()
+    import json, resource, sys
+    import numpy as np
+    sys.path.insert(0, {root!r})
+    from tensorcode.models import gpt2
+    model = gpt2.load({directory!r}, context=8, cache_length={cache})
+    loaded = time.perf_counter() - start
+    out = gpt2.generate(model, np.array([464]), 1)
+    first = time.perf_counter() - start
+    print(json.dumps({{"first_token": first, "loaded": loaded,
+                      "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+""")
+
+_COLD = textwrap.dedent("""
+    import json, sys, time
+    sys.path.insert(0, {root!r})
+    from tensorcode.models import gpt2
+    model = gpt2.load({directory!r}, context=8, cache_length={cache})
+    start = time.perf_counter()
+    model.layered().lower_decode()
+    print(json.dumps({{"lowering": time.perf_counter() - start}}))
+""")
+
+
+def _fresh(code: str, cache_dir: str) -> dict:
+    env = dict(os.environ, TENSORCODE_CACHE_DIR=cache_dir)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=3600, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"benchmark subprocess failed:\n{result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _compile_rows(label: str, directory: pathlib.Path) -> list[Row]:
+    cache = DECODE_CACHE
+    with tempfile.TemporaryDirectory(prefix="tensorcode-gpt-cache-") as cache_dir:
+        cold = _fresh(_COLD.format(root=str(ROOT), directory=str(directory), cache=cache),
+                      cache_dir)
+        warm = _fresh(_FRESH.format(root=str(ROOT), directory=str(directory), cache=cache),
+                      cache_dir)
+    return [Row(SUITE, f"{label} cold lowering of the decode plans", "tensorcode",
+                cold["lowering"], unit="s", note="empty plan cache; target < 30 s"),
+            Row(SUITE, f"{label} fresh process to first token", "tensorcode",
+                warm["first_token"], unit="s",
+                note=f"warm plan cache; import + load {warm['loaded']:.1f} s; target < 3 s"),
+            Row(SUITE, f"{label} fresh process peak memory", "tensorcode", warm["peak_mb"],
+                unit="MB", note="resident set of the first-token process")]
+
+
+def run(quick: bool) -> list[Row]:
+    rows: list[Row] = []
+    sizes = [("small 4x128", SMALL)] + ([] if quick else [("gpt2-124M", GPT2_124M)])
+    for label, shape in sizes:
+        with tempfile.TemporaryDirectory(prefix="tensorcode-gpt-") as tmp:
+            directory = pathlib.Path(tmp) / "model"
+            started = time.perf_counter()
+            _write_model(shape, directory)
+            measured = _ours(label, shape, directory, quick) + _torch(label, shape, directory,
+                                                                       quick)
+            if shape is GPT2_124M:
+                measured += _compile_rows(label, directory)
+            for row in measured:
+                row.extra["suite_seconds"] = round(time.perf_counter() - started, 1)
+            rows += measured
+    return rows + _train(quick)

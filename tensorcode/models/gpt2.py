@@ -1,0 +1,515 @@
+"""GPT-2: one tape holding the full-context expression and its decode twin, the loader
+for the released checkpoint layout, and ``generate``.
+
+``GptModel(config)`` records a ``tc.nn.Gpt`` on one tape: the full-context logits of
+ids ``[batch, context]`` and their training loss, and the one-token decode step (the
+newest token, its position and each layer's key/value cache in; logits and the updated
+caches out). Both share every parameter symbol, so one table answers both; an entry
+lowers only the roots it names, so training never schedules the decode step and
+generation never schedules the full context.
+
+At depth, compiling the whole model as one program would compile every block again.
+The default ``strategy="layered"`` compiles one block body once (on a tape of its own,
+with the same parameter order) and runs it per layer over a zero-copy view of that
+layer's run of the model's table (``Gpt`` records each block's parameters
+contiguously), with two small plans for the embedding and the head around it;
+``strategy="whole"`` lowers the roots of the one tape directly. Both give the same
+numbers (the tests check it).
+
+``load(directory)`` reads GPT-2's released layout: ``config.json`` (``vocab_size``,
+``n_positions``, ``n_embd``, ``n_layer``, ``n_head``, ``layer_norm_epsilon``) and
+``model.safetensors`` (``wte.weight``, ``h.0.attn.c_attn.weight`` ``[in, out]``, ...,
+optionally under a ``transformer.`` prefix). The causal-mask buffers some releases
+store (``h.N.attn.bias``, ``h.N.attn.masked_bias``) are structure, not parameters,
+and are skipped; an ``lm_head.weight`` must equal the tied ``wte.weight``. Everything
+else goes through one ``named_restore``: a missing, extra or mis-shaped tensor is
+refused, naming it, before anything changes.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..compiler.network import Network
+from ..compiler.plan import BoundPlan, Plan
+from ..compiler.tables import Parameters
+from ..compiler.tape import Expr, Tape
+from ..errors import ArtifactError, CompileError, FeedError, ShapeError
+from ..files import atomic_write_json
+from ..files.strict_json import read_json
+from ..files.tensorfile import load_tensors, save_tensors
+from ..nn import init as initializers
+from ..nn.transformer import Gpt, GptConfig, TransformerBlock
+from ..runtime.checkpoint import named_restore, named_snapshot
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+STRATEGIES = ("layered", "whole")
+#: buffers some GPT-2 releases store beside the parameters: the causal mask, which the
+#: model records as structure
+_BUFFER_PATH = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+_CONFIG_FIELDS = {"vocab_size": int, "n_positions": int, "n_embd": int, "n_layer": int,
+                  "n_head": int, "layer_norm_epsilon": float}
+
+
+class GptModel:
+    """A ``Gpt`` recorded on one tape with its state (see the module docstring).
+
+    ``batch`` and ``context`` fix the full-context expression's ``[batch, context]``
+    (``context`` defaults to the config's ``block_size``); ``logits(ids)`` accepts any
+    ``[B, T]`` with ``T <= context``, padding on the right (causality makes the padding
+    invisible to earlier positions) and running ``batch`` rows at a time. ``cache_length``
+    is how many positions the decode cache holds (default ``context``). ``train=True``
+    also records the loss's gradients for every parameter (``adjoints``).
+    """
+
+    def __init__(self, config: GptConfig, *, batch: int = 1, context: int | None = None,
+                 cache_length: int | None = None, train: bool = False, seed: int = 0,
+                 init: str = "gpt2", backend: str = "numba", strategy: str = "layered") -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+        if init not in ("gpt2", "zeros"):
+            raise ValueError(f"init must be 'gpt2' (GPT-2's random initialization) or 'zeros' "
+                             f"(a model about to be loaded), got {init!r}")
+        self.config = config
+        self.batch = _positive("batch", batch)
+        self.context = _positive("context", context or config.block_size)
+        self.cache_length = _positive("cache_length", cache_length or self.context)
+        for name, value in (("context", self.context), ("cache_length", self.cache_length)):
+            if value > config.block_size:
+                raise ShapeError(f"GptModel: {name} {value} exceeds the context length "
+                                 f"block_size={config.block_size}")
+        self.backend = backend
+        self.strategy = strategy
+        self.seed = seed
+        self._initializer = initializers.zeros() if init == "zeros" else None
+        tape = Tape()
+        gpt = Gpt(tape, config, init=self._initializer, seed=seed)
+        self.gpt = gpt
+        b, t = self.batch, self.context
+        self.ids = tape.input(np.zeros((b, t), np.int64), name="ids")
+        self.targets = tape.input(np.zeros((b, t), np.int64), name="targets")
+        self.full_logits = gpt(self.ids)
+        self.loss = gpt.loss(self.full_logits, self.targets)
+        self.adjoints = tape.differentiate(self.loss, gpt.parameters()) if train else None
+        self.token = tape.input(np.zeros(b, np.int64), name="token")
+        self.position = tape.input(np.zeros(1, np.int64), name="position")
+        shape = gpt.cache_shape(b, self.cache_length)
+        self.cache_inputs = [(tape.input(np.zeros(shape, np.float32), name=f"h.{k}.keys"),
+                              tape.input(np.zeros(shape, np.float32), name=f"h.{k}.values"))
+                             for k in range(config.n_layer)]
+        self.step_logits, self.step_caches = gpt.step(self.token, self.position,
+                                                      self.cache_inputs)
+        self.network: Network = tape.into_network()
+        self._parameters: Parameters | None = None  # the recorded initials, made when read
+        self._plans: dict[str, Plan] = {}
+        self._layered: _Layered | None = None
+
+    # -- state ----------------------------------------------------------------------------
+    @property
+    def parameters(self) -> Parameters:
+        """The current table (the recorded initials until ``restore`` or
+        ``set_parameters``). A model built with ``init="zeros"`` starts from a table of
+        zeros that costs no memory until written, so loading does not copy twice."""
+        if self._parameters is None:
+            if self._initializer is not None:
+                layout = self.network.layout
+                self._parameters = Parameters.adopt(
+                    layout, {d: np.zeros(n, d) for d, n in layout.sizes.items()})
+            else:
+                self._parameters = self.network.parameters()
+        return self._parameters
+
+    def named_parameters(self) -> list[tuple[str, Expr]]:
+        """GPT-2's paths and the symbols they name (what ``named_restore`` walks)."""
+        return self.gpt.named_parameters()
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The parameters under GPT-2's paths (copies)."""
+        return named_snapshot(self.parameters, self.gpt)
+
+    def restore(self, snapshot: Mapping[str, Any]) -> None:
+        """Take every parameter from ``snapshot`` (GPT-2's paths); refused, naming the
+        path, when one is missing, extra, mis-shaped or of another dtype, and then
+        nothing changes."""
+        self.set_parameters(named_restore(self.parameters, self.gpt, snapshot))
+
+    def set_parameters(self, parameters: Parameters) -> None:
+        """Use ``parameters`` (a table of this model's network) from now on."""
+        self.network.check_parameters(parameters)
+        self._parameters = parameters
+        self._layered = None if self._layered is None else self._layered.rebind(parameters)
+
+    # -- plans ----------------------------------------------------------------------------
+    def plan(self, name: str) -> Plan:
+        """The one-tape plan ``"logits"`` (full context), ``"train"`` (loss and
+        gradients; needs ``train=True``) or ``"decode"`` (the decode twin), lowered once."""
+        if name not in self._plans:
+            if name == "logits":
+                roots = [self.full_logits]
+            elif name == "train":
+                if self.adjoints is None:
+                    raise CompileError("this model was built without gradients; build it "
+                                       "with GptModel(config, train=True)")
+                roots = self.adjoints.roots()
+            elif name == "decode":
+                roots = [self.step_logits, *(x for pair in self.step_caches for x in pair)]
+            else:
+                raise ValueError(f"unknown plan {name!r}; use 'logits', 'train' or 'decode'")
+            self._plans[name] = self.network.entry(roots).lower(self.backend)
+        return self._plans[name]
+
+    def layered(self) -> _Layered:
+        """The per-layer runner (one compiled block body for every layer)."""
+        if self._layered is None:
+            self._layered = _Layered(self)
+        return self._layered
+
+    # -- running --------------------------------------------------------------------------
+    def logits(self, ids: Any) -> np.ndarray:
+        """Float32 logits ``[B, T, vocab]`` of int token ids ``[B, T]``."""
+        array = _ids(ids, self.config.vocab_size)
+        rows, t = array.shape
+        if t > self.context:
+            raise FeedError(f"ids have {t} positions; this model was recorded for at most "
+                            f"{self.context} (GptModel(..., context=...))")
+        out = np.empty((rows, t, self.config.vocab_size), np.float32)
+        for start in range(0, rows, self.batch):
+            chunk = np.zeros((self.batch, self.context), np.int64)
+            part = array[start:start + self.batch]
+            chunk[:len(part), :t] = part
+            if self.strategy == "layered":
+                result = self.layered().logits(chunk)
+            else:
+                result = self.plan("logits").forward(self.parameters,
+                                                      {self.ids: chunk}).of(self.full_logits)
+            out[start:start + len(part)] = result[:len(part), :t]
+        return out
+
+    def decoder(self) -> Decoder:
+        """A fresh decoding state (empty caches) running the compiled decode step."""
+        return Decoder(self)
+
+
+class _Layered:
+    """One compiled block body run per layer over views of each layer's parameters."""
+
+    def __init__(self, model: GptModel) -> None:
+        config = model.config
+        b, t, s = model.batch, model.context, model.cache_length
+        # the edges: wte, wpe and ln_f, recorded in the model's order (its table's prefix)
+        edge_tape = Tape()
+        edge = Gpt(edge_tape, config, init=initializers.zeros(), with_blocks=False)
+        self.ids = edge_tape.input(np.zeros((b, t), np.int64), name="ids")
+        self.token = edge_tape.input(np.zeros(b, np.int64), name="token")
+        self.position = edge_tape.input(np.zeros(1, np.int64), name="position")
+        self.full_x = edge_tape.input(np.zeros((b, t, config.n_embd), np.float32), name="x")
+        self.step_x = edge_tape.input(np.zeros((b, 1, config.n_embd), np.float32), name="x1")
+        self.embedded = edge.embed(self.ids)
+        self.step_embedded = edge.step_embed(self.token, self.position)
+        self.full_head = edge.head(self.full_x)
+        self.step_head = edge.head(self.step_x).reshape(b, config.vocab_size)
+        self.edge_network = edge_tape.into_network()
+        self.edge = edge
+        # one block body
+        block_tape = Tape()
+        block = TransformerBlock(block_tape, config.n_embd, config.n_head,
+                                 config.layer_norm_epsilon, init=initializers.zeros(),
+                                 name="h.0")
+        self.x = block_tape.input(np.zeros((b, t, config.n_embd), np.float32), name="x")
+        self.x1 = block_tape.input(np.zeros((b, 1, config.n_embd), np.float32), name="x1")
+        self.block_position = block_tape.input(np.zeros(1, np.int64), name="position")
+        shape = (b, config.n_head, s, config.head_dim)
+        self.keys = block_tape.input(np.zeros(shape, np.float32), name="keys")
+        self.values = block_tape.input(np.zeros(shape, np.float32), name="values")
+        self.block_out = block(self.x)
+        self.step_out = block.step(self.x1, self.block_position, self.keys, self.values)
+        self.block_network = block_tape.into_network()
+        self.model = model
+        self._check_layout()
+        self._plans: dict[str, Plan] = {}
+        self._bound: dict[str, list[BoundPlan]] = {}
+        self.rebind(model.parameters)
+
+    def _check_layout(self) -> None:
+        """The model's table must be the edge run (wte, wpe, ln_f) then one block-shaped
+        run per layer, so views of it are the small networks' tables."""
+        slots = self.model.network.layout.slots
+        edge_slots = self.edge_network.layout.slots
+        block_slots = self.block_network.layout.slots
+        runs = [(slots[:len(edge_slots)], edge_slots)]
+        start = len(edge_slots)
+        for _ in range(self.model.config.n_layer):
+            runs.append((slots[start:start + len(block_slots)], block_slots))
+            start += len(block_slots)
+        if start != len(slots) or set(self.model.network.layout.sizes) != {"float32"} or any(
+                [s.shape for s in run] != [s.shape for s in want] for run, want in runs):
+            raise CompileError("the model's parameter table is not laid out as the edges "
+                               "then one run per block; use strategy='whole'")
+
+    def rebind(self, parameters: Parameters) -> _Layered:
+        """Views of ``parameters``: the edge table and one table per layer (no copy)."""
+        buffer = parameters.buffers()["float32"]
+        edge_size = self.edge_network.layout.sizes["float32"]
+        block_size = self.block_network.layout.sizes["float32"]
+        self.edge_parameters = Parameters.adopt(self.edge_network.layout,
+                                                {"float32": buffer[:edge_size]})
+        self.layer_parameters = [
+            Parameters.adopt(self.block_network.layout,
+                             {"float32": buffer[edge_size + k * block_size:
+                                                edge_size + (k + 1) * block_size]})
+            for k in range(self.model.config.n_layer)]
+        self._bound = {}
+        return self
+
+    def _plan(self, name: str) -> Plan:
+        if name not in self._plans:
+            network, roots = {
+                "embed": (self.edge_network, [self.embedded]),
+                "step_embed": (self.edge_network, [self.step_embedded]),
+                "head": (self.edge_network, [self.full_head]),
+                "step_head": (self.edge_network, [self.step_head]),
+                "block": (self.block_network, [self.block_out]),
+                "step_block": (self.block_network, list(self.step_out)),
+            }[name]
+            self._plans[name] = network.entry(roots).lower(self.model.backend)
+        return self._plans[name]
+
+    def _bind(self, name: str) -> list[BoundPlan]:
+        if name not in self._bound:
+            plan = self._plan(name)
+            if name in ("block", "step_block"):
+                self._bound[name] = [plan.bind(p) for p in self.layer_parameters]
+            else:
+                self._bound[name] = [plan.bind(self.edge_parameters)]
+        return self._bound[name]
+
+    def lower_decode(self) -> None:
+        """Lower (or load from the plan cache) the three decode plans."""
+        for name in ("step_embed", "step_block", "step_head"):
+            self._bind(name)
+
+    def logits(self, ids: np.ndarray) -> np.ndarray:
+        (x,) = self._bind("embed")[0](ids)
+        for bound in self._bind("block"):
+            (x,) = bound(x)
+        return np.array(self._bind("head")[0](x)[0])
+
+    def step(self, token: np.ndarray, position: np.ndarray,
+             caches: list[tuple[np.ndarray, np.ndarray]]
+             ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        (x,) = self._bind("step_embed")[0](token, position)
+        updated = []
+        for bound, (keys, values) in zip(self._bind("step_block"), caches):
+            x, keys, values = _call_in_order(bound, {
+                self.x1: x, self.block_position: position, self.keys: keys,
+                self.values: values})
+            updated.append((keys, values))
+        return np.array(self._bind("step_head")[0](x)[0]), updated
+
+
+def _call_in_order(bound: BoundPlan, feeds: dict[Expr, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Call a bound plan with ``feeds`` arranged in the order its plan reads inputs."""
+    return bound(*[feeds[symbol] for symbol in bound.plan.inputs()])
+
+
+class Decoder:
+    """Decoding state: the position and each layer's key/value cache.
+
+    ``feed(tokens)`` runs the compiled decode step once per token (token ids ``[B]``
+    for each position) and returns the logits ``[B, vocab]`` after the last one.
+    """
+
+    def __init__(self, model: GptModel) -> None:
+        self.model = model
+        self.reset()
+        if model.strategy == "layered":
+            model.layered().lower_decode()
+        else:
+            plan = model.plan("decode")
+            self._bound = plan.bind(model.parameters)
+
+    def reset(self) -> None:
+        """Empty the caches and start again at position 0 (the plans stay bound)."""
+        model = self.model
+        shape = model.gpt.cache_shape(model.batch, model.cache_length)
+        self.caches = [(np.zeros(shape, np.float32), np.zeros(shape, np.float32))
+                       for _ in range(model.config.n_layer)]
+        self.position = 0
+
+    def step(self, token: Any) -> np.ndarray:
+        """Logits ``[B, vocab]`` after feeding ``token`` (int ids ``[B]``)."""
+        model = self.model
+        tokens = _ids(np.asarray(token).reshape(-1, 1), model.config.vocab_size).reshape(-1)
+        if tokens.shape != (model.batch,):
+            raise FeedError(f"decode step: expected {model.batch} token ids, got "
+                            f"{tokens.shape[0]}")
+        if self.position >= model.cache_length:
+            raise FeedError(f"the decode cache holds {model.cache_length} positions and all "
+                            "are used (GptModel(..., cache_length=...))")
+        position = np.array([self.position], np.int64)
+        if model.strategy == "layered":
+            logits, self.caches = model.layered().step(tokens, position, self.caches)
+        else:
+            feeds: dict[Expr, np.ndarray] = {model.token: tokens, model.position: position}
+            for (k_in, v_in), (keys, values) in zip(model.cache_inputs, self.caches):
+                feeds[k_in], feeds[v_in] = keys, values
+            outs = _call_in_order(self._bound, feeds)
+            logits = np.array(outs[0])
+            self.caches = [(outs[1 + 2 * k], outs[2 + 2 * k])
+                           for k in range(model.config.n_layer)]
+        self.position += 1
+        return logits
+
+
+def select_next(logits: np.ndarray, generator: Any = None, temperature: float = 1.0,
+                top_k: int | None = None) -> np.ndarray:
+    """The next token of each row of ``logits`` ``[B, vocab]``: the argmax without a
+    generator (greedy). Sampling needs the random primitives, which this build lacks."""
+    if generator is not None:
+        raise NotImplementedError(
+            "sampling with a generator needs the random primitives (tc.random.sample); "
+            "this build decodes greedily only: call generate(..., generator=None)")
+    return np.argmax(logits, axis=-1).astype(np.int64)
+
+
+def generate(model: GptModel, prompt_ids: Any, max_new_tokens: int, generator: Any = None,
+             temperature: float = 1.0, top_k: int | None = None) -> np.ndarray:
+    """Continue ``prompt_ids`` (``[T]`` or ``[B, T]``) by ``max_new_tokens`` tokens with the
+    compiled decode step; returns the prompt followed by the new tokens, shaped like the
+    prompt. Without a generator each token is the argmax (greedy)."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or \
+            max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
+    if generator is not None:
+        select_next(np.zeros((1, 1), np.float32), generator, temperature, top_k)  # refuses
+    prompt = np.asarray(prompt_ids)
+    flat = prompt.ndim == 1
+    ids = _ids(prompt.reshape(1, -1) if flat else prompt, model.config.vocab_size)
+    if ids.shape[1] == 0:
+        raise FeedError("generate needs at least one prompt token")
+    if ids.shape[0] != model.batch:
+        raise FeedError(f"this model decodes {model.batch} rows at a time; the prompt has "
+                        f"{ids.shape[0]}")
+    total = ids.shape[1] + max_new_tokens
+    if total > model.cache_length:
+        raise FeedError(f"{ids.shape[1]} prompt and {max_new_tokens} new tokens exceed the "
+                        f"decode cache of {model.cache_length} positions")
+    decoder = model.decoder()
+    out = [ids[:, k] for k in range(ids.shape[1])]
+    logits = None
+    for column in out:
+        logits = decoder.step(column)
+    for k in range(max_new_tokens):
+        assert logits is not None
+        token = select_next(logits, generator, temperature, top_k)
+        out.append(token)
+        if k + 1 < max_new_tokens:
+            logits = decoder.step(token)
+    result = np.stack(out, axis=1)
+    return result[0] if flat else result
+
+
+# -- the released layout -------------------------------------------------------------------
+def read_config(directory: str | os.PathLike) -> GptConfig:
+    """The ``GptConfig`` of a released ``config.json`` (validated, every field named)."""
+    path = pathlib.Path(directory) / CONFIG_FILE
+    document = read_json(path, what="GPT-2 config")
+    if not isinstance(document, dict):
+        raise ArtifactError("expected a JSON object", path)
+    values: dict[str, Any] = {}
+    for name, kind in _CONFIG_FIELDS.items():
+        value = document.get(name, 1e-5 if name == "layer_norm_epsilon" else None)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise ArtifactError(f"expected {kind.__name__}, got {value!r}", path, field=name)
+        values[name] = value
+    try:
+        return GptConfig(vocab_size=values["vocab_size"], block_size=values["n_positions"],
+                         n_layer=values["n_layer"], n_head=values["n_head"],
+                         n_embd=values["n_embd"],
+                         layer_norm_epsilon=values["layer_norm_epsilon"])
+    except ShapeError as error:
+        raise ArtifactError(str(error), path) from None
+
+
+def released_snapshot(tensors: Mapping[str, np.ndarray], path: Any = None
+                      ) -> dict[str, np.ndarray]:
+    """GPT-2's paths from a released file's tensors: a ``transformer.`` prefix removed,
+    the causal-mask buffers dropped, a tied ``lm_head.weight`` checked and dropped."""
+    names = list(tensors)
+    body = [n for n in names if n != "lm_head.weight"]
+    prefix = "transformer." if body and all(n.startswith("transformer.") for n in body) else ""
+    snapshot = {}
+    for name in body:
+        local = name[len(prefix):]
+        if _BUFFER_PATH.match(local):
+            continue
+        snapshot[local] = tensors[name]
+    if "lm_head.weight" in tensors:
+        head, wte = tensors["lm_head.weight"], snapshot.get("wte.weight")
+        if wte is None or head.shape != wte.shape or not np.array_equal(head, wte):
+            raise ArtifactError("lm_head.weight differs from wte.weight; this model ties "
+                                "the output head to the token embedding", path,
+                                field="lm_head.weight")
+    return snapshot
+
+
+def load(directory: str | os.PathLike, **options: Any) -> GptModel:
+    """A ``GptModel`` from GPT-2's released layout in ``directory`` (``config.json`` and
+    ``model.safetensors``); ``options`` go to ``GptModel`` (``batch``, ``context``,
+    ``cache_length``, ``backend``, ``strategy``, ``train``)."""
+    directory = pathlib.Path(directory)
+    config = read_config(directory)
+    weights = directory / WEIGHTS_FILE
+    tensors, _ = load_tensors(weights)
+    snapshot = released_snapshot(tensors, weights)
+    model = GptModel(config, init="zeros", **options)
+    try:
+        model.restore(snapshot)
+    except ArtifactError as error:  # (a mis-shaped or mistyped tensor: its own error)
+        raise ArtifactError(str(error), weights) from None
+    return model
+
+
+def save(model: GptModel, directory: str | os.PathLike) -> pathlib.Path:
+    """Write ``model`` in GPT-2's released layout (each file atomically)."""
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    c = model.config
+    save_tensors(directory / WEIGHTS_FILE, model.state(), {"format": "pt"})
+    atomic_write_json(directory / CONFIG_FILE, {
+        "model_type": "gpt2", "vocab_size": c.vocab_size, "n_positions": c.block_size,
+        "n_embd": c.n_embd, "n_layer": c.n_layer, "n_head": c.n_head,
+        "layer_norm_epsilon": c.layer_norm_epsilon})
+    return directory
+
+
+# -- helpers -------------------------------------------------------------------------------
+def _positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def _ids(ids: Any, vocab_size: int) -> np.ndarray:
+    """Int64 token ids ``[B, T]`` within the vocabulary."""
+    array = np.asarray(ids)
+    if array.ndim != 2 or array.dtype.kind not in "iu":
+        raise FeedError(f"token ids must be an int array [B, T], got {array.dtype} "
+                        f"{list(array.shape)}")
+    if array.size and (array.min() < 0 or array.max() >= vocab_size):
+        raise FeedError(f"token ids must lie in [0, {vocab_size}); got {int(array.min())}.."
+                        f"{int(array.max())}")
+    return np.ascontiguousarray(array, dtype=np.int64)
+
+
+__all__ = ["GptModel", "Decoder", "load", "save", "read_config", "released_snapshot",
+           "generate", "select_next", "STRATEGIES"]
