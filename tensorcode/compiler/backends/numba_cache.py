@@ -31,15 +31,16 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterable
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
 
 from ...errors import TensorCodeError
-from ...files import atomic_write_bytes
 from .. import ir
-from ..schedule import Schedule
-from ..update import StepSpec
+
+if TYPE_CHECKING:  # pragma: no cover - kept out of ``import tensorcode``
+    from ..schedule import Schedule
+    from ..update import StepSpec
 
 _STATS_LOCK = threading.Lock()
 _STATS = {"compiled": 0, "cache_loaded": 0, "sources_written": 0, "corrupt_entries": 0,
@@ -325,6 +326,8 @@ def compiled_module(schedule: Schedule, approximate: bool = True,
                     _warn_once(key, f"tensorcode: plan cache entry {path} was corrupt or "
                                     "foreign; rebuilding it")
                     _purge_numba_cache(directory, stem)
+                from ...files.atomic import atomic_write_bytes
+
                 atomic_write_bytes(path, source.encode("utf-8"))
                 count("sources_written")
             try:
