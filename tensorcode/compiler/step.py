@@ -132,7 +132,7 @@ class StepPlan(Plan):
             self._last = bound
         return bound(lr, *self._inputs_from(feeds))
 
-    def bind(self, parameters: Parameters, state: Any = None) -> Any:  # type: ignore[override]
+    def bind(self, parameters: Parameters, state: Any = None) -> Any:
         """Without ``state``: ``Plan.bind`` (loss and gradients, no update). With the
         optimizer: a ``BoundStep`` ``f(lr, *inputs) -> loss`` with the buffers bound."""
         if state is None:
@@ -181,7 +181,7 @@ class StepPlan(Plan):
 
 def _learning_rates(lr: Any, k: int | None) -> np.ndarray:
     """``lr`` as K float64 learning rates (finite, non-negative)."""
-    if isinstance(lr, np.ndarray) and lr.ndim == 1 or isinstance(lr, (list, tuple)):
+    if (isinstance(lr, np.ndarray) and lr.ndim == 1) or isinstance(lr, (list, tuple)):
         lrs = np.asarray(lr, dtype=np.float64)
     else:
         if k is None:
@@ -278,7 +278,7 @@ class BoundStep:
         loss = float(outs[k][a])
         layout = plan._layout
         payloads = []
-        for slot, (k, a, b, shape) in zip(layout.slots, slices[1:]):
+        for k, a, b, shape in slices[1:]:
             payloads.append(outs[k][a:b].reshape(shape))
         gradients = Gradients.from_payloads(layout, payloads)
         updated = self.state.step(self.parameters, gradients, lr)

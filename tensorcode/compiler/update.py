@@ -25,7 +25,7 @@ integer; names are fixed prefixes with integer suffixes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,8 +222,8 @@ class ExprRule(UpdateRule):
     parameter and of each new state value. Only elementwise ops and scalar constants
     may appear (anything else is refused)."""
 
-    def __init__(self, name: str, graphs: dict[str, tuple[Sequence[Any], Sequence[int],
-                                                          Sequence[int]]],
+    def __init__(self, name: str, graphs: Mapping[str, tuple[Sequence[Any], Sequence[int],
+                                                             Sequence[int]]],
                  state_keys: Sequence[str]) -> None:
         self.name = name
         self.state_keys = tuple(state_keys)
@@ -258,7 +258,7 @@ class ExprRule(UpdateRule):
         parts = [f"expr {self.name} state={self.state_keys}"]
         for dtype, (nodes, inputs, outputs) in sorted(self.graphs.items()):
             parts.append(f"{dtype} inputs={inputs}")
-            parts.append(describe(Graph(nodes, tuple(outputs))))
+            parts.append(describe(Graph(tuple(nodes), tuple(outputs))))
         return "\n".join(parts)
 
     def emit(self, dtype: str, literal: Literals) -> Emitted:

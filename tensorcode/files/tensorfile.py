@@ -324,5 +324,5 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[s
     return tensors, tensor_file.metadata
 
 
-__all__ = ["write_tensors", "start_tensors", "read_tensors", "save_tensors", "load_tensors", "TensorFile",
-           "contiguous", "DTYPES", "MAX_HEADER_BYTES", "DATA_DIGEST_PLACEHOLDER"]
+__all__ = ["write_tensors", "start_tensors", "read_tensors", "save_tensors", "load_tensors",
+           "TensorFile", "contiguous", "DTYPES", "MAX_HEADER_BYTES", "DATA_DIGEST_PLACEHOLDER"]
