@@ -259,7 +259,6 @@ class CompiledModule:
                 self._account([self._batch], before)
             return self._batch
 
-
     def entry(self, name: str) -> Any:
         """A step plan's entry point ``run_step`` or ``run_steps`` (``numba_step``),
         compiled (or loaded from the cache) on first use for ``<NAME>_SIGNATURE``."""
