@@ -118,6 +118,40 @@ def tensorcode_step(spec: dict, data: dict, backend: str = "numba"):
     return step, note, plan
 
 
+def tensorcode_fused_step(spec: dict, data: dict, steps: int = 0):
+    """The fused step: ``entry.lower(optimizer=...)`` bound to a parameter table and its
+    optimizer, so one compiled call runs forward, backward and the update. With
+    ``steps`` > 0, a closure that runs that many steps in one ``run_steps`` call over a
+    stack of copies of the minibatch (time it and divide by ``steps``)."""
+    from tensorcode.runtime import optim
+
+    network, _, adjoints = tensorcode_network(spec, data)
+    opt = optim.Adam() if spec["opt"] == "adam" else optim.Sgd()
+    step_plan = network.entry(adjoints.roots()).lower(optimizer=opt)
+    parameters = network.parameters()
+    lr = spec["lr"]
+    inputs = [network.graph.nodes[s.index].value for s in step_plan.inputs()]
+    bound = step_plan.bind(parameters, opt)
+    note = f"fused step plan, tc.optim.{type(opt).__name__}"
+    if steps:
+        stacked = [np.ascontiguousarray(np.broadcast_to(x, (steps,) + x.shape)) for x in inputs]
+        lrs = np.full(steps, lr)
+
+        def many():
+            bound.run_steps(lrs, *stacked)
+        return many, note, step_plan
+
+    def step():
+        bound(lr, *inputs)
+    return step, note, step_plan
+
+
+def tensorcode_bound_plan(plan, parameters, inputs):
+    """The plan alone through its lowest-overhead call (``bound.flat``)."""
+    fn, _ = plan.bind(parameters).flat
+    return lambda: fn(*inputs)
+
+
 # ---------------------------------------------------------------------------------------
 # plain NumPy
 
@@ -535,9 +569,11 @@ from tensorcode.compiler.plan import compile_stats
 spec = WORKLOADS["W2"]; data = make_data(spec)
 network, loss, adjoints = tensorcode_network(spec, data)
 t1 = time.perf_counter()
-plan = network.entry(adjoints.roots()).lower()
+from tensorcode.runtime import optim
+opt = optim.Sgd()
+plan = network.entry(adjoints.roots()).lower(optimizer=opt)
 t2 = time.perf_counter()
-grads = plan.forward(network.parameters()).recorded_gradients(adjoints)
+plan.step(network.parameters(), opt, None, spec["lr"])
 t3 = time.perf_counter()
 print(json.dumps({{"lower": t2 - t1, "first_step": t3 - t0, "stats": compile_stats()}}))
 """

@@ -23,6 +23,17 @@ SUITE = "checkpoint"
 TENSORS = 4
 
 
+def _load_and_hash(load_file, path: pathlib.Path) -> str:
+    """``load_file`` and a SHA-256 over the bytes it loaded: what a verified load must at
+    least do, done the plain way (two passes)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for array in load_file(str(path)).values():
+        digest.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+    return digest.hexdigest()
+
+
 def run(quick: bool) -> list[Row]:
     from safetensors.numpy import load_file, save_file
 
@@ -83,6 +94,8 @@ def run(quick: bool) -> list[Row]:
             ("tensorcode single file", lambda: tc.checkpoint.load(single, template),
              "same checks", False),
             ("safetensors load_file", lambda: load_file(str(plain)), "no checks", False),
+            ("load_file + sha256", lambda: _load_and_hash(load_file, plain),
+             "load_file, then SHA-256 of the same bytes (the verification's floor)", False),
         ]
         for peer, fn, note, base in loaders:
             seconds = median_time(fn, repeat=repeat, warmup=1)

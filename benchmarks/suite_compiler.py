@@ -23,6 +23,8 @@ from .compiler_workloads import (
     make_data,
     numpy_step,
     repeats,
+    tensorcode_bound_plan,
+    tensorcode_fused_step,
     tensorcode_step,
 )
 from .harness import Row, median_time, module_available
@@ -60,19 +62,35 @@ def run(quick: bool = False) -> list[Row]:
         workload = spec["title"]
         data = make_data(spec)
         n = repeats(name, quick)
-        step, note, plan = tensorcode_step(spec, data, "numba")
-        value = median_time(step, repeat=n, warmup=3)
+        fused, fused_note, step_plan = tensorcode_fused_step(spec, data)
+        value = median_time(fused, repeat=n, warmup=3)
         blas = ""
         if name in ("W4", "W5") and os.environ.get("OPENBLAS_CORETYPE"):
             blas = f"; OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}"
         rows.append(Row(SUITE, workload, "tensorcode", value * 1e6,
-                        note=f"numba plan; {note}{blas}", baseline=True))
+                        note=f"{fused_note}: one compiled call{blas}", baseline=True))
+        step, note, plan = tensorcode_step(spec, data, "numba")
+        rows.append(Row(SUITE, workload, "tensorcode unfused",
+                        median_time(step, repeat=n, warmup=3) * 1e6,
+                        note=f"plan.forward, recorded_gradients, {note}.step"))
         network = plan.network
         parameters = network.parameters()
         if name != "W5":
-            only = median_time(lambda: plan.forward(parameters), repeat=n, warmup=3)
+            k = 100
+            many, _, _ = tensorcode_fused_step(spec, data, steps=k)
+            per = median_time(many, repeat=max(5, n // 20), warmup=1) / k
+            rows.append(Row(SUITE, workload, "tensorcode run_steps", per * 1e6,
+                            note=f"per step of run_steps over {k} minibatches in one call"))
+            inputs = [network.graph.nodes[s.index].value for s in plan.inputs()]
+            bound = tensorcode_bound_plan(plan, parameters, inputs)
+            only = median_time(bound, repeat=n, warmup=3)
             rows.append(Row(SUITE, workload, "tensorcode plan only", only * 1e6,
-                            note="plan.forward alone: no gradient table, no update"))
+                            note="bound plan alone (bound.flat): loss and gradients, no "
+                                 "update"))
+            forward = median_time(lambda: plan.forward(parameters), repeat=n, warmup=3)
+            rows.append(Row(SUITE, workload, "tensorcode plan.forward", forward * 1e6,
+                            note="plan.forward alone (validated call)"))
+            del step_plan
         if name != "W5" or not quick:
             ref_step, _, _ = tensorcode_step(spec, data, "reference")
             rows.append(Row(SUITE, workload, "reference interpreter",

@@ -61,6 +61,11 @@ class Entry:
         """The network's graph with this entry's roots as outputs (before any pass)."""
         return Graph(self.network.graph.nodes, self.roots)
 
+    def origins(self) -> dict[int, int]:
+        """For the graph ``optimized()`` returned last, the network node each parameter
+        and input node came from."""
+        return dict(self._origins)
+
     def describe(self) -> str:
         """The entry's program before lowering: what the roots depend on."""
         from .passes import dce
@@ -95,15 +100,26 @@ class Entry:
         self._origins = origins
         return graph, sources
 
-    def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None) -> Plan:
+    def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None,
+              optimizer: Any = None) -> Any:
         """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"numba"`` or
         ``"reference"``). ``approximate`` (default: on unless the environment sets
         ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``,
         ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
-        ``backends/approx.py``; float64 and the reference backend are always exact."""
+        ``backends/approx.py``; float64 and the reference backend are always exact.
+
+        With ``optimizer`` (an optimizer that offers a fused rule: ``tc.optim.Sgd``,
+        ``Adam``, ``AdamW`` or a ``RuleOptimizer``), the entry's roots must be a loss and
+        its gradients (``adjoints.roots()``), and the result is a ``StepPlan``
+        (``compiler/step.py``): one call computes the loss and the gradients and updates
+        the parameters and the optimizer's state in place."""
         check_backend(backend)  # before any work
         if approximate is None:
             approximate = os.environ.get("TENSORCODE_EXACT_MATH", "") not in ("1", "true", "yes")
+        if optimizer is not None:
+            from .step import lower_step
+
+            return lower_step(self, backend, bool(approximate), optimizer)
         graph, sources = self.optimized()
         schedule = build(graph, sources)
         count("plans_lowered")
@@ -121,7 +137,7 @@ class Plan:
     operation uses; see ``BoundPlan`` and ``docs/compiler.md``)."""
 
     def __init__(self, entry: Entry, schedule: Schedule, backend: str,
-                 origins: dict[int, int], approximate: bool = True) -> None:
+                 origins: dict[int, int], approximate: bool = True, step: Any = None) -> None:
         self.entry = entry
         self.network = entry.network
         self.schedule = schedule
@@ -158,7 +174,11 @@ class Plan:
         self._compiled: Program | None = None
         implementation = get_backend(backend)
         self.approximate = approximate and implementation.approximates
-        self._compiled = implementation.prepare(schedule, self.approximate)
+        if step is None:
+            self._compiled = implementation.prepare(schedule, self.approximate)
+        else:  # a step plan's module: the plan's code and its fused update (step.py)
+            self._compiled = implementation.prepare(schedule, self.approximate,
+                                                    step)  # type: ignore[call-arg]
         if self._compiled is not None:
             self.key = self._compiled.key
             self._run = self._compiled.run

@@ -169,6 +169,22 @@ class Table:
     def __len__(self) -> int:
         return len(self._layout.slots)
 
+    def donate(self) -> dict[str, np.ndarray]:
+        """Writable views of the flat buffers, for a step plan that updates this table in
+        place (``compiler/step.py``: the one documented exception to "a step builds a new
+        table"). The table's own buffers stay read-only to every other reader."""
+        views = {}
+        for dtype, buffer in self._buffers.items():
+            try:
+                buffer.flags.writeable = True
+            except ValueError:
+                raise TensorCodeError("this table's buffers belong to memory that cannot be "
+                                      "written (a read-only file or array); clone() it and "
+                                      "step the clone") from None
+            views[dtype] = buffer.view()
+            buffer.flags.writeable = False
+        return views
+
     def __iter__(self) -> Iterator[np.ndarray]:
         return iter(self._payload_views())
 

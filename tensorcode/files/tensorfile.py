@@ -16,7 +16,7 @@ import json
 import os
 import pathlib
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
@@ -46,7 +46,11 @@ _HASH_IN_THREAD_BYTES = 1 << 22
 
 class _Hasher:
     """SHA-256 fed chunk by chunk; above a few MiB a worker thread hashes while the
-    caller reads or writes the next chunk (hashlib and file I/O release the GIL)."""
+    caller reads or writes the next chunk (hashlib and file I/O release the GIL).
+
+    The queue is unbounded: its items are views of the caller's arrays, never copies,
+    so a writer that outruns the hash costs no memory and can go on to flush and fsync
+    while the worker finishes (``start_tensors``)."""
 
     def __init__(self, first: bytes = b"", threaded: bool = False) -> None:
         self._hash = hashlib.sha256(first)
@@ -54,7 +58,7 @@ class _Hasher:
         if threaded:
             import queue
             import threading
-            self._queue = queue.Queue(maxsize=8)
+            self._queue = queue.Queue()
             self._thread = threading.Thread(target=self._work, args=(self._queue,), daemon=True)
             self._thread.start()
 
@@ -107,6 +111,28 @@ def _chunks(array: np.ndarray):
     view = array.reshape(-1).data.cast("B")
     for start in range(0, len(view), _CHUNK):
         yield view[start:start + _CHUNK]
+
+
+def start_tensors(handle: BinaryIO, tensors: Mapping[str, np.ndarray],
+                  metadata: Mapping[str, str] | None = None) -> Callable[[], str]:
+    """Write a safetensors file to ``handle`` and return a function giving the SHA-256 of
+    the whole file once the hash has caught up: the caller flushes and fsyncs the file
+    in between, so the disk and the hash work at the same time. Call the function even
+    when the fsync fails (it ends the hashing thread)."""
+    arrays = {name: _little_endian(contiguous(a)) for name, a in tensors.items()}
+    header = _header(arrays, metadata)
+    total = sum(a.nbytes for a in arrays.values())
+    hasher = _Hasher(header, threaded=total >= _HASH_IN_THREAD_BYTES)
+    try:
+        handle.write(header)
+        for array in arrays.values():
+            for chunk in _chunks(array):
+                handle.write(chunk)
+                hasher.update(chunk)
+    except BaseException:
+        hasher.abandon()
+        raise
+    return hasher.hexdigest
 
 
 def write_tensors(handle: BinaryIO, tensors: Mapping[str, np.ndarray],
@@ -298,5 +324,5 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[s
     return tensors, tensor_file.metadata
 
 
-__all__ = ["write_tensors", "read_tensors", "save_tensors", "load_tensors", "TensorFile",
-           "contiguous", "DTYPES", "MAX_HEADER_BYTES", "DATA_DIGEST_PLACEHOLDER"]
+__all__ = ["write_tensors", "start_tensors", "read_tensors", "save_tensors", "load_tensors",
+           "TensorFile", "contiguous", "DTYPES", "MAX_HEADER_BYTES", "DATA_DIGEST_PLACEHOLDER"]

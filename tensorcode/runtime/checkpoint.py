@@ -24,7 +24,7 @@ import json
 import os
 import pathlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ from ..compiler.tables import Layout, Parameters, Table
 from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
 from ..files import atomic_write, fsync_directory
 from ..files.strict_json import JsonLimits, decode
-from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, TensorFile, write_tensors
+from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, TensorFile, start_tensors, write_tensors
 
 
 def named_snapshot(parameters: Parameters, module: Any) -> dict[str, np.ndarray]:
@@ -162,7 +162,13 @@ def save(directory: str | os.PathLike, parameters: Parameters, optimizer: Any = 
         manifest["fingerprints"] = dict(fingerprints)
     directory.mkdir(parents=True, exist_ok=True)
     name = f"tensors-{uuid.uuid4().hex[:16]}.safetensors"
-    digest = atomic_write(directory / name, lambda f: write_tensors(f, tensors, digest="file"))
+    # the SHA-256 finishes in its thread while the file is flushed and fsynced
+    finishers: list[Callable[[], str]] = []
+    try:
+        atomic_write(directory / name, lambda f: finishers.append(start_tensors(f, tensors)))
+    finally:
+        digests = [finish() for finish in finishers]
+    digest = digests[0]
     manifest["tensors"] = {"file": name, "sha256": digest}
     text = json.dumps(manifest, indent=1, allow_nan=False).encode()
     atomic_write(directory / MANIFEST, lambda f: f.write(text))

@@ -26,6 +26,8 @@ import numpy as np
 
 from ..compiler.backends import check_backend
 from ..compiler.tables import Gradients, Layout, Parameters, Table
+from ..compiler.tape import Eager, Expr, Tape
+from ..compiler.update import AdamRule, ExprRule, SgdRule, UpdateRule
 from ..errors import DTypeError, TensorCodeError
 from . import optim_reference
 from .optim_state import check_state_dict, state_entries, torch_flags
@@ -73,6 +75,9 @@ class Optimizer:
         #: the learning rate of the most recent step (``lr`` in the state dict)
         self.lr: float = self.default_lr
         self._spare: dict[str, list[np.ndarray]] = {}
+        #: bumped whenever the state buffers or the hyperparameters are replaced, so a
+        #: bound step plan (``compiler/step.py``) knows to look them up again
+        self.revision = 0
 
     def __deepcopy__(self, memo: dict) -> Optimizer:
         """An independent copy of the state that shares the (immutable) layout instead of
@@ -201,6 +206,7 @@ class Optimizer:
 
     # -- state tables ------------------------------------------------------------------
     def _init_table(self, key: str, buffers: Mapping[str, np.ndarray] | None = None) -> None:
+        self.revision += 1
         layout = self._layout
         assert layout is not None
         writable = {d: (np.zeros(n, dtype=d) if buffers is None else buffers[d])
@@ -235,6 +241,25 @@ class Optimizer:
     def _buffer(self, key: str, dtype: str) -> np.ndarray:
         """The writable flat buffer of state ``key`` for ``dtype`` (update in place)."""
         return self._writable[key][dtype]
+
+    # -- fused steps -------------------------------------------------------------------
+    def fused_rule(self, layout: Layout) -> UpdateRule:
+        """The update as a rule a step plan compiles beside the loss and gradients
+        (``entry.lower(optimizer=...)``); binds the optimizer to ``layout``. The built-ins
+        and ``RuleOptimizer`` have one; an optimizer with only ``update`` has none."""
+        raise TensorCodeError(f"{type(self).__name__} offers no fused rule: call "
+                              "opt.step(parameters, gradients, lr) after the plan, or write "
+                              "the rule with Expr operations (tc.optim.RuleOptimizer)")
+
+    def state_buffers(self, keys: Sequence[str], dtypes: Sequence[str]) -> list[np.ndarray]:
+        """The writable flat state buffers a step plan updates in place: for each key in
+        ``keys``, one per dtype of ``dtypes``."""
+        return [self._writable[key][d] for key in keys for d in dtypes]
+
+    def _bind_floats(self, layout: Layout) -> None:
+        self.bind(layout)
+        for dtype in layout.sizes:
+            _check_float(dtype)
 
     # -- PyTorch state dicts -----------------------------------------------------------
     def state_dict(self) -> dict:
@@ -278,6 +303,7 @@ class Optimizer:
 
         def commit() -> None:
             adopt()
+            self.revision += 1
             self._layout = checked.layout
             self.steps, self.present = checked.steps, checked.present
             self._tables, self._writable = {}, {}
@@ -361,6 +387,11 @@ class Sgd(Optimizer):
             self.present[:] = 1
         self.steps += 1
         return Parameters.from_buffers(layout, out)
+
+    def fused_rule(self, layout: Layout) -> UpdateRule:
+        self._bind_floats(layout)
+        return SgdRule(self.momentum, self.dampening, self.weight_decay, self.nesterov,
+                       self.maximize)
 
 
 class Adam(Optimizer):
@@ -456,6 +487,11 @@ class Adam(Optimizer):
         self.present[:] = 1
         return Parameters.from_buffers(layout, out)
 
+    def fused_rule(self, layout: Layout) -> UpdateRule:
+        self._bind_floats(layout)
+        return AdamRule(self.betas, self.eps, self.weight_decay, self.amsgrad, self.maximize,
+                        self._decoupled)
+
 
 class AdamW(Adam):
     """AdamW: Adam with decoupled weight decay (``p *= 1 - lr * weight_decay`` before the
@@ -468,6 +504,95 @@ class AdamW(Adam):
                  weight_decay: float = 0.01, amsgrad: bool = False, maximize: bool = False,
                  *, backend: str = "numba") -> None:
         super().__init__(betas, eps, weight_decay, amsgrad, maximize, backend=backend)
+
+
+class RuleOptimizer(Optimizer):
+    """An optimizer whose update is written with ``Expr`` operations, element by element.
+
+    A subclass declares ``state_keys`` (its per-parameter state tables; every slot gets
+    state at the first step) and implements ``rule(parameter, gradient, state, lr)``,
+    returning ``(new_parameter, {key: new_state})``. Each argument is an ``Expr``: the
+    rule is evaluated eagerly over the flat buffers by ``step`` (the unfused path) and
+    recorded on scalar inputs and compiled into the plan by
+    ``entry.lower(optimizer=...)`` (the fused path). ``lr`` arrives in the parameters'
+    dtype, Python numbers in the rule take that dtype too, so float32 stays float32.
+    Only elementwise operations are allowed (``+ - * /``, ``sqrt``, ``abs``,
+    ``maximum``, ``where``, ...): the two paths agree bit for bit on the correctly
+    rounded ones; ``exp``, ``log``, ``tanh`` and other library functions may differ
+    by the libraries' last-place rounding (NumPy's versus LLVM's).
+
+    Hyperparameters the rule reads from ``self`` are compiled into a step plan: lower
+    again after changing them."""
+
+    def rule(self, parameter: Any, gradient: Any, state: dict[str, Any], lr: Any
+             ) -> tuple[Any, dict[str, Any]]:
+        raise NotImplementedError(f"{type(self).__name__} must implement rule(parameter, "
+                                  "gradient, state, lr)")
+
+    def _apply(self, parameter: Any, gradient: Any, state: dict[str, Any], lr: Any
+               ) -> tuple[Any, list[Any]]:
+        result = self.rule(parameter, gradient, dict(state), lr)
+        if not isinstance(result, tuple) or len(result) != 2 or \
+                not isinstance(result[1], Mapping):
+            raise TensorCodeError(f"{type(self).__name__}.rule must return (new_parameter, "
+                                  "{key: new_state})")
+        new, states = result
+        keys = [k for k in self.active_state_keys() if k != "step"]
+        if sorted(states) != sorted(keys):
+            raise TensorCodeError(f"{type(self).__name__}.rule returned state "
+                                  f"{sorted(states)}, expected {sorted(keys)}")
+        for value in [new, *states.values()]:
+            if not isinstance(value, Expr):
+                raise TensorCodeError(f"{type(self).__name__}.rule must return Expr values "
+                                      f"(computed from its arguments), got {value!r:.60}")
+        return new, [states[k] for k in keys]
+
+    def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
+        layout = parameters.layout
+        params, grads = parameters.buffers(), gradients.buffers()
+        keys = [k for k in self.active_state_keys() if k != "step"]
+        for dtype in layout.sizes:
+            _check_float(dtype)
+        eager = Eager()
+        out = {}
+        for dtype in layout.sizes:
+            cast = layout.numpy_dtypes[dtype].type
+            state = {k: eager.wrap(self._buffer(k, dtype).copy()) for k in keys}
+            new, news = self._apply(eager.wrap(params[dtype]), eager.wrap(grads[dtype]), state,
+                                    eager.wrap(np.asarray(cast(lr))))
+            size = params[dtype].shape[0]
+            out[dtype] = _flat(new, dtype, size)
+            for k, value in zip(keys, news):
+                self._buffer(k, dtype)[:] = _flat(value, dtype, size)
+        self.steps += 1
+        self.present[:] = 1
+        return Parameters.from_buffers(layout, out)
+
+    def fused_rule(self, layout: Layout) -> UpdateRule:
+        self._bind_floats(layout)
+        keys = [k for k in self.active_state_keys() if k != "step"]
+        graphs = {}
+        for dtype in sorted(layout.sizes):
+            tape = Tape()
+            zero = np.zeros((), dtype=dtype)
+            p, g = tape.input(zero, name="parameter"), tape.input(zero, name="gradient")
+            state = {k: tape.input(zero, name=k) for k in keys}
+            lr = tape.input(zero, name="lr")
+            new, news = self._apply(p, g, state, lr)
+            for value in [new, *news]:
+                if value.builder is not tape:
+                    raise TensorCodeError(f"{type(self).__name__}.rule returned an Expr of "
+                                          "another tape")
+            graphs[dtype] = (tape.nodes(), [p.index, g.index, *[state[k].index for k in keys],
+                                            lr.index], [new.index, *[v.index for v in news]])
+        return ExprRule(type(self).type_name(), graphs, keys)
+
+
+def _flat(value: Any, dtype: str, size: int) -> np.ndarray:
+    array = np.asarray(value.value)
+    if array.dtype.name != dtype:
+        raise DTypeError(f"the rule computed {array.dtype.name} for {dtype} parameters")
+    return np.array(np.broadcast_to(array, (size,)), dtype=dtype)
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -560,4 +685,4 @@ def _backend(backend: str) -> str:
     return check_backend(backend)
 
 
-__all__ = ["Optimizer", "StateTable", "Sgd", "Adam", "AdamW", "FLOAT_DTYPES"]
+__all__ = ["Optimizer", "StateTable", "Sgd", "Adam", "AdamW", "RuleOptimizer", "FLOAT_DTYPES"]

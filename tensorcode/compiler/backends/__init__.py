@@ -44,7 +44,8 @@ class Program(Protocol):
 
     ``run(*parameter_buffers, *constants, *inputs)`` returns one flat output arena per
     dtype; ``batch()`` and ``scalars()`` the batched and all-scalar variants (built on
-    first use); ``key`` names the program (the plan cache key); ``module`` is the loaded
+    first use); ``entry(name)`` a step plan's ``run_step`` or ``run_steps`` (on first
+    use); ``key`` names the program (the plan cache key); ``module`` is the loaded
     generated module (``plan.source()`` reads its file)."""
 
     key: str
@@ -54,6 +55,8 @@ class Program(Protocol):
     def batch(self) -> Any: ...
 
     def scalars(self) -> Any: ...
+
+    def entry(self, name: str) -> Any: ...
 
 
 class Backend(Protocol):

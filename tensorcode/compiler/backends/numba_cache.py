@@ -31,14 +31,16 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterable
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
 
 from ...errors import TensorCodeError
-from ...files import atomic_write_bytes
 from .. import ir
-from ..schedule import Schedule
+
+if TYPE_CHECKING:  # pragma: no cover - kept out of ``import tensorcode``
+    from ..schedule import Schedule
+    from ..update import StepSpec
 
 _STATS_LOCK = threading.Lock()
 _STATS = {"compiled": 0, "cache_loaded": 0, "sources_written": 0, "corrupt_entries": 0,
@@ -204,12 +206,20 @@ class CompiledModule:
         self.body = numba.njit(no_cpython_wrapper=True,  # type: ignore[call-overload]
                                no_cfunc_wrapper=True, **body_options)(module.body)
         module.body = self.body
+        # a step plan's update helpers (numba_step): internal like ``body``
+        self._helpers = [self.body]
+        for name in getattr(module, "HELPERS", ()):
+            helper = numba.njit(no_cpython_wrapper=True,  # type: ignore[call-overload]
+                                no_cfunc_wrapper=True, **body_options)(getattr(module, name))
+            setattr(module, name, helper)
+            self._helpers.append(helper)
+        self._entries: dict[str, Any] = {}
         scope = {"types": types}
         self.run_signature = eval(compile(module.RUN_SIGNATURE,
                                           "<signature>", "eval"), scope)
         self.batch_signature_text = module.BATCH_SIGNATURE
         self._options = options
-        before = _dispatcher_counts([self.body])
+        before = _dispatcher_counts(self._helpers)
         self.run = numba.njit(self.run_signature, **options)(module.run)
         module.run = self.run  # run_scalars calls it
         self._account([self.run], before)
@@ -219,7 +229,7 @@ class CompiledModule:
         self.output_dtypes = list(module.OUTPUT_DTYPES)
 
     def _account(self, dispatchers: list[Any], before: tuple[int, int]) -> None:
-        hits, misses = _dispatcher_counts(dispatchers + [self.body])
+        hits, misses = _dispatcher_counts(dispatchers + self._helpers)
         count("cache_loaded", hits - before[0])
         count("compiled", misses - before[1])
 
@@ -229,7 +239,7 @@ class CompiledModule:
             if self._scalars is None:
                 import numba
 
-                before = _dispatcher_counts([self.body, self.run])
+                before = _dispatcher_counts(self._helpers + [self.run])
                 self._scalars = numba.njit(self.run_signature, **self._options)(
                     self.module.run_scalars)
                 self._account([self._scalars, self.run], before)
@@ -244,10 +254,27 @@ class CompiledModule:
 
                 sig = eval(compile(self.batch_signature_text, "<signature>", "eval"),
                            {"types": types})
-                before = _dispatcher_counts([self.body])
+                before = _dispatcher_counts(self._helpers)
                 self._batch = numba.njit(sig, **self._options)(self.module.run_batch)
                 self._account([self._batch], before)
             return self._batch
+
+    def entry(self, name: str) -> Any:
+        """A step plan's entry point ``run_step`` or ``run_steps`` (``numba_step``),
+        compiled (or loaded from the cache) on first use for ``<NAME>_SIGNATURE``."""
+        with self._batch_lock:
+            function = self._entries.get(name)
+            if function is None:
+                import numba
+                from numba import types
+
+                text = getattr(self.module, name.upper().replace("RUN_", "") + "_SIGNATURE")
+                sig = eval(compile(text, "<signature>", "eval"), {"types": types})
+                before = _dispatcher_counts(self._helpers)
+                function = numba.njit(sig, **self._options)(getattr(self.module, name))
+                self._account([function], before)
+                self._entries[name] = function
+            return function
 
 
 def _load_module(path: pathlib.Path, key: str) -> Any:
@@ -265,12 +292,14 @@ def _load_module(path: pathlib.Path, key: str) -> Any:
     return module
 
 
-def compiled_module(schedule: Schedule, approximate: bool = True) -> CompiledModule:
-    """The compiled module for ``schedule``: from this process's memory, the on-disk
-    cache, or compiled now (and cached)."""
+def compiled_module(schedule: Schedule, approximate: bool = True,
+                    step: StepSpec | None = None) -> CompiledModule:
+    """The compiled module for ``schedule`` (with a step plan's update when ``step`` is
+    given): from this process's memory, the on-disk cache, or compiled now (and
+    cached)."""
     from .numba_module import generate
 
-    source = generate(schedule, approximate=approximate)
+    source = generate(schedule, approximate=approximate, step=step)
     # the key covers the generated code too, so any change to code generation (or to a
     # scheduling constant) is a new entry rather than a mismatch
     text = f"{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}\n{source}"
@@ -296,6 +325,8 @@ def compiled_module(schedule: Schedule, approximate: bool = True) -> CompiledMod
                     _warn_once(key, f"tensorcode: plan cache entry {path} was corrupt or "
                                     "foreign; rebuilding it")
                     _purge_numba_cache(directory, stem)
+                from ...files.atomic import atomic_write_bytes
+
                 atomic_write_bytes(path, source.encode("utf-8"))
                 count("sources_written")
             try:
@@ -322,9 +353,10 @@ class NumbaBackend:
     name = "numba"
     approximates = True
 
-    def prepare(self, schedule: Schedule, approximate: bool) -> CompiledModule:
+    def prepare(self, schedule: Schedule, approximate: bool,
+                step: StepSpec | None = None) -> CompiledModule:
         """The compiled module for ``schedule`` (see ``compiled_module``)."""
-        return compiled_module(schedule, approximate)
+        return compiled_module(schedule, approximate, step)
 
 
 BACKEND = NumbaBackend()

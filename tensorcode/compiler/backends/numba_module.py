@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ..kernels import Arena
 from ..schedule import Schedule
+from ..update import StepSpec
 from .numba import CODEGEN_VERSION, NP, Generator, array_name
 
 
@@ -50,10 +51,12 @@ def _input_checks(schedule: Schedule, batch: bool) -> list[str]:
     return out
 
 
-def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str:
+def generate(schedule: Schedule, key: str = "", approximate: bool = True,
+             step: StepSpec | None = None) -> str:
     """The module source for ``schedule`` (deterministic: the same schedule gives the
     same text, which the plan cache compares before importing). ``approximate`` turns
-    on the float32 approximations of ``approx.py``."""
+    on the float32 approximations of ``approx.py``; ``step`` adds a step plan's fused
+    update and its entry points (``numba_step``)."""
     gen = Generator(schedule, approximate)
     s = schedule
     for k, kernel in enumerate(s.kernels):
@@ -116,6 +119,10 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str
     lines.append(f"RUN_SIGNATURE = {_tuple(run_types)!r}")
     lines.append(f"BATCH_SIGNATURE = {_tuple(batch_types)!r}")
     lines.append(f"OUTPUT_DTYPES = {outs!r}")
+    if step is not None:
+        from . import numba_step
+
+        lines += numba_step.generate(s, step)
     return "\n".join(lines) + "\n"
 
 
