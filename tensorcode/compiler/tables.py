@@ -276,6 +276,8 @@ def check_feed_type(name: str, expected_shape: tuple[int, ...], expected_dtype: 
     if array.shape != tuple(expected_shape):
         raise FeedError(f"input {name}: expected {expected_dtype}{list(expected_shape)}, got "
                         f"{array.dtype.name}{list(array.shape)}")
-    array = np.array(array, copy=True, order="C")
+    # one copy in native byte order, C order: a ``>f4`` array is float32 by name but its
+    # bytes are not what compiled code reads as float32
+    array = np.array(array, dtype=np.dtype(expected_dtype), copy=True, order="C")
     array.flags.writeable = False
     return array
