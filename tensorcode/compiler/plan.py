@@ -181,7 +181,7 @@ class Plan:
         """The generated module's source (numba backend)."""
         if self._compiled is None:
             raise TensorCodeError("the reference backend generates no source")
-        return pathlib.Path(self._compiled.module.__file__).read_text(encoding="utf-8")
+        return self._compiled.source
 
     def _program(self) -> Program:
         """The compiled program (numba backend)."""

@@ -210,6 +210,25 @@ def _check_payload(slot: Slot, payload: Any) -> np.ndarray:
     return array
 
 
+def _rule_result(slot: Slot, value: Any) -> np.ndarray:
+    """What a step rule returned for ``slot``, refused unless it is an array (or number,
+    or list) of the slot's kind: a rule returning ``None`` or a recorded ``Expr`` is told
+    so, and an integer result is not cast into a float slot (nor a float into an int)."""
+    if not isinstance(value, (np.ndarray, np.generic, int, float, list, tuple)) \
+            or isinstance(value, bool):
+        raise TensorCodeError(f"the step rule returned {type(value).__name__} "
+                              f"({value!r:.60}) for parameter {slot.label}; it must return the "
+                              f"new value, an array of shape {list(slot.shape)}")
+    array = np.asarray(value)
+    kind = np.dtype(slot.dtype).kind
+    if array.dtype.kind != kind and not (array.dtype.kind == "i" and kind == "i"):
+        if not isinstance(value, (int, float)):  # a Python number is weak
+            raise DTypeError(f"the step rule returned {array.dtype.name} for parameter "
+                             f"{slot.label}, a {slot.dtype} slot; return a "
+                             f"{slot.dtype} array (the kinds must agree)")
+    return array
+
+
 class Gradients(Table):
     """Gradients aligned slot for slot with a ``Parameters`` table."""
 
@@ -231,13 +250,17 @@ class Parameters(Table):
                   rule: Callable[[Any, np.ndarray, np.ndarray], Any]) -> Parameters:
         """Like ``step``, but ``rule(symbol, parameter, gradient)`` also gets the symbol,
         for per-parameter policy."""
+        if not isinstance(gradients, Gradients):
+            raise TypeError(f"step takes a Gradients table, got {type(gradients).__name__}; "
+                            "stepping by another Parameters table is refused, as the "
+                            "optimizers refuse it")
         self.check_pair(gradients)
         owner = self._layout.owner
         buffers = {d: np.empty(n, dtype=d) for d, n in self._layout.sizes.items()}
         for slot, p, g in zip(self._layout.slots, self._payload_views(),
                               gradients._payload_views()):
             symbol = owner.symbol(slot.node)
-            result = _check_payload(slot, rule(symbol, p, g))
+            result = _check_payload(slot, _rule_result(slot, rule(symbol, p, g)))
             buffers[slot.dtype][slot.offset:slot.offset + slot.size] = result.reshape(-1)
         return Parameters(self._layout, buffers)
 

@@ -45,11 +45,12 @@ class Program(Protocol):
     ``run(*parameter_buffers, *constants, *inputs)`` returns one flat output arena per
     dtype; ``batch()`` and ``scalars()`` the batched and all-scalar variants (built on
     first use); ``key`` names the program (the plan cache key); ``module`` is the loaded
-    generated module (``plan.source()`` reads its file)."""
+    generated module and ``source`` its text (what ``plan.source()`` returns)."""
 
     key: str
     run: Any
     module: Any
+    source: str
 
     def batch(self) -> Any: ...
 
