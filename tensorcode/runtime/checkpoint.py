@@ -277,8 +277,16 @@ def _plain(value: Any) -> Any:
 
 
 # -- reading --------------------------------------------------------------------------------
+#: ``training.json`` larger than this is refused before it is read
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
 def _read_manifest(path: pathlib.Path) -> dict:
     try:
+        size = path.stat().st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise ArtifactError(f"the manifest is {size} bytes, more than the "
+                                f"{MAX_MANIFEST_BYTES} allowed", path=path)
         text = path.read_bytes()
     except FileNotFoundError:
         raise ArtifactError(f"no {MANIFEST}: not a checkpoint directory, or no checkpoint "
@@ -481,7 +489,11 @@ def _check_optimizer_entry(checks: _Checks, opt_entry: dict | None, optimizer: A
                 or not all(isinstance(n, str) for n in names):
             raise checks.fail(f"bad entry {index!r}", f"optimizer.state.{index}")
         for name in names:
-            checks.tensor(f"optimizer/{index}/{name}", None, None)
+            # a step count is a float32 scalar (as written, and as PyTorch keeps it): a
+            # header retyped to int32 would reread its bytes as another count
+            step = name == "step"
+            checks.tensor(f"optimizer/{index}/{name}", () if step else None,
+                          "float32" if step else None)
         state_names[int(index)] = names
     return state_names
 

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol, cast
 import numpy as np
 
 from ..errors import ArtifactError, TensorCodeError
+from ..files.tensorfile import shape_problem
 
 #: dtypes a dense array may carry in an experience file
 ARRAY_DTYPES = ("float32", "float64", "int32", "int64", "bool")
@@ -184,9 +185,9 @@ def _validate_array(node: dict, fail: Any) -> None:
     dtype, shape, data = node["dtype"], node["shape"], node["v"]
     if dtype not in ARRAY_DTYPES:
         fail(f"array dtype {dtype!r} is not one of {list(ARRAY_DTYPES)}")
-    if not isinstance(shape, list) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        fail("array shape must be a list of non-negative ints")
+    problem = shape_problem(shape)
+    if problem is not None:
+        fail(f"array {problem}")
     size = math.prod(shape)  # Python ints: a huge shape cannot wrap around
     if not isinstance(data, list) or len(data) != size:
         fail(f"array data must be a flat list of {size} numbers")
