@@ -221,11 +221,10 @@ def _rule_result(slot: Slot, value: Any) -> np.ndarray:
                               f"new value, an array of shape {list(slot.shape)}")
     array = np.asarray(value)
     kind = np.dtype(slot.dtype).kind
-    if array.dtype.kind != kind and not (array.dtype.kind == "i" and kind == "i"):
-        if not isinstance(value, (int, float)):  # a Python number is weak
-            raise DTypeError(f"the step rule returned {array.dtype.name} for parameter "
-                             f"{slot.label}, a {slot.dtype} slot; return a "
-                             f"{slot.dtype} array (the kinds must agree)")
+    if array.dtype.kind != kind and not isinstance(value, (int, float)):  # numbers are weak
+        raise DTypeError(f"the step rule returned {array.dtype.name} for parameter "
+                         f"{slot.label}, a {slot.dtype} slot; return a {slot.dtype} array "
+                         "(the kinds must agree)")
     return array
 
 

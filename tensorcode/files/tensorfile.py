@@ -12,8 +12,8 @@ the bytes it already read. Nothing in a file is ever evaluated or unpickled.
 from __future__ import annotations
 
 import hashlib
-import math
 import json
+import math
 import os
 import pathlib
 import struct

@@ -8,7 +8,6 @@ refused when loaded."""
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 
 import numpy as np

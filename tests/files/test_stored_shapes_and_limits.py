@@ -31,7 +31,7 @@ def _tensor_file(path: pathlib.Path, shape, dtype="F32", nbytes=0) -> pathlib.Pa
 
 @pytest.mark.parametrize("shape", SHAPES, ids=["2**63", "wraps-to-0", "70-dims", "2**62x2"])
 def test_tensor_file_shapes(tmp_path, shape):
-    with pytest.raises(ArtifactError, match="tensor a.shape"):
+    with pytest.raises(ArtifactError, match=r"tensor a\.shape"):
         TensorFile(_tensor_file(tmp_path / "t.safetensors", shape)).read({})
 
 
@@ -95,5 +95,5 @@ def test_an_oversized_training_json_is_refused_before_reading(checkpoint):
     manifest_path = directory / "training.json"
     text = manifest_path.read_text()
     manifest_path.write_text(text + " " * (17 * 1024 * 1024))
-    with pytest.raises(ArtifactError, match="more than the .* allowed"):
+    with pytest.raises(ArtifactError, match=r"more than the .* allowed"):
         trainer.load_checkpoint(directory)

@@ -125,7 +125,7 @@ def test_a_generator_state_from_another_device_is_refused_as_such(tmp_path, gene
     manifest.write_text(json.dumps(document))
     target, _ = make(seed=2)
     before = target.generator.get_state()
-    with pytest.raises(ArtifactError, match="generator state for device .*CUDA") as caught:
+    with pytest.raises(ArtifactError, match=r"generator state for device .*CUDA") as caught:
         target.load_checkpoint(tmp_path / "ckpt")
     assert caught.value.field == "generator" and "exactly the keys" not in str(caught.value)
     assert target.generator.get_state() == before
