@@ -193,6 +193,11 @@ class Plan:
         """The input symbols this plan reads, in the order ``call`` and ``bind`` take."""
         return [self.network.symbol(i) for i in self._inputs]
 
+    def reads(self, symbol: Any) -> bool:
+        """Whether this plan reads input ``symbol`` (a feed for one it does not read is
+        refused by ``forward``: callers holding feeds for every input keep these)."""
+        return self.network.owns(symbol) and symbol.index in self._input_types
+
     def parameters(self) -> Parameters:
         """A fresh table of the network's recorded initials."""
         return self.network.parameters()

@@ -298,7 +298,8 @@ class Trainer:
         else:
             target_feeds = self._target_arrays(lowered, place, targets, calls)
         feed_arrays = arrays + target_feeds
-        feeds = dict(zip(lowered.feed_symbols, feed_arrays))
+        feeds = {s: a for s, a in zip(lowered.feed_symbols, feed_arrays)
+                 if lowered.plan.reads(s)}  # a plan refuses feeds it does not read
         return lowered, feeds
 
     def _express(self, plan_steps: list[tuple]) -> tuple[Tape, list[Expr], dict[int, Any],
