@@ -222,9 +222,9 @@ def _rule_result(slot: Slot, value: Any) -> np.ndarray:
     array = np.asarray(value)
     kind = np.dtype(slot.dtype).kind
     if array.dtype.kind != kind and not isinstance(value, (int, float)):  # numbers are weak
-        raise DTypeError(f"the step rule returned {array.dtype.name} for parameter "
-                         f"{slot.label}, a {slot.dtype} slot; return a {slot.dtype} array "
-                         "(the kinds must agree)")
+        raise DTypeError(f"parameter {slot.label}: expected {slot.dtype}, got "
+                         f"{array.dtype.name} from the step rule; return a {slot.dtype} "
+                         "array (the kinds must agree: no cast between them)")
     return array
 
 

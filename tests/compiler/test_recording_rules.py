@@ -64,7 +64,7 @@ def test_step_refuses_a_parameters_table_for_gradients(table):
 
 def test_step_refuses_an_integer_result_in_a_float_slot(table):
     parameters, gradients, w = table
-    with pytest.raises(DTypeError, match=r"int64 for parameter .* float32 slot"):
+    with pytest.raises(DTypeError, match=r"expected float32, got int64 from the step rule"):
         parameters.step(gradients, lambda p, g: np.arange(3))
     stepped = parameters.step(gradients, lambda p, g: p - 0.5 * g)
     assert stepped.payloads()[0].tolist() == [0.5, 0.5, 0.5]
