@@ -92,7 +92,13 @@ class TrainingError(TensorCodeError):
     """A training step cannot proceed: nondifferentiable, disconnected or nonfinite."""
 
 
+class CacheError(TensorCodeError):
+    """The plan cache directory cannot be trusted or used (owner, mode, not writable);
+    plans are then compiled in memory instead."""
+
+
 __all__ = [
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "BackendError", "ArtifactError", "PatchError", "DistillationError", "TrainingError",
+    "CacheError",
 ]

@@ -144,7 +144,9 @@ class CompiledExecutor(Executor):
             raise CompileError(f"lowering the program into a compiled plan failed "
                                f"({type(exc).__name__}: {exc}); executor='reference' runs "
                                "it with the NumPy interpreter") from exc
-        self._feed_symbols = [(name, symbol) for name, symbol in self.input_items]
+        # the plan refuses feeds for inputs it does not read (an output needing none)
+        self._feed_symbols = [(name, symbol) for name, symbol in self.input_items
+                              if self.plan.reads(symbol)]
         # the plan reads only the inputs its roots reach, in its own order
         plan_inputs = [symbol.index for symbol in self.plan.inputs()]
         by_index = {symbol.index: name for name, symbol in self.input_items}

@@ -32,7 +32,7 @@ from ..files import (
 )
 from . import ir
 from .backends import BACKENDS
-from .document import Rules, from_document, replay, to_document
+from .document import Rules, from_document, read_shape, replay, to_document
 from .ir import DTYPES, Type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,6 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
 FORMAT = "tensorcode.plan/1"
 PLAN_FILE = "plan.json"
 VALUES_FILE = "values.safetensors"
+#: the longest name a plan's node or slot may carry (names are data: they appear in
+#: messages, never in generated code)
+MAX_NAME = 1000
 
 
 def _graph_digest(graph: ir.Graph) -> str:
@@ -99,7 +102,7 @@ def save_plan(plan: Plan, directory: pathlib.Path) -> pathlib.Path:
 
 #: a plan's graph: any dtype the IR knows, sizes may be 0, fields beyond the known ones
 #: are ignored (older and newer writers add them)
-_RULES = Rules()
+_RULES = Rules(max_rank=32, max_elements=2 ** 40)
 
 
 def load_plan(directory: pathlib.Path, network: Network | None, backend: str | None
@@ -144,8 +147,9 @@ def load_plan(directory: pathlib.Path, network: Network | None, backend: str | N
 
     def source(i: int, op: str, spec: dict, t: Type, field: str) -> tuple[np.ndarray, Any]:
         name = spec.get("name")
-        if name is not None and not isinstance(name, str):
-            raise r.fail(f"{field}.name", "must be a string")
+        if name is not None and (not isinstance(name, str) or len(name) > MAX_NAME):
+            raise r.fail(f"{field}.name", f"must be a string of at most {MAX_NAME} "
+                                          "characters")
         value = value_of(f"node.{i}", t, field)
         if op in ("parameter", "input"):
             origins[i] = r.integer(r.get(spec, "origin", f"{field}.origin"), f"{field}.origin")
@@ -159,8 +163,9 @@ def load_plan(directory: pathlib.Path, network: Network | None, backend: str | N
     offsets: dict[str, int] = {}
     for k, sd in enumerate(layout_docs):
         field = f"layout[{k}]"
+        sd = r.object(sd, field)
         node_id = r.integer(r.get(sd, "node", f"{field}.node"), f"{field}.node")
-        shape = tuple(r.integers(r.get(sd, "shape", f"{field}.shape"), f"{field}.shape"))
+        shape = read_shape(r, r.get(sd, "shape", f"{field}.shape"), f"{field}.shape", _RULES)
         dtype = r.string(r.get(sd, "dtype", f"{field}.dtype"), f"{field}.dtype")
         if dtype not in DTYPES:
             raise r.fail(f"{field}.dtype", f"unsupported dtype {dtype!r}")
@@ -170,8 +175,9 @@ def load_plan(directory: pathlib.Path, network: Network | None, backend: str | N
                                             f"so it must be {offsets.get(dtype, 0)}")
         offsets[dtype] = offset + int(np.prod(shape, dtype=np.int64))
         sname = sd.get("name")
-        if sname is not None and not isinstance(sname, str):
-            raise r.fail(f"{field}.name", "must be a string")
+        if sname is not None and (not isinstance(sname, str) or len(sname) > MAX_NAME):
+            raise r.fail(f"{field}.name", f"must be a string of at most {MAX_NAME} "
+                                          "characters")
         slots.append((node_id, sname, shape, dtype,
                       value_of(f"slot.{k}", Type(shape, dtype), field)))
     slot_nodes = {s[0] for s in slots}

@@ -140,6 +140,12 @@ def _attr(fields: Fields, value: Any, field: str, rules: Rules, depth: int = 0) 
     raise fields.fail(field, f"unsupported attribute value {value!r:.80}")
 
 
+def _holds_float(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return any(_holds_float(v) for v in value)
+    return isinstance(value, float)
+
+
 def _check_keys(fields: Fields, spec: dict, op: str, field: str, rules: Rules) -> None:
     if rules.strict:
         allowed = {"op", "shape", "dtype"} | _SOURCE_FIELDS.get(op, {"inputs", "attrs"})
@@ -163,6 +169,11 @@ def _operation(fields: Fields, spec: dict, op: str, index: int, nodes: list[ir.N
         if rules.strict and (not _IDENTIFIER.match(key) or len(key) > 200):
             raise fields.expected(at(field, "attrs"), "an identifier", key)
         attrs[key] = _attr(fields, value, at(field, "attrs", key), rules)
+    allowed = primitives.REGISTRY[op].float_attrs
+    for key, value in attrs.items():
+        if key not in allowed and _holds_float(value):
+            raise fields.fail(at(field, "attrs", key), f"the {op} op's {key!r} attribute "
+                              f"takes integers, found {value!r:.80}")
     frozen = ir.freeze_attrs(attrs)
     try:
         out = primitives.REGISTRY[op].infer([nodes[j].type for j in operands], dict(frozen))

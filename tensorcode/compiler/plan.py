@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -200,7 +201,7 @@ class Plan:
         """The generated module's source (numba backend)."""
         if self._compiled is None:
             raise TensorCodeError("the reference backend generates no source")
-        return pathlib.Path(self._compiled.module.__file__).read_text(encoding="utf-8")
+        return self._compiled.source
 
     def _program(self) -> Program:
         """The compiled program (numba backend)."""
@@ -211,6 +212,11 @@ class Plan:
     def inputs(self) -> list[Any]:
         """The input symbols this plan reads, in the order ``call`` and ``bind`` take."""
         return [self.network.symbol(i) for i in self._inputs]
+
+    def reads(self, symbol: Any) -> bool:
+        """Whether this plan reads input ``symbol`` (a feed for one it does not read is
+        refused by ``forward``: callers holding feeds for every input keep these)."""
+        return self.network.owns(symbol) and symbol.index in self._input_types
 
     def parameters(self) -> Parameters:
         """A fresh table of the network's recorded initials."""
@@ -232,6 +238,9 @@ class Plan:
             self.network.check_parameters(parameters)
         if feeds:
             checked = self.network.check_feeds(feeds)
+            for index in checked:
+                if index not in self._input_types:
+                    raise _unused_feed(self, index)
             args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
         else:
             args = self._defaults
@@ -241,7 +250,7 @@ class Plan:
         try:
             outs = self._run(*[buffers[d] for d in self._param_dtypes], *self._consts, *args)
         except (IndexError, ValueError) as error:
-            raise FeedError(str(error)) from None
+            raise _feed_error(self, error) from None
         return PlanRun(self, outs, None)
 
     def forward_batch(self, parameters: Parameters, feeds: Mapping[Any, Any]) -> PlanRun:
@@ -260,12 +269,14 @@ class Plan:
                 node = self.network.graph.nodes[index]
                 if node.op != "input":
                     raise FeedError(f"feed for {symbol!r}: it is a {node.op}, not an input")
-                continue  # an input this plan does not read
+                raise _unused_feed(self, index)
             shape, dtype = expected[index]
             array = value if isinstance(value, np.ndarray) else np.asarray(value)
             if array.ndim == 0 or array.shape[1:] != shape:
                 raise FeedError(f"batched input {symbol!r}: expected [N, "
                                 f"{', '.join(map(str, shape))}], got {list(array.shape)}")
+            if array.dtype.name == dtype.name and not array.dtype.isnative:
+                array = array.astype(dtype)  # once, to native byte order
             if array.dtype != dtype:
                 if isinstance(value, np.ndarray):
                     raise FeedError(f"batched input {symbol!r}: expected {dtype.name}, got "
@@ -284,7 +295,7 @@ class Plan:
         try:
             outs = self._program().batch()(*self._arguments(parameters), *args)
         except (IndexError, ValueError) as error:
-            raise FeedError(str(error)) from None
+            raise _feed_error(self, error) from None
         return PlanRun(self, outs, n)
 
     def bind(self, parameters: Parameters) -> BoundPlan:
@@ -372,6 +383,9 @@ class BoundPlan:
             self._fn = functools.partial(plan._run, *plan._arguments(parameters))
         else:
             def fn(*inputs):
+                problem = _bound_input_problem(plan, inputs)
+                if problem is not None:  # the compiled path's rule, checked here
+                    raise problem
                 return plan._reference(parameters, list(inputs))
             self._fn = fn
 
@@ -379,7 +393,9 @@ class BoundPlan:
         try:
             outs = self._fn(*inputs)
         except (IndexError, ValueError) as error:
-            raise FeedError(str(error)) from None
+            raise _feed_error(self.plan, error) from None
+        except TypeError:  # Numba found no compiled signature for these arguments
+            raise _bind_error(self.plan, inputs) from None
         return tuple(outs[k][a:b].reshape(shape) for k, a, b, shape in self._slices)
 
     @property
@@ -409,6 +425,69 @@ class BoundPlan:
                     return tuple(outs[k][a].item() for k, a, _, _ in slices)
                 self._scalars = numbers
         return self._scalars
+
+
+def _feed_error(plan: Plan, error: Exception) -> FeedError:
+    """A ``FeedError`` from the compiled code's own check. Generated code names an input
+    by its position (``input #k``) and never by its name, so no text from a name reaches
+    generated source; the name is put back here, as data."""
+    text = str(error)
+    match = re.match(r"input #(\d+)", text)
+    if match is not None and int(match.group(1)) < len(plan._inputs):
+        text = f"input {_input_label(plan, int(match.group(1)))}" + text[match.end():]
+    return FeedError(text)
+
+
+def _unused_feed(plan: Plan, index: int) -> FeedError:
+    """A feed for network input ``index``, which the plan does not read: refused, since
+    the caller expects it to change the result and it cannot."""
+    name = plan.network.graph.nodes[index].name
+    label = f'"{name}"' if name else f"%{index}"
+    return FeedError(f"feed for input {label}: this plan does not read it (its roots do not "
+                     "depend on it); drop the feed, or lower an entry whose roots use it")
+
+
+def _input_label(plan: Plan, k: int) -> str:
+    """Input ``k`` of the plan as messages name it: ``"name"`` or ``%id``."""
+    index = plan._inputs[k]
+    name = plan.network.graph.nodes[index].name
+    return f'"{name}"' if name else f"%{index}"
+
+
+def _bind_error(plan: Plan, inputs: Sequence[Any]) -> FeedError:
+    """Why the compiled call refused ``inputs`` (Numba reports only "No matching
+    definition"): the first input of the wrong kind, dtype, byte order, shape or layout."""
+    return _bound_input_problem(plan, inputs) or FeedError(
+        "the compiled plan refused its inputs; feed C-contiguous arrays of the exact dtypes "
+        "and shapes in plan.inputs() order")
+
+
+def _bound_input_problem(plan: Plan, inputs: Sequence[Any]) -> FeedError | None:
+    """The first input a bound plan cannot take as it is, as a ``FeedError``; ``None``
+    when every input is a C-contiguous, native-order array of its exact dtype and shape."""
+    if len(inputs) != len(plan._inputs):
+        return FeedError(f"the bound plan takes {len(plan._inputs)} inputs (plan.inputs() "
+                         f"order), got {len(inputs)}")
+    for k, value in enumerate(inputs):
+        shape, dtype = plan._input_types[plan._inputs[k]]
+        label = _input_label(plan, k)
+        want = f"a C-contiguous {dtype.name} array of shape {list(shape)}"
+        if not isinstance(value, np.ndarray):
+            return FeedError(f"input {label}: expected {want}, got {type(value).__name__}; "
+                             f"convert with np.ascontiguousarray(value, dtype={dtype.name!r})")
+        problem = None
+        if value.dtype.name != dtype.name:
+            problem = f"dtype {value.dtype.name}"
+        elif not value.dtype.isnative:
+            problem = f"non-native byte order ({value.dtype.str})"
+        elif value.shape != shape:
+            problem = f"shape {list(value.shape)}"
+        elif not value.flags.c_contiguous:
+            problem = "a non-contiguous array"
+        if problem is not None:
+            return FeedError(f"input {label}: expected {want}, got {problem}; convert with "
+                             f"np.ascontiguousarray(value, dtype={dtype.name!r})")
+    return None
 
 
 class PlanRun:

@@ -108,6 +108,9 @@ class OpDef:
     subset: bool = False
     foldable: bool = True
     prepare: PrepareRule | None = None
+    #: attributes that may hold floats; every other attribute number is an integer
+    #: (a saved graph with a float where an integer belongs is refused when loaded)
+    float_attrs: frozenset[str] = frozenset()
 
     @property
     def differentiable(self) -> bool:

@@ -226,6 +226,24 @@ def _check_payload(slot: Slot, payload: Any) -> np.ndarray:
     return array
 
 
+def _rule_result(slot: Slot, value: Any) -> np.ndarray:
+    """What a step rule returned for ``slot``, refused unless it is an array (or number,
+    or list) of the slot's kind: a rule returning ``None`` or a recorded ``Expr`` is told
+    so, and an integer result is not cast into a float slot (nor a float into an int)."""
+    if not isinstance(value, (np.ndarray, np.generic, int, float, list, tuple)) \
+            or isinstance(value, bool):
+        raise TensorCodeError(f"the step rule returned {type(value).__name__} "
+                              f"({value!r:.60}) for parameter {slot.label}; it must return the "
+                              f"new value, an array of shape {list(slot.shape)}")
+    array = np.asarray(value)
+    kind = np.dtype(slot.dtype).kind
+    if array.dtype.kind != kind and not isinstance(value, (int, float)):  # numbers are weak
+        raise DTypeError(f"parameter {slot.label}: expected {slot.dtype}, got "
+                         f"{array.dtype.name} from the step rule; return a {slot.dtype} "
+                         "array (the kinds must agree: no cast between them)")
+    return array
+
+
 class Gradients(Table):
     """Gradients aligned slot for slot with a ``Parameters`` table."""
 
@@ -345,13 +363,17 @@ class Parameters(Table):
                   rule: Callable[[Any, np.ndarray, np.ndarray], Any]) -> Parameters:
         """Like ``step``, but ``rule(symbol, parameter, gradient)`` also gets the symbol,
         for per-parameter policy."""
+        if not isinstance(gradients, Gradients):
+            raise TypeError(f"step takes a Gradients table, got {type(gradients).__name__}; "
+                            "stepping by another Parameters table is refused, as the "
+                            "optimizers refuse it")
         self.check_pair(gradients)
         owner = self._layout.owner
         buffers = {d: np.empty(n, dtype=d) for d, n in self._layout.sizes.items()}
         for slot, p, g in zip(self._layout.slots, self._payload_views(),
                               gradients._payload_views()):
             symbol = owner.symbol(slot.node)
-            result = _check_payload(slot, rule(symbol, p, g))
+            result = _check_payload(slot, _rule_result(slot, rule(symbol, p, g)))
             buffers[slot.dtype][slot.offset:slot.offset + slot.size] = result.reshape(-1)
         return Parameters(self._layout, buffers)
 
@@ -390,6 +412,8 @@ def check_feed_type(name: str, expected_shape: tuple[int, ...], expected_dtype: 
     if array.shape != tuple(expected_shape):
         raise FeedError(f"input {name}: expected {expected_dtype}{list(expected_shape)}, got "
                         f"{array.dtype.name}{list(array.shape)}")
-    array = np.array(array, copy=True, order="C")
+    # one copy in native byte order, C order: a ``>f4`` array is float32 by name but its
+    # bytes are not what compiled code reads as float32
+    array = np.array(array, dtype=np.dtype(expected_dtype), copy=True, order="C")
     array.flags.writeable = False
     return array

@@ -63,7 +63,8 @@ class Builder:
 
     def lift(self, value: Any, like: Expr) -> Expr:
         """Turn an operand into an ``Expr``. Python scalars are weak: they take the
-        tensor's dtype. Arrays and NumPy scalars keep their own dtype."""
+        tensor's dtype. Arrays and NumPy scalars (all of them, ``np.float64`` included)
+        keep their own dtype."""
         if isinstance(value, Expr):
             if value.builder is not self:
                 raise TensorCodeError(
@@ -73,7 +74,8 @@ class Builder:
         if isinstance(value, bool) or (isinstance(value, numbers.Integral) and not isinstance(
                 value, np.generic)):
             return self.constant(value, like.dtype)
-        if isinstance(value, float):
+        if isinstance(value, float) and not isinstance(value, np.generic):
+            # np.float64 subclasses float but, like every NumPy scalar, is strong
             if like.dtype not in ("float32", "float64"):
                 raise DTypeError(f"cannot combine a {like.dtype} tensor with the Python float "
                                  f"{value!r}; cast the tensor with .astype('float32') first")
@@ -482,6 +484,15 @@ class Tape(Builder):
         for p in [loss, *wrt]:
             if not isinstance(p, Expr) or p.builder is not self:
                 raise TensorCodeError(f"{p!r} was not recorded on this tape")
+        for k, p in enumerate(wrt):
+            node = self._nodes[p.index]
+            if node.op != "parameter":
+                kind = "an input" if node.op == "input" else \
+                    "a constant" if node.op == "leaf" else f"an intermediate ({node.op})"
+                name = f' "{node.name}"' if node.name else ""
+                raise TensorCodeError(
+                    f"differentiate: wrt[{k}] {p!r}{name} is {kind}, not a parameter; "
+                    "gradients are taken with respect to tape.parameter(...) symbols")
         with self.broadcasting("numpy"):  # the rules' broadcasts are their definition
             grads = gradients(self._nodes, loss.index, [p.index for p in wrt], self,
                               lambda i: self._exprs[i])

@@ -147,7 +147,8 @@ class _Objective:
                      for name, symbol in self.inputs.items()}
             feeds.update({symbol: np.stack([np.reshape(t[name], symbol.shape) for t in targets])
                           for name, symbol in self.targets.items()})
-            batched = self.plan.forward_batch(table, feeds)
+            batched = self.plan.forward_batch(
+                table, {s: v for s, v in feeds.items() if self.plan.reads(s)})
             weight = (np.ones(len(cases)) if self.covered is None
                       else claims(np.asarray(batched.of(self.covered))).astype(np.float64))
             scale = 1.0 / max(1.0, float(weight.sum()))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import pathlib
 import struct
@@ -35,6 +36,26 @@ DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64",
 _NUMPY = {code: name for name, code in DTYPES.items()}
 #: a header larger than this is refused before it is parsed
 MAX_HEADER_BYTES = 100 * 1024 * 1024
+#: the most dimensions a stored tensor may have (NumPy's own limit is 64)
+MAX_RANK = 32
+#: the most elements a stored tensor may describe, counting only its non-zero
+#: dimensions (so a ``[0, 2**70]`` shape cannot pass as empty)
+MAX_ELEMENTS = 2 ** 48
+
+
+def shape_problem(shape: Any) -> str | None:
+    """Why ``shape`` cannot describe a stored tensor (``None`` when it can): a list of
+    at most ``MAX_RANK`` non-negative ints whose non-zero dimensions multiply to at most
+    ``MAX_ELEMENTS``. Every reader of stored shapes (tensor files, experiences) asks
+    this before NumPy sees the shape."""
+    if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        return f"bad shape {shape!r:.80}: expected a list of non-negative integers"
+    if len(shape) > MAX_RANK:
+        return f"shape has {len(shape)} dimensions, more than the {MAX_RANK} allowed"
+    if math.prod(d for d in shape if d) > MAX_ELEMENTS:
+        return f"shape {shape!r:.80} describes more than {MAX_ELEMENTS} elements"
+    return None
 _CHUNK = 1 << 20  # small enough that a chunk is still in cache when it is hashed
 
 
@@ -229,15 +250,15 @@ class TensorFile:
             if dtype not in _NUMPY:
                 raise ArtifactError(f"unknown dtype {dtype!r}", path=path,
                                     field=field + ".dtype")
-            if not isinstance(shape, list) or not all(
-                    isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-                raise ArtifactError(f"bad shape {shape!r}", path=path, field=field + ".shape")
+            problem = shape_problem(shape)
+            if problem is not None:
+                raise ArtifactError(problem, path=path, field=field + ".shape")
             if not (isinstance(offsets, list) and len(offsets) == 2 and
                     all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
                 raise ArtifactError(f"bad data_offsets {offsets!r}", path=path,
                                     field=field + ".data_offsets")
             itemsize = np.dtype(_NUMPY[dtype]).itemsize
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            count = math.prod(shape)  # Python ints: a huge shape cannot wrap around
             if offsets[1] - offsets[0] != count * itemsize:
                 raise ArtifactError(f"data_offsets {offsets} hold {offsets[1] - offsets[0]} "
                                     f"bytes, shape {shape} of {dtype} needs "
@@ -325,4 +346,5 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[s
 
 
 __all__ = ["write_tensors", "start_tensors", "read_tensors", "save_tensors", "load_tensors",
-           "TensorFile", "contiguous", "DTYPES", "MAX_HEADER_BYTES", "DATA_DIGEST_PLACEHOLDER"]
+           "TensorFile", "contiguous", "DTYPES", "MAX_HEADER_BYTES", "DATA_DIGEST_PLACEHOLDER",
+           "MAX_RANK", "MAX_ELEMENTS", "shape_problem"]

@@ -66,7 +66,7 @@ class Executor:
         else:
             table = rewrap(parameters, self.network.layout)
             self._last = (parameters, table)
-        feeds = dict(zip(self.inputs, arrays))
+        feeds = {s: a for s, a in zip(self.inputs, arrays) if self.plan.reads(s)}
         return self.plan.forward(table, feeds)
 
     def run(self, parameters: Parameters, arrays: Sequence[np.ndarray]) -> np.ndarray:

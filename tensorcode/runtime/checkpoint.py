@@ -197,13 +197,16 @@ def save_file(path: str | os.PathLike, parameters: Parameters, optimizer: Any = 
 
 
 def load(path: str | os.PathLike, parameters: Parameters | Layout, optimizer: Any = None,
-         generator: Any = None) -> Restored:
+         generator: Any = None, check: Callable[[dict], None] | None = None) -> Restored:
     """Restore a checkpoint (a directory or a single file) for ``parameters``' layout.
 
     Verifies the format, version, checksum, names, shapes, dtypes, the optimizer type
     and its state before changing anything; on any failure raises ``ArtifactError``
     naming the file and field and restores nothing. On success the ``optimizer`` and
-    ``generator`` (when given) hold the saved state and a ``Restored`` is returned."""
+    ``generator`` (when given) hold the saved state and a ``Restored`` is returned.
+    ``check(manifest)``, when given, runs after every other check and before anything
+    is committed (a caller's own fields, such as modes), so the checkpoint is read and
+    hashed once."""
     path = pathlib.Path(path)
     layout = parameters.layout if isinstance(parameters, Table) else parameters
     if not isinstance(layout, Layout):
@@ -228,7 +231,7 @@ def load(path: str | os.PathLike, parameters: Parameters | Layout, optimizer: An
     else:
         raise ArtifactError("no checkpoint here (neither a directory nor a file)", path=path)
     return _restore(manifest, manifest_path, tensor_file, digest_kind, digest_field, layout,
-                    optimizer, generator)
+                    optimizer, generator, check)
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -330,8 +333,16 @@ def _plain(value: Any) -> Any:
 
 
 # -- reading --------------------------------------------------------------------------------
+#: ``training.json`` larger than this is refused before it is read
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
 def _read_manifest(path: pathlib.Path) -> dict:
     try:
+        size = path.stat().st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise ArtifactError(f"the manifest is {size} bytes, more than the "
+                                f"{MAX_MANIFEST_BYTES} allowed", path=path)
         text = path.read_bytes()
     except FileNotFoundError:
         raise ArtifactError(f"no {MANIFEST}: not a checkpoint directory, or no checkpoint "
@@ -442,7 +453,7 @@ class _Checks:
 
 def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_file: TensorFile,
              digest_kind: str, digest_field: str, layout: Layout, optimizer: Any,
-             generator: Any) -> Restored:
+             generator: Any, check: Callable[[dict], None] | None = None) -> Restored:
     """Validate the manifest and the tensor header against the caller's objects, read the
     tensors (parameters straight into the new table's buffers) and verify the checksum,
     validate the optimizer and generator state, then commit all at once."""
@@ -481,6 +492,8 @@ def _restore(manifest: dict, manifest_path: pathlib.Path, tensor_file: TensorFil
         _probe_generator(checks, generator, manifest["generator"])
         restore_generator = True
 
+    if check is not None:
+        check(manifest)
     restored = Parameters.from_buffers(layout, buffers)
     # everything is valid: commit (none of these can fail now)
     if commit_optimizer is not None:
@@ -538,7 +551,11 @@ def _check_optimizer_entry(checks: _Checks, opt_entry: dict | None, optimizer: A
                 or not all(isinstance(n, str) for n in names):
             raise checks.fail(f"bad entry {index!r}", f"optimizer.state.{index}")
         for name in names:
-            checks.tensor(f"optimizer/{index}/{name}", None, None)
+            # a step count is a float32 scalar (as written, and as PyTorch keeps it): a
+            # header retyped to int32 would reread its bytes as another count
+            step = name == "step"
+            checks.tensor(f"optimizer/{index}/{name}", () if step else None,
+                          "float32" if step else None)
         state_names[int(index)] = names
     return state_names
 
@@ -562,7 +579,16 @@ def _prepare_optimizer(checks: _Checks, optimizer: Any, opt_entry: dict,
 
 
 def _probe_generator(checks: _Checks, generator: Any, state: Any) -> None:
-    """The saved generator state loads into a clone of ``generator`` (which is untouched)."""
+    """The saved generator state loads into a clone of ``generator`` (which is untouched).
+    A state recorded on another device (a CUDA generator) is refused as such: the
+    generator here draws on the CPU, and cannot continue a CUDA stream."""
+    device = _device_of(state)
+    if device is not None:
+        raise checks.fail(f"the checkpoint carries generator state for device {device!r}; "
+                          "TensorCode's generator runs on the CPU and cannot restore a "
+                          "CUDA (or other device) generator state, as in a CPU-only Python "
+                          "process: load without the generator, or save the checkpoint "
+                          "from a CPU generator", "generator")
     probe = generator.clone()
     try:
         probe.set_state(state)
@@ -571,6 +597,24 @@ def _probe_generator(checks: _Checks, generator: Any, state: Any) -> None:
         prefix = f"field {error.field!r}: "
         raise checks.fail(message[len(prefix):] if message.startswith(prefix) else message,
                           error.field or "generator") from error
+
+
+def _device_of(state: Any) -> str | None:
+    """The device a generator state names when it is not the CPU: a ``device`` field
+    other than ``"cpu"``, or a key holding per-device states (``cuda``, ``cuda_states``,
+    ``mps``...); ``None`` for a CPU state."""
+    if not isinstance(state, dict):
+        return None
+    device = state.get("device")
+    if device is not None and device != "cpu":
+        return str(device)[:40]
+    for key in state:
+        if isinstance(key, str) and key.lower().startswith(_DEVICE_PREFIXES):
+            return key[:40]
+    return None
+
+
+_DEVICE_PREFIXES = ("cuda", "mps", "xpu", "hip", "tpu", "gpu")
 
 
 __all__ = ["named_snapshot", "named_restore", "save", "save_file", "load", "Restored",

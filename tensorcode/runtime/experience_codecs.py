@@ -2,7 +2,8 @@
 
 Every value is written as a small object with a type tag (``{"t": "array", ...}``), so
 a reader never guesses what a JSON value meant. Built-in tags cover primitives, bytes,
-lists, tuples, dicts with string keys and finite dense arrays. Anything else is a
+lists, tuples, dicts with string keys, finite dense arrays and NumPy scalars (``scalar``:
+the value and its dtype, read back as that NumPy type). Anything else is a
 *record*: a class with ``record_fields``, ``to_record()`` and a ``from_record(fields)``
 class method, written only when the caller allowlists it by name (``codecs={"name":
 Class}``) and read back only through the same allowlist. Validation walks the whole
@@ -19,12 +20,13 @@ from typing import Any, ClassVar, Protocol, cast
 import numpy as np
 
 from ..errors import ArtifactError, TensorCodeError
+from ..files.tensorfile import shape_problem
 
 #: dtypes a dense array may carry in an experience file
 ARRAY_DTYPES = ("float32", "float64", "int32", "int64", "bool")
 MAX_DEPTH = 64
 TAGS = ("none", "bool", "int", "float", "str", "bytes", "list", "tuple", "dict", "array",
-        "record")
+        "record", "scalar")
 
 
 class Record(Protocol):
@@ -64,6 +66,9 @@ def encode(value: Any, codecs: Mapping[str, type[Record]], depth: int = 0) -> di
         raise TensorCodeError(f"value nests deeper than {MAX_DEPTH} levels")
     if value is None:
         return {"t": "none"}
+    if isinstance(value, np.generic):  # before float: np.float64 subclasses float
+        encoded = _encode_array(np.asarray(value))
+        return {"t": "scalar", "dtype": encoded["dtype"], "v": encoded["v"][0]}
     if isinstance(value, bool):
         return {"t": "bool", "v": value}
     if isinstance(value, int):
@@ -126,6 +131,7 @@ def validate(node: Any, codecs: Mapping[str, type[Record]], path: Any, field: st
     if tag not in TAGS:
         fail(f"unknown codec tag {tag!r}; known tags are {list(TAGS)}")
     expected = {"none": {"t"}, "array": {"t", "dtype", "shape", "v"},
+                "scalar": {"t", "dtype", "v"},
                 "record": {"t", "name", "v"}}.get(tag, {"t", "v"})
     if set(node) != expected:
         fail(f"a {tag!r} value has keys {sorted(node)}, expected {sorted(expected)}")
@@ -161,6 +167,8 @@ def validate(node: Any, codecs: Mapping[str, type[Record]], path: Any, field: st
             validate(item, codecs, path, f"{field}.{k}", depth + 1)
     elif tag == "array":
         _validate_array(node, fail)
+    elif tag == "scalar":  # a NumPy scalar: a 0-d array's one value, its type kept
+        _validate_array({"dtype": node["dtype"], "shape": [], "v": [value]}, fail)
     elif tag == "record":
         name = node["name"]
         if not isinstance(name, str) or name not in codecs:
@@ -177,9 +185,9 @@ def _validate_array(node: dict, fail: Any) -> None:
     dtype, shape, data = node["dtype"], node["shape"], node["v"]
     if dtype not in ARRAY_DTYPES:
         fail(f"array dtype {dtype!r} is not one of {list(ARRAY_DTYPES)}")
-    if not isinstance(shape, list) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        fail("array shape must be a list of non-negative ints")
+    problem = shape_problem(shape)
+    if problem is not None:
+        fail(f"array {problem}")
     size = math.prod(shape)  # Python ints: a huge shape cannot wrap around
     if not isinstance(data, list) or len(data) != size:
         fail(f"array data must be a flat list of {size} numbers")
@@ -217,6 +225,8 @@ def decode(node: dict, codecs: Mapping[str, type[Record]], path: Any = None,
         return tuple(decode(v, codecs, path, field) for v in node["v"])
     if tag == "dict":
         return {k: decode(v, codecs, path, field) for k, v in node["v"].items()}
+    if tag == "scalar":
+        return np.dtype(node["dtype"]).type(node["v"])
     if tag == "array":
         array = np.array(node["v"], dtype=node["dtype"]).reshape(node["shape"])
         array.flags.writeable = False

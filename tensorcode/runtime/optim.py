@@ -151,6 +151,29 @@ class Optimizer:
         self.lr = lr
         return result
 
+    def snapshot(self) -> Callable[[], None]:
+        """A function that puts the optimizer back as it is now (state buffers, step
+        counts, learning rate), for a caller that may refuse the step it is about to
+        take (the trainer refuses one whose update is nonfinite). Costs one copy of the
+        state."""
+        lr, layout = self.lr, self._layout
+        if layout is None:
+            def unbind() -> None:
+                self.lr, self._layout = lr, None
+            return unbind
+        steps, present = self.steps.copy(), self.present.copy()
+        saved = {key: {d: b.copy() for d, b in buffers.items()}
+                 for key, buffers in self._writable.items()}
+
+        def restore() -> None:
+            self.lr, self._layout = lr, layout
+            self.steps[...] = steps
+            self.present[...] = present
+            for key, buffers in saved.items():
+                for d, b in buffers.items():
+                    self._writable[key][d][...] = b
+        return restore
+
     def bind(self, layout: Layout) -> None:
         """Attach to ``layout`` (first use) or check that ``layout`` matches the one the
         state was built for (same shapes and dtypes, slot for slot)."""

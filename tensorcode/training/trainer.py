@@ -17,7 +17,6 @@ loss or gradient is *nonfinite*; each raises ``TrainingError`` and changes nothi
 
 from __future__ import annotations
 
-import copy
 import math
 import sys
 from collections.abc import Mapping, Sequence
@@ -233,7 +232,14 @@ class Trainer:
                 raise TrainingError(f"the gradient of {', '.join(bad)} holds NaN or infinity "
                                     "(nonfinite); no update was made")
         gradients = rewrap(gradients, self._layout, Gradients)
+        restore = self.optimizer.snapshot()
         updated = self.optimizer.step(self._parameters, gradients, self.lr)
+        bad = _nonfinite_slots(updated)
+        if bad:  # the optimizer's state goes back too: nothing changed
+            restore()
+            raise TrainingError(f"the update leaves {', '.join(bad)} holding NaN or "
+                                f"infinity (nonfinite); no update was made; lower the "
+                                f"learning rate (now {self.lr!r})")
         self._adopt(updated)
         self.steps += 1
         return loss
@@ -306,7 +312,8 @@ class Trainer:
         else:
             target_feeds = self._target_arrays(lowered, place, targets, calls)
         feed_arrays = arrays + target_feeds
-        feeds = dict(zip(lowered.feed_symbols, feed_arrays))
+        feeds = {s: a for s, a in zip(lowered.feed_symbols, feed_arrays)
+                 if lowered.plan.reads(s)}  # a plan refuses feeds it does not read
         return lowered, feeds
 
     def _express(self, plan_steps: list[tuple]) -> tuple[Tape, list[Expr], dict[int, Any],
@@ -399,34 +406,41 @@ class Trainer:
     def save_checkpoint(self, directory: Any, progress: Mapping[str, Any] | None = None
                         ) -> Any:
         """Write parameters, optimizer state, modes, ``steps``, ``progress`` and the
-        generator as a directory checkpoint (``training.json`` + safetensors)."""
+        generator: a directory checkpoint (``training.json`` + safetensors), or the
+        standalone single-file form when ``directory`` is a path ending in
+        ``.safetensors`` (the manifest in the file's metadata)."""
         from ..runtime import checkpoint
 
         if progress is not None:
             self.progress = dict(progress)
-        return checkpoint.save(directory, self._parameters, optimizer=self.optimizer,
-                               steps=self.steps, progress=self.progress,
-                               generator=self.generator, modes=self.modes(),
-                               fingerprints=self.fingerprints())
+        save = checkpoint.save_file if str(directory).endswith(".safetensors") else \
+            checkpoint.save
+        return save(directory, self._parameters, optimizer=self.optimizer, steps=self.steps,
+                    progress=self.progress, generator=self.generator, modes=self.modes(),
+                    fingerprints=self.fingerprints())
 
     def load_checkpoint(self, directory: Any) -> dict:
-        """Restore everything ``save_checkpoint`` wrote and return ``progress``. On any
-        failure nothing changes: parameters, optimizer, modes, steps and generator."""
+        """Restore everything ``save_checkpoint`` wrote (a directory or a single
+        ``.safetensors`` file) and return ``progress``. The checkpoint is read and hashed
+        once, and every field (modes included) is checked before anything is committed:
+        on any failure nothing changes (parameters, optimizer, modes, steps, generator)."""
         from ..runtime import checkpoint
 
-        # a private copy of the optimizer's state (sharing the layout, which is structure)
-        probe_optimizer = copy.deepcopy(self.optimizer, memo={id(self._layout): self._layout})
-        probe = checkpoint.load(directory, self._parameters, optimizer=probe_optimizer,
-                                generator=self.generator.clone())
-        _check_fingerprints(probe.fingerprints, self.fingerprints(), directory)
-        modes = probe.modes
         expected = self.modes()
-        if not isinstance(modes, dict) or set(modes) != set(expected) or not all(
-                isinstance(v, bool) for v in modes.values()):
-            raise ArtifactError(f"modes {modes!r} do not match this trainer's operations "
-                                f"{sorted(expected)}", path=directory, field="modes")
+
+        def check_modes(manifest: dict) -> None:
+            _check_fingerprints(manifest.get("fingerprints"), self.fingerprints(), directory)
+            modes = manifest["modes"]
+            if not isinstance(modes, dict) or set(modes) != set(expected) or not all(
+                    isinstance(v, bool) for v in modes.values()):
+                raise ArtifactError(f"modes {modes!r:.200} do not match this trainer's "
+                                    f"operations {sorted(expected)}", path=directory,
+                                    field="modes")
+
         restored = checkpoint.load(directory, self._parameters, optimizer=self.optimizer,
-                                   generator=self.generator)
+                                   generator=self.generator, check=check_modes)
+        modes = restored.modes
+        assert modes is not None  # check_modes proved it
         self._adopt(restored.parameters)
         for name, op in self._owners:
             op.train(modes[name])
@@ -509,6 +523,16 @@ def _check_operations(operations: Any) -> dict[str, Operation]:
             raise TypeError(f"operation {name!r} is a {type(op).__name__}, not a "
                             "tensorcode.ops.Operation")
     return dict(operations)
+
+
+def _nonfinite_slots(table: Parameters) -> list[str]:
+    """The slots of ``table`` holding NaN or infinity (empty when every value is finite;
+    two fast reductions per buffer decide that)."""
+    if all(not b.size or (np.isfinite(b.min()) and np.isfinite(b.max()))
+           for b in table.buffers().values()):
+        return []
+    return [s.name if s.name is not None else s.label
+            for s, v in zip(table.layout.slots, table.payloads()) if not np.all(np.isfinite(v))]
 
 
 def _check_lr(lr: Any) -> float:

@@ -46,11 +46,12 @@ class Program(Protocol):
     dtype; ``batch()`` and ``scalars()`` the batched and all-scalar variants (built on
     first use); ``entry(name)`` a step plan's ``run_step`` or ``run_steps`` (on first
     use); ``key`` names the program (the plan cache key); ``module`` is the loaded
-    generated module (``plan.source()`` reads its file)."""
+    generated module and ``source`` its text (what ``plan.source()`` returns)."""
 
     key: str
     run: Any
     module: Any
+    source: str
 
     def batch(self) -> Any: ...
 

@@ -121,7 +121,9 @@ class Generator:
         if key not in self.consts:
             name = f"K{len(self.consts)}"
             self.consts[key] = name
-            self.const_lines.append(f"{name} = {NP[dtype]}({text})  # {value!r}")
+            # the comment is the checked number itself, never text the node carried
+            note = repr(float(value)) if dtype in ("float32", "float64") else text
+            self.const_lines.append(f"{name} = {NP[dtype]}({text})  # {note}")
         return self.consts[key]
 
     def base(self, loc: Strided) -> tuple[str, int]:

@@ -23,19 +23,20 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import json
 import os
 import pathlib
+import stat
 import sys
 import threading
+import types
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
 
-from ...errors import TensorCodeError
+from ...errors import CacheError, TensorCodeError
 from .. import ir
 
 if TYPE_CHECKING:  # pragma: no cover - kept out of ``import tensorcode``
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover - kept out of ``import tensorcode``
 
 _STATS_LOCK = threading.Lock()
 _STATS = {"compiled": 0, "cache_loaded": 0, "sources_written": 0, "corrupt_entries": 0,
-          "plans_lowered": 0, "memory_hits": 0}
+          "plans_lowered": 0, "memory_hits": 0, "memory_compiled": 0}
 _MODULES: dict[str, Any] = {}
 _MODULE_LOCK = threading.Lock()
 
@@ -192,13 +193,16 @@ class CompiledModule:
     compiled now for the plan's exact argument types, ``batch()`` and ``scalars()`` on
     first use; all three call the one jitted ``body``."""
 
-    def __init__(self, key: str, module: Any) -> None:
+    def __init__(self, key: str, module: Any, source: str = "", cache: bool = True,
+                 sealed: Callable[[], None] | None = None) -> None:
         import numba
         from numba import types
 
         self.key = key
         self.module = module
-        options: _JitOptions = {"cache": True, "nogil": True, "error_model": "numpy"}
+        self.source = source
+        self._sealed = sealed
+        options: _JitOptions = {"cache": cache, "nogil": True, "error_model": "numpy"}
         body_options: _JitOptions = {**options, "cache": False}
         # only the compiled entry points call ``body``: no Python wrapper to build, and
         # no cache entry of its own (each cached entry point holds the code it calls).
@@ -232,6 +236,8 @@ class CompiledModule:
         hits, misses = _dispatcher_counts(dispatchers + self._helpers)
         count("cache_loaded", hits - before[0])
         count("compiled", misses - before[1])
+        if misses - before[1] and self._sealed is not None:
+            self._sealed()  # Numba wrote cache files: record their hashes
 
     def scalars(self) -> Any:
         """``run_scalars``, compiled on first use (only all-scalar plans have it)."""
@@ -277,15 +283,19 @@ class CompiledModule:
             return function
 
 
-def _load_module(path: pathlib.Path, key: str) -> Any:
+def _load_module(source: str, key: str, filename: str) -> Any:
+    """A fresh module holding ``source`` (the text generated in this process), compiled
+    with ``compile`` and run with ``exec``: Python's import system is not involved, so no
+    ``.pyc`` beside the cached file is ever read or written. ``filename`` is what Numba
+    sees as the functions' file (the cache entry, beside which its index lives)."""
     name = f"tensorcode_plan_{key}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    code = compile(source, filename, "exec", dont_inherit=True)
     # registered so Numba can find the module again when it loads cached code
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(code, module.__dict__)
     except BaseException:
         sys.modules.pop(name, None)
         raise
@@ -296,7 +306,8 @@ def compiled_module(schedule: Schedule, approximate: bool = True,
                     step: StepSpec | None = None) -> CompiledModule:
     """The compiled module for ``schedule`` (with a step plan's update when ``step`` is
     given): from this process's memory, the on-disk cache, or compiled now (and
-    cached)."""
+    cached). When the cache directory cannot be trusted or written
+    (``plans_directory``), the plan is compiled in memory, with one warning."""
     from .numba_module import generate
 
     source = generate(schedule, approximate=approximate, step=step)
@@ -308,39 +319,183 @@ def compiled_module(schedule: Schedule, approximate: bool = True,
         if key in _MODULES:
             count("memory_hits")
             return _MODULES[key]
-        directory = cache_dir() / "plans"
-        directory.mkdir(parents=True, exist_ok=True)
-        stem = f"p_{key}"
-        path = directory / f"{stem}.py"
-        with _locked(directory / f"{stem}.lock"):
-            existing = None
-            if path.exists():
-                try:
-                    existing = path.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError):
-                    existing = ""
-            if existing != source:
-                if existing is not None:
-                    count("corrupt_entries")
-                    _warn_once(key, f"tensorcode: plan cache entry {path} was corrupt or "
-                                    "foreign; rebuilding it")
-                    _purge_numba_cache(directory, stem)
-                from ...files.atomic import atomic_write_bytes
+        try:
+            compiled = _cached_module(source, key)
+        except (CacheError, OSError) as error:
+            reason = str(error) if isinstance(error, CacheError) else \
+                f"the plan cache cannot be used: {error.strerror or error}"
+            _warn_once("untrusted-cache", f"tensorcode: {reason}; compiling plans in memory "
+                                          "(see docs/compiler.md, 'Trusting a cache "
+                                          "directory')")
+            count("memory_compiled")
+            compiled = CompiledModule(
+                key, _load_module(source, key, f"<tensorcode plan {key}>"), source,
+                cache=False)
+        _MODULES[key] = compiled
+        return compiled
 
-                atomic_write_bytes(path, source.encode("utf-8"))
-                count("sources_written")
+
+def _cached_module(source: str, key: str) -> CompiledModule:
+    """``compiled_module`` through the on-disk cache (raises ``CacheError`` or
+    ``OSError`` when the directory or the entry cannot be used)."""
+    directory = plans_directory()
+    stem = f"p_{key}"
+    path = directory / f"{stem}.py"
+    with _locked(directory / f"{stem}.lock"):
+        existing = None
+        if os.path.lexists(path):
             try:
-                compiled = CompiledModule(key, _load_module(path, key))
+                _check_owned(path, directory=False)
+                existing = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError, _Untrusted):
+                existing = ""
+        if existing != source:
+            if existing is not None:
+                count("corrupt_entries")
+                _warn_once(key, f"tensorcode: plan cache entry {path} was corrupt or "
+                                "foreign; rebuilding it")
+                _purge_numba_cache(directory, stem)
+                path.unlink()
+            from ...files.atomic import atomic_write_bytes  # local: kept out of the import
+
+            atomic_write_bytes(path, source.encode("utf-8"))
+            os.chmod(path, 0o600)
+            count("sources_written")
+        if not _verify_numba_files(directory, stem):
+            count("corrupt_entries")
+            _warn_once(key + ":numba", f"tensorcode: compiled cache files of {path} do not "
+                                       "match what TensorCode recorded; rebuilding them")
+            _purge_numba_cache(directory, stem)
+
+        holding = [True]  # the entry's lock is held while the module is first built
+
+        def sealed() -> None:
+            if holding[0]:
+                _seal(directory, stem)
+            else:
+                with _locked(directory / f"{stem}.lock"):
+                    _seal(directory, stem)
+
+        try:
+            try:
+                return CompiledModule(key, _load_module(source, key, str(path)), source,
+                                      sealed=sealed)
             except Exception as error:
                 if isinstance(error, (TensorCodeError,)):
                     raise
                 count("corrupt_entries")
-                _warn_once(key + ":numba", f"tensorcode: compiled cache for {path} could not "
-                                           f"be loaded ({type(error).__name__}); rebuilding it")
+                _warn_once(key + ":numba", f"tensorcode: compiled cache for {path} could "
+                                           f"not be loaded ({type(error).__name__}); "
+                                           "rebuilding it")
                 _purge_numba_cache(directory, stem)
-                compiled = CompiledModule(key, _load_module(path, key))
-        _MODULES[key] = compiled
-        return compiled
+                return CompiledModule(key, _load_module(source, key, str(path)), source,
+                                      sealed=sealed)
+        finally:
+            holding[0] = False
+
+
+# ---------------------------------------------------------------------------------------
+# trust: the cache directory is treated the way ssh treats ~/.ssh
+
+
+class _Untrusted(Exception):
+    """The cache directory (or an entry) cannot be trusted or used; the text says why."""
+
+
+def _check_owned(path: pathlib.Path, directory: bool) -> None:
+    """Refuse ``path`` unless it is a real (not linked) directory or regular file owned
+    by the current user and writable by nobody else."""
+    info = path.lstat()
+    kind = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
+    if not kind:
+        raise _Untrusted(f"{path} is not a {'directory' if directory else 'regular file'}")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise _Untrusted(f"{path} is owned by uid {info.st_uid}, not by the current user")
+    if info.st_mode & 0o022:
+        raise _Untrusted(f"{path} is writable by its group or by others "
+                         f"(mode {stat.S_IMODE(info.st_mode):o})")
+
+
+def _trusted_directory(path: pathlib.Path) -> pathlib.Path:
+    """``path``, created ``0700`` if missing, checked by ``_check_owned`` and writable."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _check_owned(path, directory=True)
+    except OSError as error:
+        raise _Untrusted(f"{path}: {error.strerror or error}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise _Untrusted(f"{path} is not writable")
+    return path
+
+
+def plans_directory() -> pathlib.Path:
+    """The cache's ``plans`` directory, checked: the cache root, ``plans`` and its
+    ``__pycache__`` (Numba's machine code) each a real directory owned by the current
+    user, writable by no one else and writable by us (each created ``0700``). Raises
+    ``CacheError`` saying why the cache cannot be used."""
+    try:
+        root = _trusted_directory(cache_dir())
+        plans = _trusted_directory(root / "plans")
+        _trusted_directory(plans / "__pycache__")
+    except _Untrusted as error:
+        raise CacheError(f"the plan cache cannot be used: {error}") from None
+    return plans
+
+
+def _digest(path: pathlib.Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _numba_files(directory: pathlib.Path, stem: str) -> list[pathlib.Path]:
+    return sorted((directory / "__pycache__").glob(f"{stem}.*"))
+
+
+def _manifest_path(directory: pathlib.Path, stem: str) -> pathlib.Path:
+    return directory / f"{stem}.manifest.json"
+
+
+def _read_manifest(directory: pathlib.Path, stem: str) -> dict[str, str]:
+    from ...files import decode
+
+    path = _manifest_path(directory, stem)
+    try:
+        _check_owned(path, directory=False)
+        document = decode(path.read_bytes())
+    except (OSError, ValueError, _Untrusted):
+        return {}
+    if not isinstance(document, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in document.items()):
+        return {}
+    return document
+
+
+def _verify_numba_files(directory: pathlib.Path, stem: str) -> bool:
+    """Whether every Numba cache file of entry ``stem`` (its index files are pickles,
+    which Numba loads before any check of ours) is a regular file owned by us, writable
+    by no one else, with the SHA-256 that TensorCode recorded after Numba wrote it."""
+    manifest = _read_manifest(directory, stem)
+    for path in _numba_files(directory, stem):
+        try:
+            _check_owned(path, directory=False)
+            if manifest.get(path.name) != _digest(path):
+                return False
+        except (OSError, _Untrusted):
+            return False
+    return True
+
+
+def _seal(directory: pathlib.Path, stem: str) -> None:
+    """Record the SHA-256 of entry ``stem``'s Numba cache files (just written by Numba
+    in this process) in its manifest; the caller holds the entry's lock."""
+    from ...files import atomic_write_bytes, dumps
+
+    record = {}
+    for path in _numba_files(directory, stem):
+        os.chmod(path, 0o600)  # whatever the umask, writable by us alone
+        record[path.name] = _digest(path)
+    manifest = _manifest_path(directory, stem)
+    atomic_write_bytes(manifest, dumps(record, sort_keys=True))
+    os.chmod(manifest, 0o600)
 
 
 # ---------------------------------------------------------------------------------------
@@ -362,4 +517,4 @@ class NumbaBackend:
 BACKEND = NumbaBackend()
 
 __all__ = ["NumbaBackend", "BACKEND", "CompiledModule", "compiled_module", "compile_stats",
-           "count", "cache_dir", "environment_key", "ir_key"]
+           "count", "cache_dir", "plans_directory", "environment_key", "ir_key"]

@@ -35,12 +35,14 @@ def _array_type(dtype: str, ndim: int, readonly: bool) -> str:
 
 def _input_checks(schedule: Schedule, batch: bool) -> list[str]:
     """Lines of an entry point refusing inputs of the wrong shape (a ValueError the
-    plan reports as a ``FeedError``)."""
+    plan reports as a ``FeedError``). The message names the input by its position
+    (``input #k``), never by its name: no text from a name reaches generated source; the
+    plan puts the name back, as data, when it reports the error."""
     out = []
     for k, i in enumerate(schedule.sources.inputs):
         node = schedule.graph.nodes[i]
-        shape = tuple(node.type.shape)
-        label = f'"{node.name}"' if node.name else f"%{i}"
+        shape = tuple(int(d) for d in node.type.shape)
+        label = f"#{k}"
         if batch:
             out.append(f"    if X{k}.shape[1:] != {shape!r} or "
                        f"(X{k}.shape[0] != n and X{k}.shape[0] != 1):")
