@@ -92,7 +92,13 @@ class TrainingError(TensorCodeError):
     """A training step cannot proceed: nondifferentiable, disconnected or nonfinite."""
 
 
+class WorkerError(TensorCodeError):
+    """A distributed worker failed, died or did not answer in time; names the worker
+    and carries the underlying error as ``__cause__``."""
+
+
 __all__ = [
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "BackendError", "ArtifactError", "PatchError", "DistillationError", "TrainingError",
+    "WorkerError",
 ]
