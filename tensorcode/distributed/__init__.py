@@ -30,11 +30,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from .projection import Projection, project
     from .recording import Recording, record, sum_gradients
     from .serving import serve_deployment
-    from .sweep import Config, SweepResult, sweep
+    from .sweeps import Config, SweepResult, sweep
 
 _LAZY = {
     "DataParallel": ".data_parallel", "StepResult": ".data_parallel",
-    "sweep": ".sweep", "Config": ".sweep", "SweepResult": ".sweep",
+    "sweep": ".sweeps", "Config": ".sweeps", "SweepResult": ".sweeps",
     "RayExecutor": ".cases",
     "serve_deployment": ".serving",
     "Recording": ".recording", "record": ".recording", "sum_gradients": ".recording",

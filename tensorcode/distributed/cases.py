@@ -11,6 +11,7 @@ in-process runner produces.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -61,9 +62,9 @@ class RayExecutor:
         document = ray.put(program.to_document())
         parts = min(self.workers, len(cases))
         bounds = [len(cases) * k // parts for k in range(parts + 1)]
-        shards = [list(cases[a:b]) for a, b in zip(bounds, bounds[1:])]
+        shards = [list(cases[a:b]) for a, b in itertools.pairwise(bounds)]
         refs = [task.remote(document, program.executor, shard) for shard in shards]
-        names = [f"the shard of cases {a}..{b - 1}" for a, b in zip(bounds, bounds[1:])]
+        names = [f"the shard of cases {a}..{b - 1}" for a, b in itertools.pairwise(bounds)]
         self.shards_sent += len(refs)
         results: list[Any] = []
         for part in gather(refs, names, self.timeout_s):

@@ -15,6 +15,7 @@ over the whole batch; ``reduce="sum"`` is for a loss that sums over rows.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,9 +25,10 @@ import numpy as np
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..compiler.tables import Parameters
 from ..errors import TensorCodeError, WorkerError
+from .ray_support import DEFAULT_TIMEOUT_S, check_timeout, gather, require_initialized
 from .recording import (
-    Build,
     Buffers,
+    Build,
     Lowered,
     buffers_of,
     check_signature,
@@ -35,7 +37,6 @@ from .recording import (
     split_rows,
     sum_gradients,
 )
-from .ray_support import DEFAULT_TIMEOUT_S, check_timeout, gather, require_initialized
 
 
 class ShardWorker:
@@ -113,6 +114,11 @@ class DataParallel:
     def workers(self) -> int:
         return len(self._names)
 
+    @property
+    def handles(self) -> list[Any]:
+        """The workers' Ray actor handles, in worker order (empty once closed)."""
+        return list(self._actors)
+
     def _gather(self, refs: list[Any]) -> list[Any]:
         if not self._actors:
             raise TensorCodeError("this DataParallel is closed (a worker failed or close() "
@@ -158,7 +164,5 @@ class DataParallel:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass

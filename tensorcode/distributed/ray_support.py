@@ -14,7 +14,8 @@ from typing import Any
 
 from ..errors import TensorCodeError, WorkerError
 
-INSTALL = "pip install 'tensorcode[distributed]'"
+INSTALL = ("pip install 'tensorcode[distributed]' (and 'tensorcode[distributed-serve]' for "
+           "serve_deployment)")
 
 #: seconds a call waits for its workers unless told otherwise
 DEFAULT_TIMEOUT_S = 600.0
@@ -62,6 +63,9 @@ def gather(refs: Sequence[Any], names: Sequence[str], timeout_s: float) -> list[
         try:
             results.append(ray.get(ref, timeout=timeout_s))
         except exceptions.RayActorError as error:
+            if getattr(error, "actor_init_failed", False):  # raised in its constructor
+                raise WorkerError(f"{name} failed while starting: {_last_line(error)}"
+                                  ) from error
             raise WorkerError(f"{name} died: {_first_line(error)}") from error
         except exceptions.WorkerCrashedError as error:
             raise WorkerError(f"{name} crashed: {_first_line(error)}") from error
@@ -83,3 +87,9 @@ def _cause_message(error: Any) -> str:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def _last_line(error: BaseException) -> str:
+    """The exception line that ends a remote traceback (``ValueError: ...``)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__

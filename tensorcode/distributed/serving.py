@@ -51,7 +51,11 @@ def serve_deployment(routers: str | os.PathLike | Sequence[str | os.PathLike]
     reserves per replica.
     """
     require_ray()
-    from ray import serve
+    try:
+        from ray import serve
+    except ImportError as error:
+        raise TensorCodeError(f"Ray Serve is not installed here ({error}); install "
+                              "pip install 'tensorcode[distributed-serve]'") from None
 
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
         raise TensorCodeError(f"replicas must be a positive integer, got {replicas!r}")

@@ -24,8 +24,8 @@ from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..compiler.network import Network
 from ..compiler.tables import Parameters
 from ..errors import FeedError, TensorCodeError
-from .recording import Build, Buffers, Lowered, buffers_of, check_signature, record
 from .ray_support import DEFAULT_TIMEOUT_S, check_timeout, gather, require_initialized
+from .recording import Buffers, Build, Lowered, buffers_of, check_signature, record
 
 #: optimizer names a configuration may give, and the ``tc.optim`` class each names
 OPTIMIZERS = ("sgd", "adam", "adamw")
