@@ -28,7 +28,8 @@ def run_shard(document: Mapping[str, Any], executor: str, cases: Sequence[Any]) 
 
 
 class RayExecutor:
-    """Run a distilled program over cases on ``workers`` Ray tasks (``ray.init`` first).
+    """Run a distilled program (an ``Algorithm``, which travels as its artifact document)
+    over cases on ``workers`` Ray tasks (``ray.init`` first).
 
     ``min_cases``: below this many cases the overhead of a task is not worth it and the
     cases run in this process (the same function, so the same results).

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..compiler.tables import Parameters
-from ..errors import TensorCodeError, WorkerError
+from ..errors import TensorCodeError
 from .ray_support import DEFAULT_TIMEOUT_S, check_timeout, gather, require_initialized
 from .recording import (
     Buffers,
@@ -125,7 +125,7 @@ class DataParallel:
                                   "was called); make a new one")
         try:
             return gather(refs, self._names, self.timeout_s)
-        except (WorkerError, TensorCodeError):
+        except TensorCodeError:  # a WorkerError: release every worker, then report
             self.close()
             raise
 

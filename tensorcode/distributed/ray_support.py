@@ -7,6 +7,7 @@ in time is reported, never waited on forever: every ``ray.get`` here carries a t
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Sequence
 from types import ModuleType
@@ -54,7 +55,9 @@ def gather(refs: Sequence[Any], names: Sequence[str], timeout_s: float) -> list[
     ray = require_ray()
     from ray import exceptions
 
-    ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    _ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    if pending:
+        _cancel(ray, pending)
     results = []
     for ref, name in zip(refs, names):
         if ref in pending:
@@ -75,8 +78,15 @@ def gather(refs: Sequence[Any], names: Sequence[str], timeout_s: float) -> list[
                               f"{_cause_message(error)}") from cause
         except exceptions.RayError as error:
             raise WorkerError(f"{name} failed in Ray: {_first_line(error)}") from error
-    del ready
     return results
+
+
+def _cancel(ray: ModuleType, refs: Sequence[Any]) -> None:
+    """Stop tasks that overran (best effort: a task already finished, or an actor's
+    method, which ``DataParallel`` ends by killing the actor, cannot be cancelled)."""
+    for ref in refs:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)
 
 
 def _cause_message(error: Any) -> str:
