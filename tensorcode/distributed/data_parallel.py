@@ -16,6 +16,7 @@ over the whole batch; ``reduce="sum"`` is for a loss that sums over rows.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,21 +50,27 @@ class ShardWorker:
         return self.lowered.recording.signature()
 
     def gradients(self, parameters: Buffers, shard: Mapping[str, np.ndarray]
-                  ) -> tuple[float, Buffers]:
-        """The loss and gradient buffers of ``shard`` at ``parameters``."""
+                  ) -> tuple[float, Buffers, float]:
+        """The loss and gradient buffers of ``shard`` at ``parameters``, and the seconds
+        the plan took (so the driver can tell compute from communication)."""
+        start = time.perf_counter()
         layout = self.lowered.recording.network.layout
         table = Parameters.from_buffers(layout, dict(parameters))
         loss, gradients = self.lowered.loss_and_gradients(table, shard)
-        return loss, buffers_of(gradients)
+        return loss, buffers_of(gradients), time.perf_counter() - start
 
 
 @dataclass(frozen=True)
 class StepResult:
     """One data-parallel step: the loss over the whole batch (before the update, as the
-    workers computed it) and the updated parameters."""
+    workers computed it), the updated parameters, the slowest worker's compute seconds
+    and the driver's update seconds (the rest of the step's wall time is communication
+    and dispatch)."""
 
     loss: float
     parameters: Parameters
+    compute_s: float = 0.0
+    update_s: float = 0.0
 
 
 class DataParallel:
@@ -102,6 +109,7 @@ class DataParallel:
             from ..runtime.optim import Sgd
             optimizer = Sgd()
         self.optimizer = optimizer
+        self.compute_s = 0.0
         self._shapes = input_shapes(self.recording)
         self._names = [f"worker {k}" for k in range(workers)]
         actor = ray.remote(num_cpus=1, max_restarts=0)(ShardWorker)
@@ -131,23 +139,26 @@ class DataParallel:
 
     def gradients(self, batch: Mapping[str, Any]) -> tuple[float, Any]:
         """The loss and the reduced ``Gradients`` of ``batch`` (``{input name: rows}``)
-        at the current parameters, without updating them."""
+        at the current parameters, without updating them (``compute_s`` then holds the
+        slowest worker's seconds)."""
         ray = require_initialized()
         shards = split_rows(batch, self.workers, self._shapes)
         parameters = ray.put(buffers_of(self.parameters))
         refs = [a.gradients.remote(parameters, shard) for a, shard in zip(self._actors, shards)]
         results = self._gather(refs)
         scale = 1.0 / self.workers if self.reduce == "mean" else 1.0
-        losses = [loss for loss, _ in results]
-        gradients = sum_gradients(self.parameters.layout, [g for _, g in results], scale)
+        losses = [loss for loss, _, _ in results]
+        self.compute_s = max(seconds for _, _, seconds in results)
+        gradients = sum_gradients(self.parameters.layout, [g for _, g, _ in results], scale)
         loss = sum(losses) * scale
         return loss, gradients
 
     def step(self, batch: Mapping[str, Any], lr: float) -> StepResult:
         """One step over ``batch``: shard, compute gradients on every worker, sum, update."""
         loss, gradients = self.gradients(batch)
+        start = time.perf_counter()
         self.parameters = self.optimizer.step(self.parameters, gradients, lr)
-        return StepResult(loss, self.parameters)
+        return StepResult(loss, self.parameters, self.compute_s, time.perf_counter() - start)
 
     def close(self) -> None:
         """Release the actors (idempotent)."""
