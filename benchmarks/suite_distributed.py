@@ -12,7 +12,10 @@
   change in the machine's load hits both.
 
 Ray is started here with ``num_cpus=2`` (the issue's 2-core machine); on a machine with
-fewer free cores than workers the 2-worker rows measure contention, not scaling.
+fewer free cores than workers the 2-worker rows measure contention, not scaling. Every
+process runs BLAS on one thread (Ray gives each of its one-CPU workers one; this process
+is set the same before Numba loads SciPy's BLAS), so the rows compare processes, not
+thread pools.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ def run(quick: bool = False) -> list[Row]:
     if not module_available("ray"):
         return [Row(SUITE, "W4 data-parallel", "tensorcode", 0.0,
                     note="skipped: Ray is not installed (pip install -e '.[distributed]')")]
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = "1"  # before Numba loads SciPy's BLAS; the workers inherit it
     import ray
 
     import tensorcode as tc
