@@ -97,8 +97,14 @@ class CacheError(TensorCodeError):
     plans are then compiled in memory instead."""
 
 
+class WorkerError(TensorCodeError):
+    """A distributed worker failed, died or did not answer in time; names the worker
+    and carries the underlying error as ``__cause__``."""
+
+
 __all__ = [
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "BackendError", "ArtifactError", "PatchError", "DistillationError", "TrainingError",
     "CacheError",
+    "WorkerError",
 ]

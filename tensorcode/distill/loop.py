@@ -24,14 +24,15 @@ from .report import teacher_vs_truth
 from .result import Distillation
 
 
+@programs.accepts_runner
 def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str, Any]],
             targets: Sequence[Mapping[str, Any]] | None = None,
             oracle: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None, *,
             author: Any, attempts: int = 4, holdout: float = 0.5, seed: int = 0,
             min_coverage: float = 0.0, truth: Sequence[Mapping[str, Any]] | None = None,
             atol: float = 1e-6, rtol: float = 1e-6, feedback_cases: int = 8,
-            examples: int = 64, executor: str = DEFAULT_BACKEND, split: str = "input"
-            ) -> Distillation:
+            examples: int = 64, executor: str = DEFAULT_BACKEND, split: str = "input",
+            runner: Any = None) -> Distillation:
     """Distill the teacher's behaviour on ``workload`` into a subset program.
 
     Exactly one of ``targets`` (one output dict per workload case) or ``oracle`` (called
@@ -44,7 +45,8 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
     ``truth`` (one output dict per workload case) adds program-vs-truth and
     teacher-vs-truth scores on the acceptance cases. ``author`` is a ``Model`` or a
     callable from prompt text to reply text. Raises ``DistillationError`` (carrying every
-    attempt) when no attempt compiles or none reaches ``min_coverage``.
+    attempt) when no attempt compiles or none reaches ``min_coverage``. ``runner``: where
+    attempts are scored over cases (``None``: here; see ``programs.accepts_runner``).
     """
     if not isinstance(task, str) or not task.strip():
         raise TensorCodeError("task must be a non-empty description of what to compute")

@@ -8,8 +8,10 @@ is charged to the case that caused it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import contextvars
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -69,8 +71,41 @@ def load_algorithm(path: Any, executor: str) -> Any:
     return Algorithm.load(path, executor=executor)
 
 
+#: the case runner of the ``distill``/``repair`` call in progress (None: this process)
+_RUNNER: contextvars.ContextVar[Any] = contextvars.ContextVar("distill_runner", default=None)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def accepts_runner(function: _F) -> _F:
+    """Honour ``function``'s keyword ``runner``: an object whose ``run_cases(program,
+    cases)`` scores programs during the call (``tensorcode.distributed.RayExecutor``
+    shards the cases across workers); ``None`` runs them in this process. Every scoring
+    inside the call goes through ``run_cases``, so the seam is this one place."""
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        runner = kwargs.get("runner")
+        if runner is not None and not callable(getattr(runner, "run_cases", None)):
+            raise TypeError(f"runner must have a run_cases(program, cases) method, got "
+                            f"{type(runner).__name__}")
+        token = _RUNNER.set(runner)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _RUNNER.reset(token)
+    return call  # type: ignore[return-value]
+
+
 def run_cases(program: Any, cases: Sequence[Case]) -> list[dict[str, Any] | Exception]:
-    """The program's outputs for each case, or the exception it raised on that case."""
+    """The program's outputs for each case, or the exception it raised on that case,
+    through the call's ``runner`` when one was given."""
+    runner = _RUNNER.get()
+    if runner is not None:
+        return list(runner.run_cases(program, cases))
+    return run_cases_here(program, cases)
+
+
+def run_cases_here(program: Any, cases: Sequence[Case]) -> list[dict[str, Any] | Exception]:
+    """``run_cases`` in this process."""
     if not cases:
         return []
     names = list(cases[0])

@@ -22,13 +22,15 @@ from .report import one_line
 from .result import Distillation
 
 
+@programs.accepts_runner
 def repair(program: Distillation, author: Any, cases: Sequence[Mapping[str, Any]],
            targets: Sequence[Mapping[str, Any]], attempts: int = 3, *,
-           examples: int | None = None) -> Distillation:
+           examples: int | None = None, runner: Any = None) -> Distillation:
     """A revised ``Distillation``: ``cases`` with the fallback's ``targets`` are added to
     the design set, the author is shown the deployed program as its starting point, and
     the best of the deployed program and the revisions is scored on the same hidden
-    acceptance cases. ``report["repair"]`` says what was added, excluded and selected."""
+    acceptance cases. ``report["repair"]`` says what was added, excluded and selected.
+    ``runner``: where attempts are scored over cases, as in ``distill``."""
     if not isinstance(program, Distillation):
         raise TensorCodeError(f"repair needs a Distillation (distill(...) or "
                               f"Distillation.load(dir)), got {type(program).__name__}")
