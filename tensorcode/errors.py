@@ -92,7 +92,14 @@ class TrainingError(TensorCodeError):
     """A training step cannot proceed: nondifferentiable, disconnected or nonfinite."""
 
 
+class RandomError(TensorCodeError, ValueError):
+    """A random draw's argument is out of range (a dropout ``p``, a temperature, a
+    ``top_k`` or ``top_p``), or a plan that draws random numbers was run without a
+    generator."""
+
+
 __all__ = [
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "BackendError", "ArtifactError", "PatchError", "DistillationError", "TrainingError",
+    "RandomError",
 ]

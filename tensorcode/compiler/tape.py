@@ -343,6 +343,8 @@ class Tape(Builder):
         self._nodes: list[Node] = []
         self._exprs: list[Expr] = []
         self._network: Network | None = None
+        self._random_key: Expr | None = None
+        self._random_blocks = 0
 
     # -- recording -----------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -380,6 +382,23 @@ class Tape(Builder):
 
     def constant(self, value: Any, dtype: Any = None) -> Expr:
         return self.leaf(value, dtype)
+
+    def random_key(self, name: str = "random") -> Expr:
+        """Where this recording takes its randomness: an int64[4] input holding a
+        generator's Philox key and counter (``Generator.key_state()``), created on the
+        first call and returned again after. A plan that reads it must be run with a
+        generator (``plan.forward(..., generator=g)``), which it advances."""
+        if self._random_key is None:
+            self._random_key = self.input(np.zeros(4, np.int64), name=name)
+        return self._random_key
+
+    def reserve_draws(self, blocks: int) -> int:
+        """The first of ``blocks`` counter blocks no other draw on this tape uses (the
+        ``offset`` attr of a random node)."""
+        self._check_open()
+        offset = self._random_blocks
+        self._random_blocks += int(blocks)
+        return offset
 
     def apply(self, op: str, inputs: Sequence[Expr], attrs: dict[str, Any] | None = None
               ) -> Expr:

@@ -23,6 +23,7 @@ Python-level call on any path.
 
 from __future__ import annotations
 
+from .. import philox
 from ..kernels import Arena
 from ..schedule import Schedule
 from .numba import CODEGEN_VERSION, NP, Generator, array_name
@@ -76,6 +77,9 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True) -> str
     ]
     if gen.uses_pow2:
         lines.append("from tensorcode.compiler.backends.intrinsics import pow2_float32")
+    if gen.random_fills:  # the philox version changes the source, hence the cache key
+        lines.append(f"from tensorcode.compiler.backends.random_kernels import "
+                     f"{', '.join(sorted(gen.random_fills))}  # philox {philox.VERSION}")
     lines += gen.const_lines
     lines.append("")
     sig = ", ".join(params + consts + inputs)
