@@ -213,8 +213,8 @@ class Plan:
         return self._random_position is not None
 
     def _with_key(self, args: list, feeds: Mapping[Any, Any] | None, generator: Any) -> list:
-        """``args`` with the generator's key state in the random key's place; the
-        generator is advanced only after the call succeeded (``_advance``)."""
+        """``args`` with the generator's key state in the random key's place (the
+        caller advances the generator once the call succeeded)."""
         position = self._random_position
         if position is None:
             return args
@@ -293,7 +293,8 @@ class Plan:
         n = 1 if n is None else n
         position = self._random_position
         if position is not None and self._inputs[position] not in fed:
-            self._with_key([], None, generator)  # raises without a generator
+            if generator is None:
+                self._with_key([], None, None)  # raises RandomError naming the fix
             fed[self._inputs[position]] = generator.key_states(n, self.random_blocks)
             generator = (generator, n)
         else:

@@ -25,7 +25,7 @@ def _compile_shared() -> dict[str, Any]:
     table: dict[str, Any] = dict(vars(philox))
     for name in _SHARED:
         fn = getattr(philox, name)
-        table[name] = numba.njit(nogil=True)(types.FunctionType(fn.__code__, table, name))
+        table[name] = numba.njit(nogil=True, cache=True)(types.FunctionType(fn.__code__, table, name))
     return table
 
 
@@ -57,7 +57,7 @@ def _block(k0, k1, base, offset, b):  # type: ignore[no-untyped-def]
     return _philox(counter & _MASK, counter >> _S32, _ZERO, _ZERO, k0, k1)
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, cache=True)
 def fill_uniform_f32(out, start, size, key, offset):  # type: ignore[no-untyped-def]
     """``size`` float32 uniforms in [0, 1): ``(w >> 8) * 2**-24``, one word each."""
     k0, k1, base = _key(key)
@@ -76,7 +76,7 @@ def fill_uniform_f32(out, start, size, key, offset):  # type: ignore[no-untyped-
             out[start + full * 4 + j] = np.float32(w[j] >> _S8) * _F24
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, cache=True)
 def fill_uniform_f64(out, start, size, key, offset):  # type: ignore[no-untyped-def]
     """``size`` float64 uniforms in [0, 1) from 53 bits of two words each."""
     k0, k1, base = _key(key)
@@ -89,7 +89,7 @@ def fill_uniform_f64(out, start, size, key, offset):  # type: ignore[no-untyped-
             out[e + 1] = _unit_f64(np.float64(w2), np.float64(w3))
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, cache=True)
 def fill_normal(out, start, size, key, offset):  # type: ignore[no-untyped-def]
     """``size`` standard normals (Box-Muller of one block each), rounded to ``out``."""
     k0, k1, base = _key(key)
@@ -100,7 +100,7 @@ def fill_normal(out, start, size, key, offset):  # type: ignore[no-untyped-def]
                                  np.float64(w3))
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, cache=True)
 def fill_bernoulli(out, start, size, key, offset, threshold):  # type: ignore[no-untyped-def]
     """``size`` 0/1 draws: 1 when a word is below ``threshold`` (``p * 2**32``)."""
     k0, k1, base = _key(key)
@@ -122,7 +122,7 @@ def fill_bernoulli(out, start, size, key, offset, threshold):  # type: ignore[no
             out[start + full * 4 + j] = one if w[j] < t else zero
 
 
-@numba.njit(nogil=True)
+@numba.njit(nogil=True, cache=True)
 def fill_categorical(out, start, rows, logits, lstart, classes, key, offset,  # type: ignore[no-untyped-def]
                      temperature, top_k, top_p):
     """One index per row of ``logits`` (``rows`` x ``classes`` from ``lstart``)."""
