@@ -34,30 +34,29 @@ import numpy as np
 #: the Philox-4x32 multipliers and Weyl key increments (Random123)
 M0 = np.uint64(0xD2511F53)
 M1 = np.uint64(0xCD9E8D57)
-W0 = np.uint64(0x9E3779B9)
-W1 = np.uint64(0xBB67AE85)
-MASK32 = np.uint64(0xFFFFFFFF)
+W0 = np.uint32(0x9E3779B9)
+W1 = np.uint32(0xBB67AE85)
 SHIFT32 = np.uint64(32)
 ROUNDS = 10
+U32 = np.uint32
+U64 = np.uint64
 
 #: 32-bit words each random op consumes per output element
 WORDS = {"random_uniform": {"float32": 1, "float64": 2}, "random_normal": 4, "bernoulli": 1,
          "categorical": 2}
 
-#: bumped when any transform below changes the numbers it produces
-VERSION = "1"
-
 
 def philox4x32(c0, c1, c2, c3, k0, k1):  # type: ignore[no-untyped-def]
     """Philox-4x32-10 of counter ``(c0, c1, c2, c3)`` under key ``(k0, k1)``: four
-    32-bit words. Every argument is a ``uint64`` (scalar or array) below ``2**32``."""
+    ``uint32`` words. Arguments are ``uint32`` scalars or arrays; each product is taken
+    in 64 bits and split (``mulhilo``), every sum wraps at 32 bits."""
     for _ in range(ROUNDS):
-        p0 = M0 * c0
-        p1 = M1 * c2
-        c0, c1, c2, c3 = ((p1 >> SHIFT32) ^ c1 ^ k0, p1 & MASK32,
-                          (p0 >> SHIFT32) ^ c3 ^ k1, p0 & MASK32)
-        k0 = (k0 + W0) & MASK32
-        k1 = (k1 + W1) & MASK32
+        p0 = U64(c0) * M0
+        p1 = U64(c2) * M1
+        c0, c1, c2, c3 = (U32(U32(p1 >> SHIFT32) ^ c1 ^ k0), U32(p1),
+                          U32(U32(p0 >> SHIFT32) ^ c3 ^ k1), U32(p0))
+        k0 = U32(k0 + W0)
+        k1 = U32(k1 + W1)
     return c0, c1, c2, c3
 
 
@@ -67,15 +66,16 @@ def blocks(size: int, words: int) -> int:
 
 
 def words(key: np.ndarray, offset: int, count: int) -> np.ndarray:
-    """The first ``count`` 32-bit words (``uint64`` array) of the stream starting at
+    """The first ``count`` 32-bit words (``uint32`` array) of the stream starting at
     block ``offset`` under ``key`` (int64 ``[k0, k1, counter_lo, counter_hi]``)."""
-    k0, k1, lo, hi = (np.uint64(int(v) & 0xFFFFFFFF) for v in np.asarray(key).reshape(4))
+    k0, k1, lo, hi = (int(v) & 0xFFFFFFFF for v in np.asarray(key).reshape(4))
     n = blocks(count, 1)
-    base = (hi << SHIFT32) | lo
+    base = np.uint64(((hi << 32) | lo) + int(offset) & 0xFFFFFFFFFFFFFFFF)
     with np.errstate(over="ignore"):
-        counter = base + np.uint64(offset) + np.arange(n, dtype=np.uint64)
-    zero = np.zeros(n, np.uint64)
-    out = philox4x32(counter & MASK32, counter >> SHIFT32, zero, zero, k0, k1)
+        counter = base + np.arange(n, dtype=np.uint64)
+    zero = np.zeros(n, np.uint32)
+    out = philox4x32(counter.astype(np.uint32), (counter >> SHIFT32).astype(np.uint32),
+                     zero, zero, np.full(n, k0, np.uint32), np.full(n, k1, np.uint32))
     return np.stack(out, axis=1).reshape(-1)[:count]
 
 
@@ -203,4 +203,4 @@ def categorical_row(z: np.ndarray, u: float, top_k: int, top_p: float) -> int:
 
 
 __all__ = ["philox4x32", "blocks", "words", "unit_f32", "unit_f64", "normal", "log", "exp",
-           "cos_turns", "bernoulli_threshold", "categorical_row", "WORDS", "VERSION"]
+           "cos_turns", "bernoulli_threshold", "categorical_row", "WORDS"]

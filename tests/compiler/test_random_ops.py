@@ -43,6 +43,9 @@ def _program():
     key = tape.random_key()
     logits = tape.input(np.random.default_rng(1).normal(size=(6, 9)) * 2, name="logits")
     roots = [tc.random.random_uniform(key, (3, 5)),
+             tc.random.random_uniform(key, (37, 29)),  # long enough for vector loops
+             tc.random.bernoulli(key, 0.9, (101, 3)),
+             tc.random.random_uniform(key, (257,), "float64"),
              tc.random.random_uniform(key, (7,), "float64"),
              tc.random.random_normal(key, (9,)),
              tc.random.random_normal(key, (2, 3), "float64"),
@@ -232,6 +235,6 @@ def test_generator_state_is_javascript_safe_and_resumes_the_plan_stream(program)
     assert all(abs(i) <= 2 ** 53 for i in ints(state))
     twin = tc.random.Generator(0)
     twin.set_state(state)
-    a = plan.forward(network.parameters(), generator=g).of(roots[4])
-    b = plan.forward(network.parameters(), generator=twin).of(roots[4])
+    a = plan.forward(network.parameters(), generator=g).of(roots[7])
+    b = plan.forward(network.parameters(), generator=twin).of(roots[7])
     assert np.array_equal(a, b) and twin.get_state() == g.get_state()

@@ -25,7 +25,10 @@ def _compile_shared() -> dict[str, Any]:
     table: dict[str, Any] = dict(vars(philox))
     for name in _SHARED:
         fn = getattr(philox, name)
-        table[name] = numba.njit(nogil=True, cache=True)(types.FunctionType(fn.__code__, table, name))
+        # the mixing is inlined into each fill's loop, where LLVM vectorizes it
+        inline = "always" if name == "philox4x32" else "never"
+        table[name] = numba.njit(nogil=True, cache=True, inline=inline)(
+            types.FunctionType(fn.__code__, table, name))
     return table
 
 
@@ -37,16 +40,18 @@ _categorical_row = _JIT["categorical_row"]
 
 _MASK = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
-_S8 = np.uint64(8)
-_S11 = np.uint64(11)
-_ZERO = np.uint64(0)
+_S8 = np.uint32(8)
+_S11 = np.uint32(11)
+_S21 = np.uint64(21)
+_ZERO = np.uint32(0)
 _F24 = np.float32(2.0 ** -24)
+_F53 = np.float64(2.0 ** -53)
 
 
 @numba.njit(nogil=True, inline="always")
 def _key(key):  # type: ignore[no-untyped-def]
-    k0 = np.uint64(key[0]) & _MASK
-    k1 = np.uint64(key[1]) & _MASK
+    k0 = np.uint32(np.uint64(key[0]) & _MASK)
+    k1 = np.uint32(np.uint64(key[1]) & _MASK)
     base = ((np.uint64(key[3]) & _MASK) << _S32) | (np.uint64(key[2]) & _MASK)
     return k0, k1, base
 
@@ -54,18 +59,28 @@ def _key(key):  # type: ignore[no-untyped-def]
 @numba.njit(nogil=True, inline="always")
 def _block(k0, k1, base, offset, b):  # type: ignore[no-untyped-def]
     counter = base + offset + np.uint64(b)
-    return _philox(counter & _MASK, counter >> _S32, _ZERO, _ZERO, k0, k1)
+    return _philox(np.uint32(counter), np.uint32(counter >> _S32), _ZERO, _ZERO, k0, k1)
+
+
+@numba.njit(nogil=True, inline="always")
+def _f64(a, b):  # type: ignore[no-untyped-def]
+    """``((a << 21) + (b >> 11)) * 2**-53``: ``philox.unit_f64`` in integers."""
+    return np.float64((np.uint64(a) << _S21) + np.uint64(b >> _S11)) * _F53
 
 
 @numba.njit(nogil=True, cache=True)
 def fill_uniform_f32(out, start, size, key, offset):  # type: ignore[no-untyped-def]
     """``size`` float32 uniforms in [0, 1): ``(w >> 8) * 2**-24``, one word each."""
+    out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
     k0, k1, base = _key(key)
     off = np.uint64(offset)
+    first = base + off
     full = size // 4
     for b in range(full):
-        w0, w1, w2, w3 = _block(k0, k1, base, off, b)
-        e = start + 4 * b
+        counter = first + np.uint64(b)
+        w0, w1, w2, w3 = _philox(np.uint32(counter), np.uint32(counter >> _S32), _ZERO, _ZERO,
+                                 k0, k1)
+        e = 4 * b
         out[e] = np.float32(w0 >> _S8) * _F24
         out[e + 1] = np.float32(w1 >> _S8) * _F24
         out[e + 2] = np.float32(w2 >> _S8) * _F24
@@ -73,36 +88,42 @@ def fill_uniform_f32(out, start, size, key, offset):  # type: ignore[no-untyped-
     if full * 4 < size:
         w = _block(k0, k1, base, off, full)
         for j in range(size - full * 4):
-            out[start + full * 4 + j] = np.float32(w[j] >> _S8) * _F24
+            out[full * 4 + j] = np.float32(w[j] >> _S8) * _F24
 
 
 @numba.njit(nogil=True, cache=True)
 def fill_uniform_f64(out, start, size, key, offset):  # type: ignore[no-untyped-def]
     """``size`` float64 uniforms in [0, 1) from 53 bits of two words each."""
+    out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
     k0, k1, base = _key(key)
     off = np.uint64(offset)
-    for b in range((size + 1) // 2):
+    full = size // 2
+    for b in range(full):
         w0, w1, w2, w3 = _block(k0, k1, base, off, b)
-        e = start + 2 * b
-        out[e] = _unit_f64(np.float64(w0), np.float64(w1))
-        if 2 * b + 1 < size:
-            out[e + 1] = _unit_f64(np.float64(w2), np.float64(w3))
+        e = 2 * b
+        out[e] = _f64(w0, w1)
+        out[e + 1] = _f64(w2, w3)
+    if full * 2 < size:
+        w0, w1, w2, w3 = _block(k0, k1, base, off, full)
+        out[size - 1] = _f64(w0, w1)
 
 
 @numba.njit(nogil=True, cache=True)
 def fill_normal(out, start, size, key, offset):  # type: ignore[no-untyped-def]
     """``size`` standard normals (Box-Muller of one block each), rounded to ``out``."""
+    out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
     k0, k1, base = _key(key)
     off = np.uint64(offset)
     for b in range(size):
         w0, w1, w2, w3 = _block(k0, k1, base, off, b)
-        out[start + b] = _normal(np.float64(w0), np.float64(w1), np.float64(w2),
+        out[b] = _normal(np.float64(w0), np.float64(w1), np.float64(w2),
                                  np.float64(w3))
 
 
 @numba.njit(nogil=True, cache=True)
 def fill_bernoulli(out, start, size, key, offset, threshold):  # type: ignore[no-untyped-def]
     """``size`` 0/1 draws: 1 when a word is below ``threshold`` (``p * 2**32``)."""
+    out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
     k0, k1, base = _key(key)
     off = np.uint64(offset)
     t = np.uint64(threshold)
@@ -111,7 +132,7 @@ def fill_bernoulli(out, start, size, key, offset, threshold):  # type: ignore[no
     full = size // 4
     for b in range(full):
         w0, w1, w2, w3 = _block(k0, k1, base, off, b)
-        e = start + 4 * b
+        e = 4 * b
         out[e] = one if w0 < t else zero
         out[e + 1] = one if w1 < t else zero
         out[e + 2] = one if w2 < t else zero
@@ -119,13 +140,14 @@ def fill_bernoulli(out, start, size, key, offset, threshold):  # type: ignore[no
     if full * 4 < size:
         w = _block(k0, k1, base, off, full)
         for j in range(size - full * 4):
-            out[start + full * 4 + j] = one if w[j] < t else zero
+            out[full * 4 + j] = one if w[j] < t else zero
 
 
 @numba.njit(nogil=True, cache=True)
 def fill_categorical(out, start, rows, logits, lstart, classes, key, offset,  # type: ignore[no-untyped-def]
                      temperature, top_k, top_p):
     """One index per row of ``logits`` (``rows`` x ``classes`` from ``lstart``)."""
+    out = out[start:start + rows]
     k0, k1, base = _key(key)
     off = np.uint64(offset)
     z = np.empty(classes, np.float64)
@@ -136,7 +158,7 @@ def fill_categorical(out, start, rows, logits, lstart, classes, key, offset,  # 
         w = _block(k0, k1, base, off, half)
         lane = 2 * (r - 2 * half)
         u = _unit_f64(np.float64(w[lane]), np.float64(w[lane + 1]))
-        out[start + r] = _categorical_row(z, u, top_k, top_p)
+        out[r] = _categorical_row(z, u, top_k, top_p)
 
 
 __all__ = ["fill_uniform_f32", "fill_uniform_f64", "fill_normal", "fill_bernoulli",
