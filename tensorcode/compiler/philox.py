@@ -42,11 +42,14 @@ U32 = np.uint32
 U64 = np.uint64
 
 #: 32-bit words each random op consumes per output element
-WORDS = {"random_uniform": {"float32": 1, "float64": 2}, "random_normal": 4, "bernoulli": 1,
-         "categorical": 2}
+WORDS: dict[str, dict[str, int]] = {
+    "random_uniform": {"float32": 1, "float64": 2},
+    "random_normal": {"float32": 4, "float64": 4},
+    "bernoulli": {"float32": 1, "float64": 1, "int32": 1, "int64": 1},
+    "categorical": {"int64": 2}}
 
 
-def philox4x32(c0, c1, c2, c3, k0, k1):  # type: ignore[no-untyped-def]
+def philox4x32(c0, c1, c2, c3, k0, k1):
     """Philox-4x32-10 of counter ``(c0, c1, c2, c3)`` under key ``(k0, k1)``: four
     ``uint32`` words. Arguments are ``uint32`` scalars or arrays; each product is taken
     in 64 bits and split (``mulhilo``), every sum wraps at 32 bits."""

@@ -749,8 +749,7 @@ register("categorical", "random", _categorical_infer, _categorical_reference, No
 
 def random_words(op: str, dtype: str) -> int:
     """32-bit words a random op draws per output element (``philox.WORDS``)."""
-    words = philox.WORDS[op]
-    return words[dtype] if isinstance(words, dict) else words
+    return philox.WORDS[op][dtype]
 
 
 def random_blocks(op: str, out: Type) -> int:

@@ -85,7 +85,8 @@ class Mlp(Operation):
         self._initialize(backend)
 
     def configuration(self) -> dict:
-        config = {"sizes": list(self.sizes), "activation": self.activation, "dtype": "float32"}
+        config: dict[str, Any] = {"sizes": list(self.sizes), "activation": self.activation,
+                                  "dtype": "float32"}
         if self.dropout:  # absent at 0, so fingerprints without dropout stay as they were
             config["dropout"] = self.dropout
         return config

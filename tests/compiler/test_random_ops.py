@@ -8,12 +8,11 @@ import threading
 
 import numpy as np
 import pytest
+from test_op_gradients import check_gradients
 
 import tensorcode as tc
 from tensorcode.compiler import philox
 from tensorcode.errors import RandomError
-
-from test_op_gradients import check_gradients
 
 
 def test_philox_known_answers():
@@ -177,7 +176,7 @@ def test_dropout_gradient_flows_through_kept_elements_only():
 
 def test_a_random_plan_without_a_generator_is_refused(program):
     network, roots, plan = program
-    with pytest.raises(RandomError, match="generator=tc.random.Generator"):
+    with pytest.raises(RandomError, match=r"generator=tc\.random\.Generator"):
         plan.forward(network.parameters())
     with pytest.raises(RandomError, match="generator"):
         plan.forward_batch(network.parameters(), {})

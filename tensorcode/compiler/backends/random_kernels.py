@@ -26,9 +26,11 @@ def _compile_shared() -> dict[str, Any]:
     for name in _SHARED:
         fn = getattr(philox, name)
         # the mixing is inlined into each fill's loop, where LLVM vectorizes it
-        inline = "always" if name == "philox4x32" else "never"
-        table[name] = numba.njit(nogil=True, cache=True, inline=inline)(
-            types.FunctionType(fn.__code__, table, name))
+        compiled = types.FunctionType(fn.__code__, table, name)
+        if name == "philox4x32":
+            table[name] = numba.njit(nogil=True, cache=True, inline="always")(compiled)
+        else:
+            table[name] = numba.njit(nogil=True, cache=True)(compiled)
     return table
 
 
@@ -49,7 +51,7 @@ _F53 = np.float64(2.0 ** -53)
 
 
 @numba.njit(nogil=True, inline="always")
-def _key(key):  # type: ignore[no-untyped-def]
+def _key(key):
     k0 = np.uint32(np.uint64(key[0]) & _MASK)
     k1 = np.uint32(np.uint64(key[1]) & _MASK)
     base = ((np.uint64(key[3]) & _MASK) << _S32) | (np.uint64(key[2]) & _MASK)
@@ -57,19 +59,19 @@ def _key(key):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(nogil=True, inline="always")
-def _block(k0, k1, base, offset, b):  # type: ignore[no-untyped-def]
+def _block(k0, k1, base, offset, b):
     counter = base + offset + np.uint64(b)
     return _philox(np.uint32(counter), np.uint32(counter >> _S32), _ZERO, _ZERO, k0, k1)
 
 
 @numba.njit(nogil=True, inline="always")
-def _f64(a, b):  # type: ignore[no-untyped-def]
+def _f64(a, b):
     """``((a << 21) + (b >> 11)) * 2**-53``: ``philox.unit_f64`` in integers."""
     return np.float64((np.uint64(a) << _S21) + np.uint64(b >> _S11)) * _F53
 
 
 @numba.njit(nogil=True, cache=True)
-def fill_uniform_f32(out, start, size, key, offset):  # type: ignore[no-untyped-def]
+def fill_uniform_f32(out, start, size, key, offset):
     """``size`` float32 uniforms in [0, 1): ``(w >> 8) * 2**-24``, one word each."""
     out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
     k0, k1, base = _key(key)
@@ -92,7 +94,7 @@ def fill_uniform_f32(out, start, size, key, offset):  # type: ignore[no-untyped-
 
 
 @numba.njit(nogil=True, cache=True)
-def fill_uniform_f64(out, start, size, key, offset):  # type: ignore[no-untyped-def]
+def fill_uniform_f64(out, start, size, key, offset):
     """``size`` float64 uniforms in [0, 1) from 53 bits of two words each."""
     out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
     k0, k1, base = _key(key)
@@ -109,7 +111,7 @@ def fill_uniform_f64(out, start, size, key, offset):  # type: ignore[no-untyped-
 
 
 @numba.njit(nogil=True, cache=True)
-def fill_normal(out, start, size, key, offset):  # type: ignore[no-untyped-def]
+def fill_normal(out, start, size, key, offset):
     """``size`` standard normals (Box-Muller of one block each), rounded to ``out``."""
     out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
     k0, k1, base = _key(key)
@@ -121,7 +123,7 @@ def fill_normal(out, start, size, key, offset):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(nogil=True, cache=True)
-def fill_bernoulli(out, start, size, key, offset, threshold):  # type: ignore[no-untyped-def]
+def fill_bernoulli(out, start, size, key, offset, threshold):
     """``size`` 0/1 draws: 1 when a word is below ``threshold`` (``p * 2**32``)."""
     out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
     k0, k1, base = _key(key)
@@ -144,8 +146,8 @@ def fill_bernoulli(out, start, size, key, offset, threshold):  # type: ignore[no
 
 
 @numba.njit(nogil=True, cache=True)
-def fill_categorical(out, start, rows, logits, lstart, classes, key, offset,  # type: ignore[no-untyped-def]
-                     temperature, top_k, top_p):
+def fill_categorical(out, start, rows, logits, lstart, classes, key, offset, temperature,
+                     top_k, top_p):
     """One index per row of ``logits`` (``rows`` x ``classes`` from ``lstart``)."""
     out = out[start:start + rows]
     k0, k1, base = _key(key)
