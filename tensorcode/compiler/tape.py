@@ -392,6 +392,11 @@ class Tape(Builder):
             self._random_key = self.input(np.zeros(4, np.int64), name=name)
         return self._random_key
 
+    @property
+    def drawn_key(self) -> Expr | None:
+        """The ``random_key()`` input, or None when nothing asked for one."""
+        return self._random_key
+
     def reserve_draws(self, blocks: int) -> int:
         """The first of ``blocks`` counter blocks no other draw on this tape uses (the
         ``offset`` attr of a random node)."""

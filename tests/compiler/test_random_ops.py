@@ -167,11 +167,28 @@ def test_dropout_scales_kept_elements_and_eval_draws_nothing():
 
 
 def test_dropout_gradient_flows_through_kept_elements_only():
-    # the key input keeps its default feed: one fixed mask for every finite difference
+    # a constant key: one fixed mask for every finite difference
     def fn(tape, a):
-        return tc.nn.dropout(a * 1.0, 0.4) * a
+        key = tape.leaf(tc.random.Generator(4).key_state())
+        return tc.nn.dropout(a * 1.0, 0.4, key=key) * a
     network = check_gradients([np.linspace(-1, 1, 12).reshape(3, 4)], fn)
-    assert any(node.op == "bernoulli" for node in network.graph.nodes)
+    mask = [n for n in network.graph.nodes if n.op == "bernoulli"]
+    assert len(mask) == 1
+
+
+def test_network_forward_draws_from_a_generator():
+    tape = tc.Tape()
+    x = tape.input(np.ones(64, np.float64))
+    y = tc.nn.dropout(x, 0.5)
+    network = tape.into_network()
+    with pytest.raises(RandomError, match="generator"):
+        network.forward(network.parameters())
+    g = tc.random.Generator(2)
+    eager = network.forward(network.parameters(), generator=g).of(y)
+    plan = network.entry([y]).lower("numba")
+    assert g.counter == plan.random_blocks
+    assert np.array_equal(eager, plan.forward(network.parameters(),
+                                              generator=tc.random.Generator(2)).of(y))
 
 
 def test_a_random_plan_without_a_generator_is_refused(program):
