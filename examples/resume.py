@@ -1,11 +1,14 @@
 """Save, kill, resume: a resumed run continues bit for bit.
 
-A small regression trains with minibatches and dropout masks drawn from one
-``tc.random.Generator``, an Adam optimizer, and a directory checkpoint written every few
-steps. The script trains once without interruption, then starts the same training in a
+A small regression trains with minibatches and dropout drawn from one
+``tc.random.Generator`` (the minibatch rows from its PCG64 stream, the dropout masks
+inside the compiled plan from its Philox stream, which ``plan.forward(...,
+generator=...)`` advances), an Adam optimizer, and a directory checkpoint written every
+few steps. The script trains once without interruption, then starts the same training in a
 child process, kills it with SIGKILL after it has checkpointed, resumes from the latest
 checkpoint in a fresh process, and checks that the final parameters, the optimizer state
-and the generator's next draws are bit-identical to the uninterrupted run.
+and the generator (its Philox counter after every dropout mask, and its next draws) are
+bit-identical to the uninterrupted run.
 
     python examples/resume.py            # 200 steps
     python examples/resume.py --steps 60 # shorter
@@ -27,35 +30,38 @@ import tensorcode as tc
 
 BATCH = 16
 HIDDEN = 32
-KEEP = 0.8  # dropout keep probability
+DROPOUT = 0.2
 
 
 def build():
-    """The network: a one-hidden-layer tanh regression with a dropout mask as a feed."""
+    """The network: a one-hidden-layer tanh regression with dropout on the hidden layer,
+    lowered into one plan that draws its masks from the generator it is given."""
     data = tc.init.uniform(3, 3.0)((256, 1))
     tape = tc.Tape()
     first = tc.nn.Linear(tape, 1, HIDDEN, init=tc.init.xavier(1), name="hidden")
     second = tc.nn.Linear(tape, HIDDEN, 1, init=tc.init.xavier(2), name="out")
+    dropout = tc.nn.Dropout(DROPOUT)
     x = tape.input(np.zeros((BATCH, 1), np.float32), name="x")
     y = tape.input(np.zeros((BATCH, 1), np.float32), name="y")
-    mask = tape.input(np.ones((BATCH, HIDDEN), np.float32), name="mask")
-    error = second(first(x).tanh() * mask) - y
+    error = second(dropout(first(x).tanh())) - y
     loss = (error * error).mean()
     adjoints = tape.differentiate(loss, first.parameters() + second.parameters())
     network = tape.into_network()
-    return network, adjoints, (x, y, mask), data
+    plan = network.entry(adjoints.roots()).lower()
+    return network, (plan, adjoints), (x, y), data
 
 
 def train(network, adjoints, feeds, data, parameters, optimizer, generator, start, stop,
           checkpoint_dir=None, every=10):
-    """Steps ``start..stop``; each draws its minibatch and its dropout mask from
-    ``generator``, so the random stream is part of the training state."""
-    x, y, mask = feeds
+    """Steps ``start..stop``; each draws its minibatch from ``generator`` and its
+    dropout masks inside the plan from ``generator``, so the random stream is part of
+    the training state."""
+    plan, adjoints = adjoints
+    x, y = feeds
     for step in range(start, stop):
         rows = generator.choice(len(data), BATCH, replace=False)
-        keep = generator.bernoulli(KEEP, (BATCH, HIDDEN)) / np.float32(KEEP)
         batch = data[rows]
-        run = network.forward(parameters, {x: batch, y: np.sin(batch), mask: keep})
+        run = plan.forward(parameters, {x: batch, y: np.sin(batch)}, generator=generator)
         gradients = run.recorded_gradients(adjoints)
         parameters = optimizer.step(parameters, gradients, lr=0.01)
         if checkpoint_dir is not None and (step + 1) % every == 0:
@@ -128,8 +134,9 @@ def main(argv=None) -> int:
     a, b = optimizer.state_dict(), resumed_optimizer.state_dict()
     same_state = all(np.array_equal(a["state"][k][n], b["state"][k][n])
                      for k in a["state"] for n in a["state"][k])
-    same_draws = np.array_equal(generator.uniform(0, 1, (8,)),
-                                resumed_generator.uniform(0, 1, (8,)))
+    same_draws = (generator.get_state() == resumed_generator.get_state()  # dropout's counter
+                  and np.array_equal(generator.uniform(0, 1, (8,)),
+                                     resumed_generator.uniform(0, 1, (8,))))
     print(f"parameters bit-identical: {same_parameters}")
     print(f"optimizer state bit-identical: {same_state}")
     print(f"generator draws the same next numbers: {same_draws}")

@@ -102,9 +102,16 @@ class WorkerError(TensorCodeError):
     and carries the underlying error as ``__cause__``."""
 
 
+class RandomError(TensorCodeError, ValueError):
+    """A random draw's argument is out of range (a dropout ``p``, a temperature, a
+    ``top_k`` or ``top_p``), or a plan that draws random numbers was run without a
+    generator."""
+
+
 __all__ = [
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "BackendError", "ArtifactError", "PatchError", "DistillationError", "TrainingError",
     "CacheError",
     "WorkerError",
+    "RandomError",
 ]

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from . import primitives
 from .ir import DTYPES, Graph, Node
 
 
@@ -367,6 +368,27 @@ class CopyKernel(Kernel):
     dst: Strided
 
 
+@dataclass(eq=False)
+class RandomKernel(Kernel):
+    """``out`` filled by the random op ``op`` from the Philox stream of ``key`` starting
+    at counter block ``offset`` (``philox.py``); ``logits`` for ``categorical``. ``attrs``
+    holds the op's remaining attributes (``p``, ``temperature``, ``top_k``, ``top_p``)."""
+
+    kind: ClassVar[str] = "random"
+    READS: ClassVar[tuple[str, ...]] = ("key", "logits")
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+
+    op: str
+    key: Loc
+    logits: Loc | None
+    out: Strided
+    offset: int
+    attrs: dict[str, Any]
+
+    def headline(self) -> str:
+        return f"random {self.op} at block {self.offset}"
+
+
 def index_kernel(node_id: int, node: Node, ins: list[Loc], out: Strided) -> Kernel:
     """The kernel of an ``index`` or ``shape`` primitive that computes (``take``,
     ``scatter_add``, ``one_hot``, ``concat``, ``pad``), its attributes as fields."""
@@ -382,10 +404,15 @@ def index_kernel(node_id: int, node: Node, ins: list[Loc], out: Strided) -> Kern
         return ConcatKernel([node_id], shape, list(ins), out, node.attr("axis"))
     if op == "pad":
         return PadKernel([node_id], shape, ins[0], out, node.attr("axis"), node.attr("before"))
+    if primitives.is_random(op):
+        attrs = {k: v for k, v in node.attrs if k not in ("offset", "shape", "dtype")}
+        return RandomKernel([node_id], shape, op, ins[0], ins[1] if len(ins) > 1 else None,
+                            out, node.attr("offset"), attrs)
     raise AssertionError(f"no kernel for {op}")  # pragma: no cover
 
 
 __all__ = ["Arena", "Buffer", "Scalar", "Strided", "Loc", "ROLES", "Kernel", "FusedKernel",
            "MatmulKernel", "TakeKernel", "ScatterAddKernel", "OneHotKernel", "ConcatKernel",
+           "RandomKernel",
            "PadKernel", "CopyKernel", "index_kernel", "c_strides", "contiguous", "view_of",
            "broadcast_access"]

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import FeedError, TensorCodeError
-from . import ir
+from ..errors import FeedError, RandomError, TensorCodeError
+from . import ir, primitives
 from .autodiff import gradients as record_gradients
 from .backends import reference
 from .tables import Gradients, Layout, Parameters, check_feed_type
@@ -105,10 +105,25 @@ class Network:
         return checked
 
     # -- running ----------------------------------------------------------------------------
-    def forward(self, parameters: Parameters, feeds: Mapping[Any, Any] | None = None) -> Run:
-        """Evaluate with the reference interpreter (lazily: only what is read)."""
+    def forward(self, parameters: Parameters, feeds: Mapping[Any, Any] | None = None,
+                generator: Any = None) -> Run:
+        """Evaluate with the reference interpreter (lazily: only what is read). A
+        network with a ``tape.random_key()`` draws from ``generator`` (advanced past
+        every draw recorded on that key) unless its key is fed."""
         self.check_parameters(parameters)
-        return Run(self, parameters, self.check_feeds(feeds))
+        checked = self.check_feeds(feeds)
+        key = self.tape.drawn_key
+        if key is not None and key.index not in checked:
+            if generator is None:
+                raise RandomError("this network draws random numbers (dropout, sampling or "
+                                  "a random_* op): call forward(..., generator="
+                                  "tc.random.Generator(seed)), or feed its tape.random_key()")
+            checked[key.index] = generator.key_state()
+            generator.advance(max(
+                node.attr("offset") + primitives.random_blocks(node.op, node.type)
+                for node in self.graph.nodes
+                if primitives.is_random(node.op) and node.inputs[0] == key.index))
+        return Run(self, parameters, checked)
 
     def entry(self, roots: Iterable[Any]) -> Entry:
         """The sub-program computing ``roots``, ready to ``lower()`` into a plan."""

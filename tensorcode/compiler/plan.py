@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import FeedError, TensorCodeError
-from . import ir
+from ..errors import FeedError, RandomError, TensorCodeError
+from . import ir, primitives
 from .backends import BACKENDS, DEFAULT_BACKEND, Program, check_backend
 from .backends import get as get_backend
 from .backends.numba_cache import cache_dir, compile_stats, count
@@ -170,6 +170,7 @@ class Plan:
         self._consts = [np.ascontiguousarray(g.nodes[i].value).reshape(-1)
                         for i in schedule.constants]
         self._param_dtypes = schedule.sources.parameter_dtypes
+        self._random_position, self.random_blocks = _random_facts(self)
         self._gradient_views: dict[int, Any] = {}
         self.key = ""
         self._compiled: Program | None = None
@@ -231,9 +232,34 @@ class Plan:
         buffers = parameters.buffers()
         return [buffers[d] for d in self._param_dtypes] + self._consts
 
-    def forward(self, parameters: Parameters, feeds: Mapping[Any, Any] | None = None
-                ) -> PlanRun:
-        """Run the plan: every root computed in one call."""
+    @property
+    def takes_randomness(self) -> bool:
+        """Whether the plan reads a ``tape.random_key()`` (then every call needs a
+        generator, which it advances by ``random_blocks`` counter blocks)."""
+        return self._random_position is not None
+
+    def _with_key(self, args: list, feeds: Mapping[Any, Any] | None, generator: Any) -> list:
+        """``args`` with the generator's key state in the random key's place (the
+        caller advances the generator once the call succeeded)."""
+        position = self._random_position
+        if position is None:
+            return args
+        if generator is None:
+            if feeds and any(getattr(s, "index", None) == self._inputs[position]
+                             and self.network.owns(s) for s in feeds):
+                return args  # the key was fed by hand
+            raise RandomError("this plan draws random numbers (dropout, sampling or a "
+                              "random_* op): call it with generator=tc.random.Generator(seed)"
+                              ", or feed its tape.random_key() input")
+        args = list(args)
+        args[position] = generator.key_state()
+        return args
+
+    def forward(self, parameters: Parameters, feeds: Mapping[Any, Any] | None = None,
+                generator: Any = None) -> PlanRun:
+        """Run the plan: every root computed in one call. A plan that takes randomness
+        (``takes_randomness``) reads ``generator``'s Philox state and advances it past
+        the plan's draws; a plan that does not ignores ``generator``."""
         if getattr(parameters, "layout", None) is not self._layout:
             self.network.check_parameters(parameters)
         if feeds:
@@ -244,19 +270,27 @@ class Plan:
             args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
         else:
             args = self._defaults
+        args = self._with_key(args, feeds, generator)
         if self.backend == "reference":
-            return PlanRun(self, self._reference(parameters, list(args)), None)
-        buffers = parameters.buffers()
-        try:
-            outs = self._run(*[buffers[d] for d in self._param_dtypes], *self._consts, *args)
-        except (IndexError, ValueError) as error:
-            raise _feed_error(self, error) from None
+            outs = self._reference(parameters, list(args))
+        else:
+            buffers = parameters.buffers()
+            try:
+                outs = self._run(*[buffers[d] for d in self._param_dtypes], *self._consts,
+                                 *args)
+            except (IndexError, ValueError) as error:
+                raise _feed_error(self, error) from None
+        if generator is not None and self._random_position is not None:
+            generator.advance(self.random_blocks)
         return PlanRun(self, outs, None)
 
-    def forward_batch(self, parameters: Parameters, feeds: Mapping[Any, Any]) -> PlanRun:
+    def forward_batch(self, parameters: Parameters, feeds: Mapping[Any, Any],
+                      generator: Any = None) -> PlanRun:
         """Run the plan over N cases: every fed input carries a leading axis of N cases
         (the same N for all); unfed inputs take their default in every case. ``of``
-        returns arrays with a leading axis of N. The loop over cases is compiled."""
+        returns arrays with a leading axis of N. The loop over cases is compiled. A plan
+        that takes randomness draws case c as the c-th of N consecutive ``forward``
+        calls with ``generator`` would, and advances it past all N."""
         self._check_parameters(parameters)
         fed: dict[int, np.ndarray] = {}
         n = None
@@ -288,14 +322,24 @@ class Plan:
                 raise FeedError(f"batched inputs disagree on N: {n} and {array.shape[0]}")
             fed[index] = array if array.flags.c_contiguous else np.ascontiguousarray(array)
         n = 1 if n is None else n
+        position = self._random_position
+        if position is not None and self._inputs[position] not in fed:
+            if generator is None:
+                self._with_key([], None, None)  # raises RandomError naming the fix
+            fed[self._inputs[position]] = generator.key_states(n, self.random_blocks)
+            generator = (generator, n)
+        else:
+            generator = None
         if self.backend == "reference" or n == 0:
             outs = self._reference_batch(parameters, fed, n)
-            return PlanRun(self, outs, n)
-        args = [fed.get(i, d) for i, d in zip(self._inputs, self._batch_defaults)]
-        try:
-            outs = self._program().batch()(*self._arguments(parameters), *args)
-        except (IndexError, ValueError) as error:
-            raise _feed_error(self, error) from None
+        else:
+            args = [fed.get(i, d) for i, d in zip(self._inputs, self._batch_defaults)]
+            try:
+                outs = self._program().batch()(*self._arguments(parameters), *args)
+            except (IndexError, ValueError) as error:
+                raise _feed_error(self, error) from None
+        if generator is not None:
+            generator[0].advance(generator[1] * self.random_blocks)
         return PlanRun(self, outs, n)
 
     def bind(self, parameters: Parameters) -> BoundPlan:
@@ -535,6 +579,25 @@ class PlanRun:
             buffers = {d: outs[k][a:b] for d, k, a, b in layout_view}
             return Gradients.adopt(plan._layout, buffers)
         return gradients_table(plan.network, adjoints, self.of)
+
+
+def _random_facts(plan: Plan) -> tuple[int | None, int]:
+    """Where the plan reads its random key (position among its inputs, or None when it
+    draws nothing) and how many counter blocks a call uses: every draw its network
+    records on that key, so each entry of one network moves the stream alike."""
+    g = plan.graph
+    keys = {plan._origins[g.nodes[i].inputs[0]] for i in range(len(g.nodes))
+            if primitives.is_random(g.nodes[i].op) and g.nodes[i].inputs[0] in plan._origins}
+    if not keys:
+        return None, 0
+    if len(keys) > 1:
+        raise RandomError("a plan reads one random key; this one draws from "
+                          f"{len(keys)} inputs: record every draw with tape.random_key()")
+    (key,) = keys
+    nodes = plan.network.graph.nodes
+    blocks = max(node.attr("offset") + primitives.random_blocks(node.op, node.type)
+                 for node in nodes if primitives.is_random(node.op) and node.inputs[0] == key)
+    return plan._inputs.index(key), int(blocks)
 
 
 def _gradient_view_plan(plan: Plan, adjoints: Adjoints) -> list | None:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError, FeedError, ShapeError
+from . import philox
 from .backends.approx import ScalarCode, exp_code, sigmoid_code, tanh_code
 from .ir import SOURCE_OPS, Type, canonical_dtype
 from .rules import (
@@ -57,8 +58,9 @@ Approximation = Callable[[Sequence[str], str, Callable[[Any], str]], ScalarCode]
 #: reduces over the ``axis`` attr; ``view``: a reshape, transpose or broadcast (no data
 #: moves when the schedule can read it as strides); ``movement``: copies data without
 #: arithmetic (slice, pad, concat); ``index``: gathers and scatters by an integer
-#: tensor; ``contraction``: matmul.
-KINDS = ("elementwise", "reduction", "view", "movement", "index", "contraction")
+#: tensor; ``contraction``: matmul; ``random``: draws from a counter-based stream
+#: (``philox.py``) keyed by its first input, a plan input (see ``random_blocks``).
+KINDS = ("elementwise", "reduction", "view", "movement", "index", "contraction", "random")
 
 
 @dataclass(frozen=True)
@@ -694,6 +696,101 @@ def _matmul_vjp(g, i, o, a, w):
 register("matmul", "contraction", _matmul_infer,
          lambda arrays, attrs: np.matmul(arrays[0], arrays[1]),
          _matmul_vjp, arity=2, operator="@")
+
+
+# ---------------------------------------------------------------------------------------
+# random draws: operand 0 is the key, an int64[4] input ``[k0, k1, counter_lo,
+# counter_hi]`` (``Tape.random_key``); attr ``offset`` is the node's first counter block
+# (the tape hands each draw its own range, so no two nodes share numbers and CSE keeps
+# them apart). No draw has a gradient: dropout's gradient flows through the mask it
+# multiplies by.
+
+
+def _check_key(op: str, key: Type) -> None:
+    if key.dtype != "int64" or key.shape != (4,):
+        raise ShapeError(f"{op}: the key must be the int64[4] value of tape.random_key(), "
+                         f"got {key}")
+
+
+def _draw_infer(op: str) -> InferRule:
+    def infer(types: Sequence[Type], attrs: Attrs) -> Type:
+        (key,) = types
+        _check_key(op, key)
+        out = Type(tuple(attrs["shape"]), attrs["dtype"])
+        if op != "bernoulli":
+            require_float(op, out)
+        return out
+    return infer
+
+
+def _uniform_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    size = math.prod(attrs["shape"])
+    if attrs["dtype"] == "float32":
+        w = philox.words(arrays[0], attrs["offset"], size)
+        out = (w >> np.uint64(8)).astype(np.float64) * philox.TWO_M24
+    else:
+        w = philox.words(arrays[0], attrs["offset"], 2 * size)
+        out = ((w[0::2].astype(np.float64) * 2097152.0
+                + (w[1::2] >> np.uint64(11)).astype(np.float64)) * philox.TWO_M53)
+    return out.astype(attrs["dtype"]).reshape(attrs["shape"])
+
+
+def _normal_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    size = math.prod(attrs["shape"])
+    w = philox.words(arrays[0], attrs["offset"], 4 * size).astype(np.float64).reshape(-1, 4)
+    out = np.array([philox.normal(*row) for row in w.tolist()], dtype=np.float64)
+    return out.astype(attrs["dtype"]).reshape(attrs["shape"])
+
+
+def _bernoulli_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    size = math.prod(attrs["shape"])
+    w = philox.words(arrays[0], attrs["offset"], size)
+    threshold = np.uint64(philox.bernoulli_threshold(attrs["p"]))
+    return (w < threshold).astype(attrs["dtype"]).reshape(attrs["shape"])
+
+
+def _categorical_infer(types: Sequence[Type], attrs: Attrs) -> Type:
+    key, logits = types
+    _check_key("categorical", key)
+    require_float("categorical", logits)
+    if logits.rank == 0 or logits.shape[-1] == 0:
+        raise ShapeError(f"categorical: logits need a last axis of at least one class, got "
+                         f"{list(logits.shape)}")
+    return Type(logits.shape[:-1], "int64")
+
+
+def _categorical_reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    key, logits = arrays
+    rows = logits.reshape(-1, logits.shape[-1]).astype(np.float64) / attrs["temperature"]
+    w = philox.words(key, attrs["offset"], 2 * rows.shape[0]).astype(np.float64)
+    out = np.array([philox.categorical_row(rows[r], philox.unit_f64(w[2 * r], w[2 * r + 1]),
+                                           attrs["top_k"], attrs["top_p"])
+                    for r in range(rows.shape[0])], dtype=np.int64)
+    return out.reshape(logits.shape[:-1])
+
+
+for _name, _rule in (("random_uniform", _uniform_reference),
+                     ("random_normal", _normal_reference),
+                     ("bernoulli", _bernoulli_reference)):
+    register(_name, "random", _draw_infer(_name), _rule, None, arity=1, foldable=False)
+register("categorical", "random", _categorical_infer, _categorical_reference, None, arity=2,
+         foldable=False)
+
+
+def random_words(op: str, dtype: str) -> int:
+    """32-bit words a random op draws per output element (``philox.WORDS``)."""
+    return philox.WORDS[op][dtype]
+
+
+def random_blocks(op: str, out: Type) -> int:
+    """Counter blocks (four words each) a random node with output ``out`` consumes."""
+    return philox.blocks(out.size, random_words(op, out.dtype))
+
+
+def is_random(op: str) -> bool:
+    """The op draws from the plan's random key (its first operand)."""
+    entry = _entry(op)
+    return entry is not None and entry.kind == "random"
 
 
 def primitive_names() -> list[str]:

@@ -412,7 +412,7 @@ def lower_kernels(graph: Graph, fusion: Fusion, memory: Memory, values: _Values
                                       contiguous(dst.base, in_shape, dst.dtype, dst.offset)))
         elif node.op == "matmul":
             _matmul(i, graph, values, kernels)
-        elif node.op in INDEX_KERNEL_OPS:
+        elif node.op in INDEX_KERNEL_OPS or primitives.is_random(node.op):
             out = values[i]
             assert isinstance(out, Strided)
             kernels.append(index_kernel(i, node, [values[j] for j in node.inputs], out))

@@ -381,6 +381,8 @@ class Tape(Builder):
         self._network: Network | None = None
         self._modes = [check_broadcast_mode(broadcast)]
         self._literals: set[int] = set()  # nodes lifted from Python numbers
+        self._random_key: Expr | None = None
+        self._random_blocks = 0
 
     @property
     def broadcast(self) -> str:
@@ -457,6 +459,28 @@ class Tape(Builder):
 
     def constant(self, value: Any, dtype: Any = None) -> Expr:
         return self.leaf(value, dtype)
+
+    def random_key(self, name: str = "random") -> Expr:
+        """Where this recording takes its randomness: an int64[4] input holding a
+        generator's Philox key and counter (``Generator.key_state()``), created on the
+        first call and returned again after. A plan that reads it must be run with a
+        generator (``plan.forward(..., generator=g)``), which it advances."""
+        if self._random_key is None:
+            self._random_key = self.input(np.zeros(4, np.int64), name=name)
+        return self._random_key
+
+    @property
+    def drawn_key(self) -> Expr | None:
+        """The ``random_key()`` input, or None when nothing asked for one."""
+        return self._random_key
+
+    def reserve_draws(self, blocks: int) -> int:
+        """The first of ``blocks`` counter blocks no other draw on this tape uses (the
+        ``offset`` attr of a random node)."""
+        self._check_open()
+        offset = self._random_blocks
+        self._random_blocks += int(blocks)
+        return offset
 
     def apply(self, op: str, inputs: Sequence[Expr], attrs: dict[str, Any] | None = None
               ) -> Expr:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ..compiler.draws import check_probability, dropout
 from ..compiler.functions import gelu, layer_norm
 from ..compiler.tape import Expr, Tape
 from ..errors import ShapeError
@@ -24,6 +25,19 @@ class Module:
         self.name = name
         self._parameters: dict[str, Expr] = {}
         self._children: dict[str, Module] = {}
+        self.training = True
+
+    def train(self, mode: bool = True) -> Module:
+        """Set the training mode of this module and its children (``Dropout`` reads
+        it: identity in eval mode); returns self."""
+        self.training = bool(mode)
+        for child in self._children.values():
+            child.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        """``train(False)``."""
+        return self.train(False)
 
     def _path(self, local: str) -> str:
         return f"{self.name}.{local}" if self.name else local
@@ -97,7 +111,7 @@ class Mlp(Module):
 
     def __init__(self, tape: Tape, sizes: Sequence[int], activation: str = "tanh",
                  init: Callable[..., Any] | None = None, dtype: Any = "float32",
-                 name: str | None = None) -> None:
+                 name: str | None = None, dropout: float = 0.0) -> None:
         super().__init__(tape, name)
         if len(sizes) < 2:
             raise ShapeError(f"Mlp: sizes needs at least an input and an output size, got "
@@ -111,13 +125,16 @@ class Mlp(Module):
         self.layers = [self._child(str(k), Linear(tape, a, b, init=init, dtype=dtype,
                                                   name=self._path(str(k))))
                        for k, (a, b) in enumerate(zip(self.sizes, self.sizes[1:]))]
+        # dropout after each hidden activation (a module without parameters)
+        self.dropout = Dropout(dropout)
+        self._children["dropout"] = self.dropout
 
     def __call__(self, x: Expr) -> Expr:
         act = ACTIVATIONS[self.activation]
         for k, layer in enumerate(self.layers):
             x = layer(x)
             if k < len(self.layers) - 1:
-                x = act(x)
+                x = self.dropout(act(x))
         return x
 
 
@@ -156,4 +173,18 @@ class LayerNorm(Module):
             return layer_norm(x, self.eps) * self.gain + self.bias
 
 
-__all__ = ["Module", "Linear", "Mlp", "Embedding", "LayerNorm", "ACTIVATIONS"]
+class Dropout(Module):
+    """Zeroes each element with probability ``p`` in [0, 1) and scales the rest by
+    ``1 / (1 - p)`` while training; the identity (drawing nothing) in eval mode or when
+    ``p == 0``. Draws from the input's ``tape.random_key()``, so a plan holding it takes
+    a generator. It owns no parameters and needs no tape to build."""
+
+    def __init__(self, p: float = 0.5, name: str | None = None) -> None:
+        super().__init__(None, name)  # type: ignore[arg-type]
+        self.p = check_probability("dropout p", p, upper_open=True)
+
+    def __call__(self, x: Expr) -> Expr:
+        return dropout(x, self.p, training=self.training)
+
+
+__all__ = ["Module", "Linear", "Mlp", "Embedding", "LayerNorm", "Dropout", "ACTIVATIONS"]

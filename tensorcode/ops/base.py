@@ -113,6 +113,8 @@ class Operation:
         self._parameters = network.parameters()
         self.backend = None if backend is None else execute.resolve_backend(backend)
         self.training = False
+        #: the ``tc.random.Generator`` a plan that draws (dropout while training) uses
+        self.generator: Any = None
         self._plans: dict[tuple, Any] = {}
         self._plans_lock = threading.Lock()
         canonical_json(self.configuration())  # JSON-safe or fail now, not at save time
@@ -187,13 +189,13 @@ class Operation:
             if padded != rows:
                 arrays = [np.concatenate([a, np.zeros((padded - rows,) + a.shape[1:], a.dtype)])
                           for a in arrays]
-        output = self._executor_for(arrays).run(self._parameters, arrays)
+        output = self._executor_for(arrays).run(self._parameters, arrays, self.generator)
         if rows is not None and output.shape[:1] != (rows,):
             output = output[:rows]
         return np.array(output, copy=True)
 
     def _executor_for(self, arrays: Sequence[np.ndarray]) -> execute.Executor:
-        key = tuple((a.shape, a.dtype.name) for a in arrays)
+        key = (tuple((a.shape, a.dtype.name) for a in arrays), bool(self.training))
         with self._plans_lock:
             executor = self._plans.get(key)
             if executor is None:

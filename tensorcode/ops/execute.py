@@ -16,7 +16,7 @@ import numpy as np
 from ..compiler.backends import BACKENDS, DEFAULT_BACKEND, check_backend
 from ..compiler.tables import Parameters, Table
 from ..compiler.tape import Expr
-from ..errors import TensorCodeError
+from ..errors import RandomError, TensorCodeError
 
 
 def resolve_backend(backend: str | None) -> str:
@@ -57,9 +57,11 @@ class Executor:
         self._last: tuple[Parameters, Parameters] | None = None
         self._bound: Any = None
         position = {id(symbol): k for k, symbol in enumerate(self.inputs)}
-        self._order = [position[id(symbol)] for symbol in self.plan.inputs()]
+        # -1: the plan's random key (tape.random_key()), fed from a generator
+        self._order = [position.get(id(symbol), -1) for symbol in self.plan.inputs()]
 
-    def forward(self, parameters: Parameters, arrays: Sequence[np.ndarray]) -> Any:
+    def forward(self, parameters: Parameters, arrays: Sequence[np.ndarray],
+                generator: Any = None) -> Any:
         last = self._last  # tables are immutable: the same table rewraps the same way
         if last is not None and last[0] is parameters:
             table = last[1]
@@ -67,13 +69,15 @@ class Executor:
             table = rewrap(parameters, self.network.layout)
             self._last = (parameters, table)
         feeds = {s: a for s, a in zip(self.inputs, arrays) if self.plan.reads(s)}
-        return self.plan.forward(table, feeds)
+        return self.plan.forward(table, feeds, generator=generator)
 
-    def run(self, parameters: Parameters, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    def run(self, parameters: Parameters, arrays: Sequence[np.ndarray],
+            generator: Any = None) -> np.ndarray:
         """The first output, through the plan's bound low-overhead call. The arrays must
         have exactly the input types this executor was lowered for (operations key
         their executors by those types); they are checked here, because a bound call
-        does not check them."""
+        does not check them. A plan that draws random numbers reads ``generator``
+        (``RandomError`` without one) and advances it."""
         if len(arrays) != len(self.inputs):
             raise TensorCodeError(f"expected {len(self.inputs)} inputs, got {len(arrays)}")
         for symbol, array in zip(self.inputs, arrays):
@@ -87,7 +91,15 @@ class Executor:
         else:
             bound = self.plan.bind(rewrap(parameters, self.network.layout))
             self._bound = (parameters, bound)
-        outs = bound(*[np.ascontiguousarray(arrays[k]) for k in self._order])
+        random = self.plan.takes_randomness
+        if random and generator is None:
+            raise RandomError("this operation draws random numbers (dropout in training "
+                              "mode): set op.generator = tc.random.Generator(seed), or "
+                              "call op.eval()")
+        outs = bound(*[np.ascontiguousarray(arrays[k]) if k >= 0 else generator.key_state()
+                       for k in self._order])
+        if random:
+            generator.advance(self.plan.random_blocks)
         return outs[0]
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import nn
+from ..compiler.draws import check_probability
 from ..compiler.tape import Expr, Tape
 from ..errors import ShapeError
 from ..nn import init as initializers
@@ -72,7 +73,8 @@ class Mlp(Operation):
     pads_rows = True
 
     def __init__(self, sizes: Sequence[int], activation: str = "tanh", seed: int = 0,
-                 backend: str | None = None) -> None:
+                 backend: str | None = None, dropout: float = 0.0) -> None:
+        self.dropout = check_probability("dropout p", dropout, upper_open=True)
         sizes = [positive_int("sizes[*]", s) for s in sizes]
         if len(sizes) < 2:
             raise ShapeError(f"Mlp: sizes needs an input and an output size, got {sizes}")
@@ -83,11 +85,16 @@ class Mlp(Operation):
         self._initialize(backend)
 
     def configuration(self) -> dict:
-        return {"sizes": list(self.sizes), "activation": self.activation, "dtype": "float32"}
+        config: dict[str, Any] = {"sizes": list(self.sizes), "activation": self.activation,
+                                  "dtype": "float32"}
+        if self.dropout:  # absent at 0, so fingerprints without dropout stay as they were
+            config["dropout"] = self.dropout
+        return config
 
     def build(self, tape: Tape, fresh: bool = False) -> nn.Mlp:
         init = initializers.xavier(self.seed) if fresh else initializers.zeros()
-        return nn.Mlp(tape, self.sizes, activation=self.activation, init=init)
+        return nn.Mlp(tape, self.sizes, activation=self.activation, init=init,
+                      dropout=self.dropout)
 
     def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
         (x,) = one_argument(self, args)
@@ -96,7 +103,7 @@ class Mlp(Operation):
         return [array]
 
     def express(self, built: nn.Mlp, inputs: Sequence[Expr]) -> Expr:
-        return built(inputs[0])
+        return built.train(self.training)(inputs[0])
 
 
 class Embedding(Operation):

@@ -216,8 +216,17 @@ class Trainer:
         return losses
 
     def _update(self, lowered: _Step, feeds: dict) -> float:
+        counter = self.generator.counter
+        try:
+            return self._apply_update(lowered, feeds)
+        except BaseException:
+            # a refused step changes nothing: put the plan's draws back (mod 2**64)
+            self.generator.advance((counter - self.generator.counter) % 2 ** 64)
+            raise
+
+    def _apply_update(self, lowered: _Step, feeds: dict) -> float:
         table = rewrap(self._parameters, lowered.network.layout)
-        run = lowered.plan.forward(table, feeds)
+        run = lowered.plan.forward(table, feeds, generator=self.generator)
         loss = float(np.asarray(run.of(lowered.adjoints.loss)))
         if not math.isfinite(loss):
             raise TrainingError(f"the loss is {loss}: nonfinite, so no update was made; "
@@ -303,7 +312,8 @@ class Trainer:
         targets = list(experience.supervisions)
         supervision_key = tuple((place[r.ref.call], r.loss, _target_signature(r.target))
                                 for r in targets)
-        structure = (structure_calls, supervision_key)
+        # modes change what an operation expresses (dropout draws only while training)
+        structure = (structure_calls, supervision_key, tuple(self.modes().values()))
         lowered = self._steps.get(structure)
         target_feeds: list[np.ndarray] = []
         if lowered is None:

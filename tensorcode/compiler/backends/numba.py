@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import CompileError
-from .. import primitives
+from .. import philox, primitives
 from ..ir import DTYPES
 from ..kernels import (
     Arena,
@@ -34,6 +34,7 @@ from ..kernels import (
     MatmulKernel,
     OneHotKernel,
     PadKernel,
+    RandomKernel,
     Scalar,
     ScatterAddKernel,
     Strided,
@@ -104,6 +105,7 @@ class Generator:
         self.out = _Emitter()
         self.kernel_index = 0
         self.uses_pow2 = False
+        self.random_fills: set[str] = set()
 
     # -- names ----------------------------------------------------------------------
     def const(self, value: Any, dtype: str) -> str:
@@ -523,6 +525,49 @@ class Generator:
         shape = graph.nodes[graph.nodes[kernel.nodes[0]].inputs[0]].type.shape
         dst = Strided(out.base, out.offset + before * ostr[axis], shape, ostr, out.dtype)
         self.k_copy(CopyKernel([], shape, src, dst))
+
+    def _contiguous(self, loc: Any, shape: tuple[int, ...]) -> tuple[str, int]:
+        """A flat array holding ``loc`` in C order from an offset: its own arena when
+        it is contiguous there, else a gathered copy."""
+        if isinstance(loc, Strided) and loc.contiguous:
+            return self.base(loc)
+        name = f"g{self.kernel_index}"
+        self.out.line(f"{name} = np.empty({math.prod(shape)}, {NP[loc.dtype]})")
+        names = self._nest(shape, "i")
+        src = list(broadcast_access(loc, shape)) if isinstance(loc, Strided) else []
+        self.out.line(f"{name}[{self.index(0, c_strides(shape), names)}] = "
+                      f"{self.access(loc, src, names)}")
+        self.out.close(len(shape))
+        return name, 0
+
+    def k_random(self, kernel: RandomKernel) -> None:
+        """A call of the node's fill in ``random_kernels`` (the Philox stream); every
+        scalar argument is a number the generator formats itself."""
+        out, key = kernel.out, kernel.key
+        assert isinstance(key, Strided) and out.contiguous  # an input; a fresh buffer
+        oa, ooff = self.base(out)
+        ka, koff = self.base(key)
+        keys = f"{ka}[{koff}:{koff + 4}]"
+        if kernel.op == "categorical":
+            node = self.s.graph.nodes[kernel.nodes[0]]
+            logits_shape = self.s.graph.nodes[node.inputs[1]].type.shape
+            la, loff = self._contiguous(kernel.logits, logits_shape)
+            temperature = self.const(kernel.attrs["temperature"], "float64")
+            top_p = self.const(kernel.attrs["top_p"], "float64")
+            fill = "fill_categorical"
+            args = (f"{oa}, {ooff}, {out.size}, {la}, {loff}, {int(logits_shape[-1])}, "
+                    f"{keys}, {int(kernel.offset)}, {temperature}, {int(kernel.attrs['top_k'])}, "
+                    f"{top_p}")
+        elif kernel.op == "bernoulli":
+            fill = "fill_bernoulli"
+            threshold = philox.bernoulli_threshold(kernel.attrs["p"])
+            args = f"{oa}, {ooff}, {out.size}, {keys}, {int(kernel.offset)}, {int(threshold)}"
+        else:
+            fill = {"random_normal": "fill_normal",
+                    "random_uniform": f"fill_uniform_{DTYPES[out.dtype]}"}[kernel.op]
+            args = f"{oa}, {ooff}, {out.size}, {keys}, {int(kernel.offset)}"
+        self.random_fills.add(fill)
+        self.out.line(f"{fill}({args})")
 
 
 __all__ = ["CODEGEN_VERSION", "NP", "Generator", "array_name"]

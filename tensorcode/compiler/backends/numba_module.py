@@ -23,6 +23,10 @@ Python-level call on any path.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import pathlib
+
 from ..kernels import Arena
 from ..schedule import Schedule
 from ..update import StepSpec
@@ -81,6 +85,9 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True,
     ]
     if gen.uses_pow2:
         lines.append("from tensorcode.compiler.backends.intrinsics import pow2_float32")
+    if gen.random_fills:  # the fills' digest is in the source, hence in the cache key
+        lines.append(f"from tensorcode.compiler.backends.random_kernels import "
+                     f"{', '.join(sorted(gen.random_fills))}  # {_random_digest()}")
     lines += gen.const_lines
     lines.append("")
     sig = ", ".join(params + consts + inputs)
@@ -126,6 +133,17 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True,
 
         lines += numba_step.generate(s, step)
     return "\n".join(lines) + "\n"
+
+
+@functools.cache
+def _random_digest() -> str:
+    """SHA-256 (16 hex digits) of the code a plan's random fills compile from: a
+    cached plan holds that code, so changing it must change the plan's key."""
+    here = pathlib.Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in (here.parent / "philox.py", here / "random_kernels.py"):
+        digest.update(path.read_bytes())
+    return f"random fills {digest.hexdigest()[:16]}"
 
 
 def _tuple(items: list[str]) -> str:
