@@ -371,24 +371,35 @@ class Decoder:
 def select_next(logits: np.ndarray, generator: Any = None, temperature: float = 1.0,
                 top_k: int | None = None) -> np.ndarray:
     """The next token of each row of ``logits`` ``[B, vocab]``: the argmax without a
-    generator (greedy). Sampling needs the random primitives, which this build lacks."""
-    if generator is not None:
-        raise NotImplementedError(
-            "sampling with a generator needs the random primitives (tc.random.sample); "
-            "this build decodes greedily only: call generate(..., generator=None)")
-    return np.argmax(logits, axis=-1).astype(np.int64)
+    generator (greedy); with one, a draw from ``softmax(logits / temperature)`` kept to
+    the ``top_k`` most likely tokens, through ``tc.random.sample`` (a compiled plan, so
+    the same generator state draws the same tokens on every backend and run)."""
+    if generator is None:
+        return np.argmax(logits, axis=-1).astype(np.int64)
+    from ..runtime.random import sample
+
+    return np.asarray(sample(logits, generator, temperature=temperature, top_k=top_k),
+                      dtype=np.int64)
 
 
 def generate(model: GptModel, prompt_ids: Any, max_new_tokens: int, generator: Any = None,
              temperature: float = 1.0, top_k: int | None = None) -> np.ndarray:
     """Continue ``prompt_ids`` (``[T]`` or ``[B, T]``) by ``max_new_tokens`` tokens with the
     compiled decode step; returns the prompt followed by the new tokens, shaped like the
-    prompt. Without a generator each token is the argmax (greedy)."""
+    prompt. Without a generator each token is the argmax (greedy); with a
+    ``tc.random.Generator`` each is sampled (``select_next``) and ``generator`` advances,
+    so a saved generator state replays the same continuation."""
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or \
             max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
-    if generator is not None:
-        select_next(np.zeros((1, 1), np.float32), generator, temperature, top_k)  # refuses
+    if generator is not None:  # options checked before anything runs
+        from ..compiler.draws import check_sampling
+        from ..runtime.random import Generator
+
+        check_sampling(temperature, top_k, None)
+        if not isinstance(generator, Generator):
+            raise FeedError(f"generate: generator must be a tc.random.Generator, got "
+                            f"{type(generator).__name__}")
     prompt = np.asarray(prompt_ids)
     flat = prompt.ndim == 1
     ids = _ids(prompt.reshape(1, -1) if flat else prompt, model.config.vocab_size)

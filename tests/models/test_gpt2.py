@@ -8,13 +8,13 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
-from tensorcode.errors import ArtifactError, DTypeError, FeedError, ShapeError
+import tensorcode as tc
+from tensorcode.errors import ArtifactError, DTypeError, FeedError, RandomError, ShapeError
 from tensorcode.files.tensorfile import save_tensors
 from tensorcode.models import gpt2
 from tensorcode.nn.transformer import GptConfig
-
-torch = pytest.importorskip("torch")
 
 CONFIG = GptConfig(vocab_size=31, block_size=12, n_layer=2, n_head=2, n_embd=8)
 
@@ -165,8 +165,24 @@ def test_greedy_generation_follows_the_argmax_of_pytorchs_logits(compiled_model,
     for k in range(3, 8):  # each new token is the argmax given everything before it
         np.testing.assert_array_equal(
             out[:, k], torch_logits(tensors, CONFIG, out[:, :k])[:, -1].argmax(-1))
-    with pytest.raises(NotImplementedError, match="random primitives"):
+    with pytest.raises(FeedError, match=r"tc\.random\.Generator"):
         gpt2.generate(compiled_model, ids[:, :3], 2, generator=object())
+    with pytest.raises(RandomError, match="temperature"):
+        gpt2.generate(compiled_model, ids[:, :3], 2, generator=tc.random.Generator(0),
+                      temperature=0.0)
+
+
+def test_sampled_generation_replays_from_the_generator_state(compiled_model, ids):
+    first = gpt2.generate(compiled_model, ids[:, :3], 4, generator=tc.random.Generator(5),
+                          temperature=0.8)
+    again = gpt2.generate(compiled_model, ids[:, :3], 4, generator=tc.random.Generator(5),
+                          temperature=0.8)
+    np.testing.assert_array_equal(first, again)
+    assert first.shape == (2, 7) and (first[:, :3] == ids[:, :3]).all()
+    greedy = gpt2.generate(compiled_model, ids[:, :3], 4)
+    top_one = gpt2.generate(compiled_model, ids[:, :3], 4, generator=tc.random.Generator(9),
+                            top_k=1)  # one candidate left: the argmax
+    np.testing.assert_array_equal(top_one, greedy)
     with pytest.raises(FeedError, match="exceed"):
         gpt2.generate(compiled_model, ids[:, :3], CONFIG.block_size)
 
