@@ -367,3 +367,39 @@ def test_every_registered_op_has_a_gradient_case():
     """A new op is one registry entry plus one gradient test: this keeps that promise."""
     missing = sorted(set(primitives.REGISTRY) - COVERED)
     assert not missing, f"ops without a gradient test: {missing}"
+
+
+@covers("random_uniform", "random_normal", "bernoulli", "categorical")
+def test_draws_carry_no_gradient_and_the_rest_checks_against_finite_differences():
+    """Draws depend on the key alone: the loss's gradient is what flows around them,
+    checked against float64 central differences with the same generator state at each
+    evaluation (so every evaluation draws the same numbers)."""
+    tape = tc.Tape()
+    key = tape.random_key()
+    w = tape.parameter(np.array([0.3, -1.2, 0.7, 2.0]))
+    u = tc.random.random_uniform(key, (4,), "float64")
+    z = tc.random.random_normal(key, (4,), "float64")
+    keep = tc.random.bernoulli(key, 0.5, (4,), "float64")
+    token = tc.random.categorical(key, w.reshape((1, 4)) * 2.0)  # logits from w: no gradient
+    loss = (w * w * u).sum() + (w * z).sum() + (w * keep).sum() + (w * 0.0).sum()
+    adjoints = tape.differentiate(loss, [w])
+    network = tape.into_network()
+    plan = network.entry([loss, token, u, z, keep, *adjoints.roots()[1:]]).lower("reference")
+
+    def evaluate(values):
+        table = network.parameters().replace({w: np.asarray(values)})
+        return plan.forward(table, generator=tc.random.Generator(11))
+
+    base = np.array([0.3, -1.2, 0.7, 2.0])
+    run = evaluate(base)
+    grad = run.of(adjoints.roots()[1])
+    numeric = np.zeros(4)
+    for i in range(4):
+        step = np.zeros(4)
+        step[i] = 1e-6
+        numeric[i] = (float(evaluate(base + step).of(loss)) -
+                      float(evaluate(base - step).of(loss))) / 2e-6
+    np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-8)
+    drawn = {r: run.of(r) for r in (u, z, keep)}
+    np.testing.assert_allclose(grad, 2 * base * drawn[u] + drawn[z] + drawn[keep])
+    assert run.of(token).dtype == np.int64 and 0 <= int(run.of(token)[0]) < 4
