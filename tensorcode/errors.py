@@ -92,7 +92,13 @@ class TrainingError(TensorCodeError):
     """A training step cannot proceed: nondifferentiable, disconnected or nonfinite."""
 
 
+class StaleWeightsError(TensorCodeError):
+    """State derived from a model's weights (a calibration, an index) no longer matches
+    them: the weights changed since it was made. Refit or rebuild it."""
+
+
 __all__ = [
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "BackendError", "ArtifactError", "PatchError", "DistillationError", "TrainingError",
+    "StaleWeightsError",
 ]
