@@ -131,8 +131,8 @@ class EpisodicEncoder(Operation):
 def _top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row, the positions and values of the ``k`` largest scores, best first."""
     n = scores.shape[1]
-    if k < n:
-        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    if k < n:  # the k largest sit at the end (partitioning -scores would copy them all)
+        part = np.argpartition(scores, n - k, axis=1)[:, n - k:]
     else:
         part = np.broadcast_to(np.arange(n), (scores.shape[0], n))
     picked = np.take_along_axis(scores, part, axis=1)
