@@ -59,7 +59,8 @@ def run(quick: bool) -> list[Row]:
         assert np.array_equal(got, index.top_k(q, K)[0]), "FAISS and the index disagree"
     for batch in (1, 64):
         queries = q[:batch]
-        work = f"index search {DOCUMENTS:,} x {DIM}, top-{K}, {batch} quer{'y' if batch == 1 else 'ies'}/call"
+        unit = "query" if batch == 1 else "queries"
+        work = f"index search {DOCUMENTS:,} x {DIM}, top-{K}, {batch} {unit}/call"
         t = median_time(lambda: index.search_vectors(queries, K), repeat=repeat, warmup=2)
         rows.append(Row(SUITE, work, "tensorcode", batch / t, unit="queries/s",
                         lower_is_better=False, note="matmul + argpartition"))

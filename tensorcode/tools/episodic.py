@@ -20,6 +20,7 @@ JSON header in the metadata); ``load`` validates every field before anything is 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -277,7 +278,7 @@ class EpisodicIndex:
             raise r.fail("ids.offsets", "must start at 0, increase and stay within the bytes")
         raw = data.tobytes()
         try:
-            ids = [raw[a:b].decode("utf-8") for a, b in zip(offsets[:-1], offsets[1:])]
+            ids = [raw[a:b].decode("utf-8") for a, b in itertools.pairwise(offsets)]
         except UnicodeDecodeError:
             raise r.fail("ids.utf8", "is not UTF-8 text") from None
         if encoder is not None and header["encoder"] != encoder.fingerprint():

@@ -11,6 +11,7 @@ and the index built before training is refused (stale fingerprint) and then rebu
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,8 @@ def run_example(epochs: int = 30, backend: str | None = None) -> list[str]:
     pairs = verification_pairs()
     train_set, calibrate, test = pairs[:144], pairs[144:192], pairs[192:]
     model = Investigator(CONFIG, backend=backend)
-    trainer = Trainer.from_tool(model, lr=0.03, backend=backend,
+    owned: Any = model  # the training protocol is structural; Tool subclasses satisfy it
+    trainer = Trainer.from_tool(owned, lr=0.03, backend=backend,
                                 optimizer=lambda _: optim.Adam(backend=backend or "numba"))
     verification = trainer.capture(
         {"mode": "verification",

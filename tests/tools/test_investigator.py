@@ -60,7 +60,7 @@ def test_modes_and_targets(model: Investigator, trainer: Trainer) -> None:
         trainer.capture({"mode": "summarize", "inputs": PAIR}, "neutral", "t")
     with pytest.raises(TrainingError, match=r"matrix is \[1, 3\], expected"):
         trainer.capture({"mode": "retrieval", "inputs": RETRIEVAL}, [[True, False, False]], "t")
-    with pytest.raises(TrainingError, match="query 0 .* has no positive"):
+    with pytest.raises(TrainingError, match=r"query 0 .* has no positive"):
         trainer.capture({"mode": "retrieval", "inputs": RETRIEVAL}, [[False, False]], "t")
     with pytest.raises(TrainingError, match="boolean"):
         trainer.capture({"mode": "retrieval", "inputs": RETRIEVAL}, [[1, 0]], "t")
