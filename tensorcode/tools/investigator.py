@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import StaleWeightsError, TrainingError
-from ..ops.base import Operation
+from ..ops.base import Operation, row_bucket
 from ..training.calibration import TemperatureCalibration
 from . import checks
 from .base import ConfigError, Tool
@@ -262,7 +262,7 @@ class Investigator(Tool):
         if empty.size:
             raise TrainingError(f"retrieval query {int(empty[0])} ({queries[empty[0]]!r}) "
                                 "has no positive document; each query needs at least one")
-        slots = max(2, len(self._encoder().convert([queries, documents])[-1]))
+        slots = max(2, row_bucket(len(documents)))  # the encoder's padded documents
         rows = np.zeros((shape[0], slots), np.float32)
         rows[:, :shape[1]] = matrix / matrix.sum(axis=1, keepdims=True)
         return rows
