@@ -108,10 +108,16 @@ class RandomError(TensorCodeError, ValueError):
     generator."""
 
 
+class StaleWeightsError(TensorCodeError):
+    """State derived from a model's weights (a calibration, an index) no longer matches
+    them: the weights changed since it was made. Refit or rebuild it."""
+
+
 __all__ = [
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "BackendError", "ArtifactError", "PatchError", "DistillationError", "TrainingError",
     "CacheError",
     "WorkerError",
     "RandomError",
+    "StaleWeightsError",
 ]

@@ -72,3 +72,6 @@ def _tools_section(output: pathlib.Path) -> None:
     print()
     print("== owned tools (docs/tools.md)")
     print("\n".join(example.run_example(output)))
+    from ..tools import investigator_example
+
+    print("\n".join(investigator_example.run_example()))

@@ -9,9 +9,12 @@ predicts and ranks candidates' outcomes. Train any of them with
 
 from .base import ConfigError, Tool
 from .decision import Decided, Decision
+from .episodic import EpisodicEncoder, EpisodicIndex
+from .investigator import Investigator, Verified
 from .planner import Planner, Ranked
 from .scene import Matched, Scene
 from .scorer import PairScorer
 
 __all__ = ["Tool", "ConfigError", "Decision", "Decided", "Scene", "Matched", "Planner",
-           "Ranked", "PairScorer"]
+           "Ranked", "PairScorer", "Investigator", "Verified", "EpisodicIndex",
+           "EpisodicEncoder"]
