@@ -147,8 +147,37 @@ def dumps(document: Any, indent: int | None = 1, sort_keys: bool = False) -> byt
             + "\n").encode("utf-8")
 
 
-__all__ = ["JsonLimits", "DEFAULT_LIMITS", "MAX_JSON_BYTES", "decode", "parse_json",
-           "read_json", "dumps"]
+#: the largest integer every JSON reader holds exactly (JavaScript's Number.MAX_SAFE_INTEGER)
+MAX_SAFE_INTEGER = 2 ** 53 - 1
+
+
+def safe_int(value: int) -> int | str:
+    """``value`` as JSON that a JavaScript reader restores exactly: itself within
+    +-``MAX_SAFE_INTEGER``, else a lowercase hex string (``"0x1f"``, ``"-0x1f"``)."""
+    if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return value
+    return f"-0x{-value:x}" if value < 0 else f"0x{value:x}"
+
+
+def read_safe_int(value: Any, max_hex_digits: int = 64) -> int | None:
+    """The integer ``safe_int`` wrote (a JSON integer, or a lowercase ``"0x..."`` /
+    ``"-0x..."`` string of at most ``max_hex_digits`` digits); ``None`` for anything
+    else, so the caller names the field in its own error."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        return None
+    digits = value[3:] if value.startswith("-0x") else value[2:] if value.startswith("0x") \
+        else ""
+    if not digits or len(digits) > max_hex_digits or any(
+            c not in "0123456789abcdef" for c in digits):
+        return None
+    number = int(digits, 16)
+    return -number if value.startswith("-") else number
+
+
+__all__ = ["JsonLimits", "DEFAULT_LIMITS", "MAX_JSON_BYTES", "MAX_SAFE_INTEGER", "decode",
+           "parse_json", "read_json", "dumps", "safe_int", "read_safe_int"]
 
 
 #: the decoder for documents whose integers are all short (built once: building one per

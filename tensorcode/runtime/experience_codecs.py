@@ -20,11 +20,15 @@ from typing import Any, ClassVar, Protocol, cast
 import numpy as np
 
 from ..errors import ArtifactError, TensorCodeError
+from ..files.strict_json import read_safe_int, safe_int
 from ..files.tensorfile import shape_problem
 
 #: dtypes a dense array may carry in an experience file
 ARRAY_DTYPES = ("float32", "float64", "int32", "int64", "bool")
 MAX_DEPTH = 64
+#: hex digits an int value may carry (the strict reader bounds JSON integers alike)
+_MAX_INT_HEX_DIGITS = 1024
+
 TAGS = ("none", "bool", "int", "float", "str", "bytes", "list", "tuple", "dict", "array",
         "record", "scalar")
 
@@ -71,8 +75,8 @@ def encode(value: Any, codecs: Mapping[str, type[Record]], depth: int = 0) -> di
         return {"t": "scalar", "dtype": encoded["dtype"], "v": encoded["v"][0]}
     if isinstance(value, bool):
         return {"t": "bool", "v": value}
-    if isinstance(value, int):
-        return {"t": "int", "v": value}
+    if isinstance(value, int):  # beyond 2**53 as a hex string: exact in every reader
+        return {"t": "int", "v": safe_int(value)}
     if isinstance(value, float):
         return {"t": "float", "v": value if math.isfinite(value) else repr(value)}
     if isinstance(value, str):
@@ -111,8 +115,10 @@ def _encode_array(array: np.ndarray) -> dict:
     if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
         raise TensorCodeError("an array holding NaN or infinity cannot be saved; experience "
                               "files hold finite dense arrays only")
-    return {"t": "array", "dtype": dtype, "shape": list(array.shape),
-            "v": array.reshape(-1).tolist()}
+    values = array.reshape(-1).tolist()
+    if dtype == "int64":  # beyond 2**53 as hex strings, exact in every JSON reader
+        values = [safe_int(x) for x in values]
+    return {"t": "array", "dtype": dtype, "shape": list(array.shape), "v": values}
 
 
 # -- validation (constructs nothing) ------------------------------------------------------
@@ -138,8 +144,8 @@ def validate(node: Any, codecs: Mapping[str, type[Record]], path: Any, field: st
     value = node.get("v")
     if tag == "bool" and not isinstance(value, bool):
         fail("a bool value must be true or false")
-    elif tag == "int" and (isinstance(value, bool) or not isinstance(value, int)):
-        fail("an int value must be a JSON integer")
+    elif tag == "int" and read_safe_int(value, _MAX_INT_HEX_DIGITS) is None:
+        fail("an int value must be a JSON integer or a \"0x...\" hex string")
     elif tag == "float":
         if isinstance(value, str):
             if value not in ("nan", "inf", "-inf"):
@@ -195,8 +201,8 @@ def _validate_array(node: dict, fail: Any) -> None:
         ok = all(isinstance(x, bool) for x in data)
     elif dtype.startswith("int"):
         info = np.iinfo(dtype)
-        ok = all(isinstance(x, int) and not isinstance(x, bool) and info.min <= x <= info.max
-                 for x in data)
+        numbers = [read_safe_int(x, 16) for x in data]
+        ok = all(x is not None and info.min <= x <= info.max for x in numbers)
     else:
         limit = float(np.finfo(dtype).max)  # finite here and after the cast to dtype
         ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -213,8 +219,10 @@ def decode(node: dict, codecs: Mapping[str, type[Record]], path: Any = None,
     tag = node["t"]
     if tag == "none":
         return None
-    if tag in ("bool", "int", "str"):
+    if tag in ("bool", "str"):
         return node["v"]
+    if tag == "int":
+        return read_safe_int(node["v"], _MAX_INT_HEX_DIGITS)
     if tag == "float":
         return float(node["v"])
     if tag == "bytes":
@@ -226,9 +234,14 @@ def decode(node: dict, codecs: Mapping[str, type[Record]], path: Any = None,
     if tag == "dict":
         return {k: decode(v, codecs, path, field) for k, v in node["v"].items()}
     if tag == "scalar":
-        return np.dtype(node["dtype"]).type(node["v"])
+        value = node["v"]
+        return np.dtype(node["dtype"]).type(read_safe_int(value) if isinstance(value, str)
+                                            else value)
     if tag == "array":
-        array = np.array(node["v"], dtype=node["dtype"]).reshape(node["shape"])
+        values = node["v"]
+        if node["dtype"] == "int64":
+            values = [read_safe_int(x, 16) for x in values]
+        array = np.array(values, dtype=node["dtype"]).reshape(node["shape"])
         array.flags.writeable = False
         return array
     cls = codecs[node["name"]]

@@ -37,6 +37,7 @@ from ..compiler.draws import (
 )
 from ..compiler.tape import Expr, Tape
 from ..errors import ArtifactError, RandomError
+from ..files.strict_json import read_safe_int
 
 _ALGORITHM = "PCG64"
 _SAFE = 2 ** 53  # integers up to this are exact in every JSON reader (IEEE doubles)
@@ -50,16 +51,10 @@ def _hex(value: int) -> str:
 def _read_int(state: dict, key: str, field: str, limit: int | None = None) -> int:
     """A non-negative int written as a number or a ``"0x..."`` string (``ArtifactError``
     naming ``field`` otherwise)."""
-    value = state[key]
-    if isinstance(value, str):
-        if not value.startswith("0x") or len(value) < 3 or len(value) > 2 + 64 or any(
-                c not in "0123456789abcdef" for c in value[2:]):
-            raise ArtifactError(f"{key} must be a non-negative int or a lowercase \"0x...\" "
-                                f"hex string, got {value!r}", field=field)
-        value = int(value, 16)
-    elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ArtifactError(f"{key} must be a non-negative int or a \"0x...\" hex string, "
-                            f"got {value!r}", field=field)
+    value = read_safe_int(state[key])
+    if value is None or value < 0:
+        raise ArtifactError(f"{key} must be a non-negative int or a lowercase \"0x...\" "
+                            f"hex string, got {state[key]!r:.80}", field=field)
     if limit is not None and value >= limit:
         raise ArtifactError(f"{key} must be below {limit:#x}, got {value:#x}", field=field)
     return value
