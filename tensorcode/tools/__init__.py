@@ -3,15 +3,17 @@
 ``Tool`` is the base class (config, operations, objective, training modes,
 ``save_pretrained`` / ``from_pretrained``); ``Decision`` chooses among supplied
 hypotheses, ``Scene`` matches an observation to supplied descriptions and ``Planner``
-predicts and ranks candidates' outcomes. Train any of them with
+predicts and ranks candidates' outcomes; ``Chatbot`` is a small character-level model
+that replies to a text, its conversation kept in a ``ChatSession``. Train any of them with
 ``tensorcode.training.Trainer.from_tool(tool)``.
 """
 
 from .base import ConfigError, Tool
+from .chatbot import ChatSession, Chatbot, VocabularyError
 from .decision import Decided, Decision
 from .planner import Planner, Ranked
 from .scene import Matched, Scene
 from .scorer import PairScorer
 
 __all__ = ["Tool", "ConfigError", "Decision", "Decided", "Scene", "Matched", "Planner",
-           "Ranked", "PairScorer"]
+           "Ranked", "PairScorer", "Chatbot", "ChatSession", "VocabularyError"]
