@@ -190,8 +190,9 @@ class Chatbot(Tool):
         before = list(sequence[max(0, end - context):end])
         return [START] * (context - len(before)) + before
 
-    def _pairs(self, inputs: Any, targets: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Teacher-forced windows ``[positions, context]`` and their next ids."""
+    def teacher_windows(self, inputs: Any, targets: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Teacher-forced windows ``[positions, context]`` and the id after each: what
+        ``teacher_forced`` scores and ``check_target`` supervises."""
         if isinstance(inputs, str) or not isinstance(inputs, (list, tuple)) or not inputs:
             raise TypeError("Chatbot inputs are a nonempty list of texts")
         if isinstance(targets, str) or not isinstance(targets, (list, tuple)):
@@ -216,12 +217,12 @@ class Chatbot(Tool):
     def teacher_forced(self, inputs: Any, targets: Any) -> Any:
         """Logits ``[padded positions, vocab]`` for each target character (and end
         mark) given the true characters before it: the supervised output."""
-        windows, _ = self._pairs(inputs, targets)
+        windows, _ = self.teacher_windows(inputs, targets)
         return self.operations["model"](windows)
 
     def check_target(self, inputs: Any, target: Any) -> Any:
         """One-hot rows ``[padded positions, vocab]`` (zero rows for padding)."""
-        windows, following = self._pairs(inputs, target)
+        windows, following = self.teacher_windows(inputs, target)
         onehot = np.zeros((row_bucket(len(windows)), self.vocab), np.float32)
         onehot[np.arange(len(following)), following] = 1.0
         return onehot
