@@ -12,7 +12,7 @@ import pathlib
 import tempfile
 
 import tensorcode as tc
-from tensorcode.tools import ChatSession, Chatbot, VocabularyError
+from tensorcode.tools import Chatbot, ChatSession, VocabularyError
 from tensorcode.training import Trainer
 
 INPUTS = ["hello", "how are you?", "bye"]

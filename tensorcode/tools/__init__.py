@@ -9,7 +9,7 @@ that replies to a text, its conversation kept in a ``ChatSession``. Train any of
 """
 
 from .base import ConfigError, Tool
-from .chatbot import ChatSession, Chatbot, VocabularyError
+from .chatbot import Chatbot, ChatSession, VocabularyError
 from .decision import Decided, Decision
 from .planner import Planner, Ranked
 from .scene import Matched, Scene

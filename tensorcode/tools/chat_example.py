@@ -13,6 +13,7 @@ import pathlib
 import tempfile
 import time
 from importlib import resources
+from typing import Any
 
 from ..errors import ArtifactError
 from .chatbot import Chatbot, ChatSession
@@ -67,7 +68,8 @@ def run_example(output: pathlib.Path | None = None, backend: str | None = None,
     inputs, targets = load_dialogue()
     start = time.perf_counter()
     bot = Chatbot(seed=0, backend=backend)
-    trainer = Trainer.from_tool(bot, lr=0.01, backend=backend,
+    tool: Any = bot  # the trainer's Tool is a protocol; Chatbot is a tools.Tool
+    trainer = Trainer.from_tool(tool, lr=0.01, backend=backend,
                                 optimizer=lambda _: optim.Adam(backend=backend or "numba"))
     experience = trainer.capture(inputs, targets, source="authored-data:chat")
     losses = trainer.fit([experience], epochs=epochs, progress=False)

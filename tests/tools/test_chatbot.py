@@ -12,7 +12,7 @@ import pytest
 import tensorcode as tc
 from tensorcode.errors import ArtifactError, TrainingError
 from tensorcode.text import Message
-from tensorcode.tools import ChatSession, Chatbot, ConfigError, VocabularyError
+from tensorcode.tools import Chatbot, ChatSession, ConfigError, VocabularyError
 from tensorcode.tools.chat_example import load_dialogue, parse_dialogue
 from tensorcode.training import Trainer
 
