@@ -60,7 +60,7 @@ def sample_reply(bot: Chatbot, seed: int = SAMPLE_SEED, prompt: str = PROMPT) ->
 
 
 def run_example(output: pathlib.Path | None = None, backend: str | None = None,
-                epochs: int = 150) -> list[str]:
+                epochs: int = 100) -> list[str]:
     """Train, summarize, sample, save, reload and sample again; the demo's lines."""
     from ..runtime import optim
     from ..training import Trainer
