@@ -220,6 +220,12 @@ class Chatbot(Tool):
         windows, _ = self.teacher_windows(inputs, targets)
         return self.operations["model"](windows)
 
+    def output(self, inputs: Any) -> Any:
+        """Not defined from the inputs alone: the supervised output is teacher-forced."""
+        raise TrainingError("a Chatbot's supervised output reads the target replies "
+                            "(teacher forcing): use teacher_forced(inputs, targets), or "
+                            "Trainer.from_tool(chatbot).capture(inputs, targets, ...)")
+
     def check_target(self, inputs: Any, target: Any) -> Any:
         """One-hot rows ``[padded positions, vocab]`` (zero rows for padding)."""
         windows, following = self.teacher_windows(inputs, target)
@@ -236,7 +242,10 @@ class Chatbot(Tool):
     def reply(self, session: ChatSession, text: str, generator: Generator) -> str:
         """Reply to ``text``, appending the user's and the assistant's ``Message`` to
         ``session``; sampled with ``generator`` (advanced), so the same generator state
-        replays the same reply. Stops at the end mark or ``max_reply`` characters."""
+        replays the same reply. Stops at the end mark or ``max_reply`` characters. The
+        model sees ``text`` (its last ``context`` characters) and the reply so far, not
+        the earlier turns: the session records the conversation, it does not condition
+        the reply."""
         if not isinstance(session, ChatSession):
             raise TypeError(f"session must be a ChatSession, got {type(session).__name__}")
         if not isinstance(generator, Generator):

@@ -76,6 +76,8 @@ def test_bad_inputs_raise_the_documented_errors(trained):
         trainer.capture(["hello"], ["hi#"], source="test")
     with pytest.raises(TypeError):
         trainer.capture("hello", "hi", source="test")
+    with pytest.raises(TrainingError, match="teacher_forced"):
+        bot.output(["hello"])
     with pytest.raises(VocabularyError):
         bot.reply(ChatSession(), "héllo", tc.random.Generator(0))
     with pytest.raises(TypeError, match="Generator"):
