@@ -14,7 +14,7 @@ from tensorcode.errors import ArtifactError, TrainingError
 from tensorcode.text import Message
 from tensorcode.tools import Chatbot, ChatSession, ConfigError, VocabularyError
 from tensorcode.tools.chat_example import load_dialogue, parse_dialogue
-from tensorcode.training import Trainer
+from tensorcode.training import Trainer, load_experience
 
 REF = "reference"
 SMALL = {"context": 4, "dim": 8, "hidden": 16, "max_reply": 20}
@@ -146,3 +146,15 @@ def test_the_shipped_dialogue_parses_and_fits_the_alphabet():
         parse_dialogue("> hi\n> again\n")
     with pytest.raises(ArtifactError, match="at least one"):
         parse_dialogue("")
+
+
+def test_a_captured_chat_experience_saves_loads_and_trains(tmp_path):
+    bot = Chatbot(SMALL, seed=5, backend=REF)
+    trainer = Trainer.from_tool(bot, lr=0.05, backend=REF)
+    experience = trainer.capture(INPUTS, TARGETS, source="test:chat")
+    experience.save(tmp_path / "chat-experience.json", operations=trainer.operations,
+                    release=True)
+    loaded = load_experience(tmp_path / "chat-experience.json",
+                             operations=trainer.operations)
+    losses = trainer.fit([loaded], epochs=3, progress=False)
+    assert len(losses) == 3 and losses[-1] < losses[0]
