@@ -3,7 +3,8 @@
 Runs the training guide's examples and prints their lines, then the distilled ticket
 router (when the distillation package is installed) as the centerpiece, saving the
 program where ``tensorcode route DIR`` can serve it, then the owned tools (a Decision and
-a Planner trained on shipped data, saved and reloaded in a fresh process).
+a Planner trained on shipped data, saved and reloaded in a fresh process, and a
+small Chatbot trained on a shipped dialogue).
 """
 
 from __future__ import annotations
@@ -75,3 +76,6 @@ def _tools_section(output: pathlib.Path) -> None:
     from ..tools import investigator_example
 
     print("\n".join(investigator_example.run_example()))
+    from ..tools import chat_example
+
+    print("\n".join(chat_example.run_example(output / "chatbot")))

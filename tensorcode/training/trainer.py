@@ -176,12 +176,19 @@ class Trainer:
                                 "pass the trace to step() or fit()")
         # a tool that checks targets turns them into its loss's form before anything runs;
         # the prediction sees only the inputs, never the target (feedback is not evidence)
+        # a tool trained by teacher forcing (Chatbot) declares it: its supervised output
+        # reads the target's earlier tokens as the model's input, by design
+        teacher = getattr(self.tool, "teacher_forced", None)
+        raw_targets = targets
         check_target = getattr(self.tool, "check_target", None)
         if check_target is not None:
             targets = check_target(inputs, targets)
         compute = getattr(self.tool, "output", None) or self.tool.predict
         session = trace()
-        prediction = session.run(lambda: compute(inputs))
+        if teacher is not None:
+            prediction = session.run(lambda: teacher(inputs, raw_targets))
+        else:
+            prediction = session.run(lambda: compute(inputs))
         session.supervise(prediction, targets, loss=self.tool.objective, source=source)
         return session
 

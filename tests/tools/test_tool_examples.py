@@ -62,3 +62,23 @@ def test_demo_section_reloads_in_a_fresh_process_with_identical_predictions(tmp_
     lines = example.run_example(tmp_path, backend="reference", epochs=3, kinds=("planner",))
     assert "3 full-batch Adam steps" in lines[0]
     assert "predictions identical" in lines[2]
+
+
+def test_chatbot_example():
+    out = run("tools/chatbot.py", "--backend", "reference")
+    assert "  > bye\n  < goodbye!" in out
+    assert "the same generator state replays the same replies: True" in out
+    assert "refused: text holds 'H' at position 0" in out
+    assert "reloaded session: 6 messages, equal: True" in out
+    assert "session now 8 messages" in out
+
+
+def test_chatbot_demo_section_summarizes_the_loss_and_replays_its_sample(tmp_path):
+    from tensorcode.tools import chat_example
+
+    lines = chat_example.run_example(tmp_path / "bot", backend="reference", epochs=8)
+    assert "8 full-batch Adam steps" in lines[0] and "written for TensorCode" in lines[0]
+    assert lines[1].startswith("  loss curve: step 1: ") and "step 8: " in lines[1]
+    assert "(generator seed 7)" in lines[2]
+    assert lines[3].endswith("same seed: same reply")
+    assert (tmp_path / "bot" / "tool.json").is_file()
