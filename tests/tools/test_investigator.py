@@ -28,12 +28,12 @@ CONFIG = {"dim": 16, "hidden": 16, "buckets": 512, "retrieval_encoder": {"dim": 
 
 @pytest.fixture(scope="module")
 def model() -> Investigator:
-    return Investigator(CONFIG)
+    return Investigator(CONFIG, backend="reference")  # numba parity: test_tools.py
 
 
 @pytest.fixture(scope="module")
 def trainer(model: Investigator) -> Trainer:
-    return Trainer.from_tool(model, lr=0.05)
+    return Trainer.from_tool(model, lr=0.05, backend="reference")
 
 
 def verification(inputs: object) -> dict:
