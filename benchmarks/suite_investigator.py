@@ -95,6 +95,7 @@ def torch_verify(quick: bool) -> float:
     import numpy as np
     import torch
 
+    from benchmarks.torch_pair_scorer import pair_scorer
     from tensorcode.tools.investigator import Investigator
 
     torch.set_num_threads(1)
@@ -104,27 +105,7 @@ def torch_verify(quick: bool) -> float:
     tool = Investigator(seed=0)  # its featurization (convert) only
     scorer = tool.operations["verifier"]
 
-    class Model(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embedding = torch.nn.Embedding(buckets, dim)
-            self.query = torch.nn.Linear(dim, hidden)
-            self.item = torch.nn.Linear(dim, hidden, bias=False)
-            self.pair = torch.nn.Linear(dim, dim, bias=False)
-            self.mix = torch.nn.Linear(dim, hidden, bias=False)
-            self.out = torch.nn.Linear(hidden, 1)
-
-        def pool(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-            rows = self.embedding(ids) * mask.unsqueeze(-1)
-            return rows.sum(-2) / mask.sum(-1, keepdim=True).clamp(min=1.0)
-
-        def forward(self, q_ids, q_mask, h_ids, h_mask, valid):  # type: ignore[no-untyped-def]
-            q, h = self.pool(q_ids, q_mask), self.pool(h_ids, h_mask)
-            hidden_ = torch.tanh(self.query(q).unsqueeze(-2) + self.item(h)
-                                 + self.mix(self.pair(q).unsqueeze(-2) * h))
-            return self.out(hidden_).squeeze(-1) + (valid - 1.0) * 1e9
-
-    model = Model()
+    model = pair_scorer(dim, hidden, buckets)
     marks = ("it entails:", "it is neutral on:", "it contradicts:")
 
     def predict() -> object:

@@ -71,6 +71,7 @@ def torch_times(quick: bool) -> dict:
     import numpy as np
     import torch
 
+    from benchmarks.torch_pair_scorer import pair_scorer
     from tensorcode.tools.scorer import PairScorer
 
     torch.set_num_threads(1)
@@ -79,27 +80,7 @@ def torch_times(quick: bool) -> dict:
     buckets = 4096
     scorer = PairScorer(None, None, dim=dim, hidden=hidden, buckets=buckets)  # features
 
-    class Model(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embedding = torch.nn.Embedding(buckets, dim)
-            self.query = torch.nn.Linear(dim, hidden)
-            self.item = torch.nn.Linear(dim, hidden, bias=False)
-            self.pair = torch.nn.Linear(dim, dim, bias=False)
-            self.mix = torch.nn.Linear(dim, hidden, bias=False)
-            self.out = torch.nn.Linear(hidden, 1)
-
-        def pool(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-            rows = self.embedding(ids) * mask.unsqueeze(-1)
-            return rows.sum(-2) / mask.sum(-1, keepdim=True).clamp(min=1.0)
-
-        def forward(self, q_ids, q_mask, h_ids, h_mask, valid):  # type: ignore[no-untyped-def]
-            q, h = self.pool(q_ids, q_mask), self.pool(h_ids, h_mask)
-            hidden_ = torch.tanh(self.query(q).unsqueeze(-2) + self.item(h)
-                                 + self.mix(self.pair(q).unsqueeze(-2) * h))
-            return self.out(hidden_).squeeze(-1) + (valid - 1.0) * 1e9
-
-    model = Model()
+    model = pair_scorer(dim, hidden, buckets)
     example = inputs()
     context = example["context"]
     texts = [h["text"] for h in example["hypotheses"]]

@@ -11,6 +11,7 @@ pass is a function from one graph to another.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -206,3 +207,18 @@ def closure(graph: Graph, roots: Iterable[int]) -> list[int]:
         needed.add(i)
         stack.extend(graph.nodes[i].inputs)
     return sorted(needed)
+
+
+def number_literal(value: Any, dtype: str) -> str:
+    """The Python source text of a checked number of ``dtype``, for generated code: a
+    float as ``float.fromhex('...')`` (exact, whatever ``repr`` rounds to), NaN and the
+    infinities as NumPy names, an integer as ``repr(int(...))``. Only numbers reach
+    generated source, never text a node carried."""
+    if dtype in ("float16", "float32", "float64"):
+        v = float(value)
+        if math.isnan(v):
+            return "np.nan"
+        if math.isinf(v):
+            return "np.inf" if v > 0 else "-np.inf"
+        return f"float.fromhex({v.hex()!r})"
+    return repr(int(value))

@@ -24,7 +24,6 @@ integer; names are fixed prefixes with integer suffixes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +32,7 @@ import numpy as np
 
 from ..errors import CompileError, DTypeError
 from . import primitives
+from .ir import number_literal
 
 NP = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
       "int64": "np.int64"}
@@ -50,16 +50,7 @@ class Literals:
         self.lines: list[str] = []
 
     def __call__(self, value: Any, dtype: str) -> str:
-        if dtype in FLOATS:
-            v = float(value)
-            if math.isnan(v):
-                text = "np.nan"
-            elif math.isinf(v):
-                text = "np.inf" if v > 0 else "-np.inf"
-            else:
-                text = f"float.fromhex({v.hex()!r})"
-        else:
-            text = repr(int(value))
+        text = number_literal(value, dtype)
         key = (dtype, text)
         if key not in self.names:
             name = f"{self.prefix}{len(self.names)}"

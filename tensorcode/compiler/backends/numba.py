@@ -24,7 +24,7 @@ import numpy as np
 
 from ...errors import CompileError
 from .. import philox, primitives
-from ..ir import DTYPES
+from ..ir import DTYPES, number_literal
 from ..kernels import (
     Arena,
     ConcatKernel,
@@ -109,16 +109,7 @@ class Generator:
 
     # -- names ----------------------------------------------------------------------
     def const(self, value: Any, dtype: str) -> str:
-        if dtype in ("float32", "float64"):
-            v = float(value)
-            if math.isnan(v):
-                text = "np.nan"
-            elif math.isinf(v):
-                text = "np.inf" if v > 0 else "-np.inf"
-            else:
-                text = f"float.fromhex({v.hex()!r})"
-        else:
-            text = repr(int(value))
+        text = number_literal(value, dtype)
         key = (dtype, text)
         if key not in self.consts:
             name = f"K{len(self.consts)}"
