@@ -60,7 +60,8 @@ def test_plans_compile_nogil_and_release_the_gil(matmul_plan):
     assert fn.func.targetoptions["nogil"] is True  # the compiled entry point itself
     feed = np.full((N, N), 0.5, np.float32)
     fn(feed)
-    assert other_thread_ran_during(lambda: plan.forward(parameters, {x: feed}), 20)
+    # many calls: on a busy machine this thread must be scheduled in one of their windows
+    assert other_thread_ran_during(lambda: plan.forward(parameters, {x: feed}), 500)
 
     def held() -> None:  # the control: pure Python keeps the GIL between forced switches
         total = 0
