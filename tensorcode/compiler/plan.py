@@ -279,7 +279,7 @@ class Plan:
                 outs = self._run(*[buffers[d] for d in self._param_dtypes], *self._consts,
                                  *args)
             except (IndexError, ValueError) as error:
-                raise _feed_error(self, error) from None
+                raise feed_error(self, error) from None
         if generator is not None and self._random_position is not None:
             generator.advance(self.random_blocks)
         return PlanRun(self, outs, None)
@@ -337,7 +337,7 @@ class Plan:
             try:
                 outs = self._program().batch()(*self._arguments(parameters), *args)
             except (IndexError, ValueError) as error:
-                raise _feed_error(self, error) from None
+                raise feed_error(self, error) from None
         if generator is not None:
             generator[0].advance(generator[1] * self.random_blocks)
         return PlanRun(self, outs, n)
@@ -437,7 +437,7 @@ class BoundPlan:
         try:
             outs = self._fn(*inputs)
         except (IndexError, ValueError) as error:
-            raise _feed_error(self.plan, error) from None
+            raise feed_error(self.plan, error) from None
         except TypeError:  # Numba found no compiled signature for these arguments
             raise _bind_error(self.plan, inputs) from None
         return tuple(outs[k][a:b].reshape(shape) for k, a, b, shape in self._slices)
@@ -471,7 +471,7 @@ class BoundPlan:
         return self._scalars
 
 
-def _feed_error(plan: Plan, error: Exception) -> FeedError:
+def feed_error(plan: Plan, error: Exception) -> FeedError:
     """A ``FeedError`` from the compiled code's own check. Generated code names an input
     by its position (``input #k``) and never by its name, so no text from a name reaches
     generated source; the name is put back here, as data."""

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FeedError, TensorCodeError
-from .plan import Entry, Plan
+from .plan import Entry, Plan, feed_error
 from .schedule import build
 from .tables import Gradients, Parameters
 from .update import StepSpec, UpdateRule
@@ -245,7 +245,7 @@ class BoundStep:
         try:
             loss = plan._program().entry("run_step")(*head, *inputs, *tail, lr)
         except (IndexError, ValueError) as error:
-            raise FeedError(str(error)) from None
+            raise feed_error(plan, error) from None
         self.state.lr = lr
         return float(loss)
 
@@ -264,7 +264,7 @@ class BoundStep:
         try:
             losses = plan._program().entry("run_steps")(*head, *inputs, *tail, lrs)
         except (IndexError, ValueError) as error:
-            raise FeedError(str(error)) from None
+            raise feed_error(plan, error) from None
         self.state.lr = float(lrs[-1])
         return losses
 

@@ -15,6 +15,7 @@ import pytest
 
 import tensorcode as tc
 from tensorcode.compiler.plan import Plan, cache_dir
+from tensorcode.errors import FeedError
 
 MARK = "PWNED_BY_NAME"
 NAMES = [
@@ -134,3 +135,21 @@ def test_generated_source_is_built_from_identifiers_the_generator_made(built):
     names = [node.id for node in ast.walk(ast.parse(plan.source()))
              if isinstance(node, ast.Name)]
     assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) for n in names)
+
+
+def test_a_fused_step_plan_keeps_names_out_of_its_source():
+    """The step generator (``run_step``/``run_steps``) names inputs by position too; a
+    wrong feed still names the input, as data."""
+    tape = tc.Tape()
+    x = tape.input(np.ones((2, 3), np.float32), name=NAMES[4])
+    w = tape.parameter(np.arange(3, dtype=np.float32), name="w")
+    loss = (x * w).sum()
+    adjoints = tape.differentiate(loss, [w])
+    network = tape.into_network()
+    step = network.entry(adjoints.roots()).lower(optimizer=tc.optim.Sgd())
+    _clean(step.source())
+    parameters = network.parameters()
+    bound = step.bind(parameters, tc.optim.Sgd())
+    with pytest.raises(FeedError) as caught:
+        bound(0.1, np.ones((5, 3), np.float32))
+    assert MARK in str(caught.value) and "expected shape" in str(caught.value)

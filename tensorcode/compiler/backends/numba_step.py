@@ -104,7 +104,7 @@ def generate(schedule: Schedule, spec: StepSpec) -> list[str]:
     for k, i in enumerate(s.sources.inputs):
         node = g.nodes[i]
         shape = tuple(node.type.shape)
-        label = f'"{node.name}"' if node.name else f"%{i}"
+        label = f"#{k}"  # by position: the plan puts the name back, as data
         lines.append(f"    if {inputs[k]}.shape != {shape!r}:")
         lines.append(f"        raise ValueError('input {label}: expected shape {list(shape)}')")
         flat = "" if node.type.rank == 1 else f".reshape({max(node.type.size, 0)})"
@@ -121,7 +121,7 @@ def generate(schedule: Schedule, spec: StepSpec) -> list[str]:
     for k, i in enumerate(s.sources.inputs):
         node = g.nodes[i]
         shape = tuple(node.type.shape)
-        label = f'"{node.name}"' if node.name else f"%{i}"
+        label = f"#{k}"  # by position: the plan puts the name back, as data
         x = inputs[k]
         lines.append(f"    if {x}.shape[1:] != {shape!r} or ({x}.shape[0] != n and "
                      f"{x}.shape[0] != 1):")
