@@ -74,6 +74,25 @@ def ids(values: Sequence[Any], where: str) -> list[str]:
     return list(values)
 
 
+def query_and_items(item: Mapping[str, Any], query_key: str, list_key: str, where: str
+                    ) -> tuple[str, list[str], list[str]]:
+    """``(query text, item texts, item ids)`` of one input holding a query text under
+    ``query_key`` and a nonempty list of ``{"id", "text"}`` items under ``list_key``
+    (a Decision's context and hypotheses, an Investigator's query and candidates)."""
+    fields(item, (query_key, list_key), where)
+    query = text(item[query_key], f"{where}.{query_key}")
+    entries = item[list_key]
+    if not isinstance(entries, (list, tuple)) or not entries:
+        raise TypeError(f"{where}.{list_key} must be a nonempty list")
+    for j, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            raise TypeError(f"{where}.{list_key}[{j}] must be {{'id', 'text'}}")
+        fields(entry, ("id", "text"), f"{where}.{list_key}[{j}]")
+        text(entry["text"], f"{where}.{list_key}[{j}].text")
+    return (query, [e["text"] for e in entries],
+            ids([e["id"] for e in entries], f"{where}.{list_key}.id"))
+
+
 def vector(value: Any, size: int, where: str) -> list[float]:
     """A finite numeric vector of ``size`` entries, as a list (what experiences store)."""
     if isinstance(value, (str, bytes, Mapping)):

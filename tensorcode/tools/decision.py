@@ -79,18 +79,11 @@ class Decision(Tool):
         contexts, texts, ids = [], [], []
         for k, item in enumerate(items):
             where = f"inputs[{k}]" if batch else "inputs"
-            checks.fields(item, ("context", "hypotheses"), where)
-            contexts.append(checks.text(item["context"], f"{where}.context"))
-            hypotheses = item["hypotheses"]
-            if not isinstance(hypotheses, (list, tuple)) or not hypotheses:
-                raise TypeError(f"{where}.hypotheses must be a nonempty list")
-            for j, h in enumerate(hypotheses):
-                if not isinstance(h, Mapping):
-                    raise TypeError(f"{where}.hypotheses[{j}] must be {{'id', 'text'}}")
-                checks.fields(h, ("id", "text"), f"{where}.hypotheses[{j}]")
-                checks.text(h["text"], f"{where}.hypotheses[{j}].text")
-            ids.append(checks.ids([h["id"] for h in hypotheses], f"{where}.hypotheses.id"))
-            texts.append([h["text"] for h in hypotheses])
+            context, hypotheses, names = checks.query_and_items(item, "context",
+                                                                "hypotheses", where)
+            contexts.append(context)
+            texts.append(hypotheses)
+            ids.append(names)
         return contexts, texts, ids, batch
 
     def output(self, inputs: Any) -> Any:

@@ -209,18 +209,11 @@ class Investigator(Tool):
                 continue
             query_key, list_key = ("evidence", "hypotheses") if mode == "proposal" else (
                 "query", "candidates")
-            checks.fields(item, (query_key, list_key), where)
-            queries.append(checks.text(item[query_key], f"{where}.{query_key}"))
-            entries = item[list_key]
-            if not isinstance(entries, (list, tuple)) or not entries:
-                raise TypeError(f"{where}.{list_key} must be a nonempty list")
-            for j, entry in enumerate(entries):
-                if not isinstance(entry, Mapping):
-                    raise TypeError(f"{where}.{list_key}[{j}] must be {{'id', 'text'}}")
-                checks.fields(entry, ("id", "text"), f"{where}.{list_key}[{j}]")
-                checks.text(entry["text"], f"{where}.{list_key}[{j}].text")
-            names.append(checks.ids([e["id"] for e in entries], f"{where}.{list_key}.id"))
-            texts.append([e["text"] for e in entries])
+            query, entries, entry_ids = checks.query_and_items(item, query_key, list_key,
+                                                               where)
+            queries.append(query)
+            texts.append(entries)
+            names.append(entry_ids)
         return queries, texts, names, batch
 
     def _encoder(self) -> EpisodicEncoder:
