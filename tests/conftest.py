@@ -1,7 +1,17 @@
-"""Shared test set-up: one plan cache directory per test session, so compiled plans are
-reused across tests instead of compiled again, and never written into the user's cache.
-Set ``TENSORCODE_TEST_CACHE_DIR`` to keep (and reuse) a cache across test runs; otherwise
-the session's temporary cache is removed when the session ends."""
+"""Shared test set-up.
+
+One plan cache directory per test run, so compiled plans are reused across tests
+instead of compiled again, and never written into the user's cache. Under pytest-xdist
+(the README's test command runs two workers) the controller makes the directory and the
+workers inherit it through the environment, so a plan one worker compiled is loaded by
+the other (the plan cache locks each entry while it is written). Set
+``TENSORCODE_TEST_CACHE_DIR`` to keep (and reuse) a cache across test runs; otherwise the
+run's temporary cache is removed when the process that made it ends.
+
+Workers take whole test files, so a file's module-scoped fixtures (most of them hold
+compiled plans) are built once; ``tests/distributed`` is one unit, so only one worker
+starts a local Ray instance.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +19,33 @@ import atexit
 import os
 import shutil
 import tempfile
+from typing import Any
 
 _KEEP = os.environ.get("TENSORCODE_TEST_CACHE_DIR")
-_CACHE = _KEEP or tempfile.mkdtemp(prefix="tensorcode-test-cache-")
-os.environ["TENSORCODE_CACHE_DIR"] = _CACHE
-if not _KEEP:
+_INHERITED = "TENSORCODE_TEST_RUN_CACHE"  # set by the process that made the directory
+if _KEEP:
+    _CACHE = _KEEP
+elif os.environ.get(_INHERITED) and os.environ.get("PYTEST_XDIST_WORKER"):
+    _CACHE = os.environ[_INHERITED]
+else:
+    _CACHE = tempfile.mkdtemp(prefix="tensorcode-test-cache-")
+    os.environ[_INHERITED] = _CACHE
     atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+os.environ["TENSORCODE_CACHE_DIR"] = _CACHE
+
+#: test directories whose files must run on one worker (one Ray instance per run)
+_ONE_UNIT = ("tests/distributed/",)
+
+
+def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
+    """Hand out work by file, with each of ``_ONE_UNIT`` as a single unit."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for unit in _ONE_UNIT:
+                if nodeid.startswith(unit):
+                    return unit
+            return super()._split_scope(nodeid)
+
+    return FileScheduling(config, log)

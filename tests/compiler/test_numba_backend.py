@@ -170,6 +170,24 @@ def test_classifier_matches_and_uses_blas(classifier):
     compare("float32", network, value, adjoints, [syms["out"]], plan, reference)
 
 
+def test_each_local_name_is_bound_in_one_kernel_only(classifier):
+    """Kernels scope their names (``kernel_scoped``), so Numba's SSA pass has only
+    loop-carried accumulators to rebuild instead of every name several kernels bind."""
+    import re
+
+    plan = classifier[-1]
+    body = plan.source().split("\ndef body(", 1)[1].split("\ndef run(", 1)[0]
+    kernels = re.split(r"\n    # kernel \d+:", body)[1:]
+    assert len(kernels) > 3
+    binding = re.compile(r"^\s*(?:for\s+(\w+)\s+in\b|(\w+)\s*(?:[-+*/]?=)(?!=))", re.M)
+    owners: dict[str, int] = {}
+    for k, text in enumerate(kernels):
+        for match in binding.finditer(text):
+            name = match.group(1) or match.group(2)
+            assert name.endswith(f"_k{k}"), (k, name)
+            assert owners.setdefault(name, k) == k, name
+
+
 def test_gradients_view_the_output_buffer(classifier):
     network, value, adjoints, syms, plan = classifier
     parameters = network.parameters()

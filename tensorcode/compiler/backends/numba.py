@@ -16,7 +16,9 @@ interpreter within dtype tolerances.
 
 from __future__ import annotations
 
+import io
 import math
+import tokenize
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,7 +47,7 @@ from ..kernels import (
 from ..schedule import Schedule, blas_layout
 
 #: bump when generated code changes meaning (part of every cache key)
-CODEGEN_VERSION = "4"
+CODEGEN_VERSION = "5"
 
 NP = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
       "int64": "np.int64"}
@@ -94,6 +96,65 @@ def _coalesce(dims: Sequence[int], vectors: Sequence[Sequence[int]]
                 del v[a + 1]
         a -= 1
     return out_dims, out_vecs
+
+
+_ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "//=", "%=", "**=", "|=", "&=", "^=",
+               ">>=", "<<="}
+
+
+def _tokens(line: str) -> list[tokenize.TokenInfo]:
+    return [t for t in tokenize.generate_tokens(io.StringIO(line).readline)
+            if t.type in (tokenize.NAME, tokenize.OP, tokenize.NUMBER, tokenize.STRING)]
+
+
+def _assigned(tokens: list[tokenize.TokenInfo]) -> list[str]:
+    """The plain names a line binds: ``for`` targets, and the names left of an
+    assignment at bracket depth 0 (``W_f64[i] = ...`` binds nothing)."""
+    if tokens and tokens[0].string == "for":
+        end = next(i for i, t in enumerate(tokens) if t.string == "in")
+        return [t.string for t in tokens[1:end] if t.type == tokenize.NAME]
+    depth = 0
+    groups: list[list[tokenize.TokenInfo]] = [[]]
+    for t in tokens:
+        if t.type == tokenize.OP and t.string in "([{":
+            depth += 1
+        elif t.type == tokenize.OP and t.string in ")]}":
+            depth -= 1
+        elif depth == 0 and t.type == tokenize.OP and t.string in _ASSIGN_OPS:
+            return [g[0].string for g in groups if len(g) == 1 and g[0].type == tokenize.NAME]
+        elif depth == 0 and t.type == tokenize.OP and t.string == ",":
+            groups.append([])
+            continue
+        groups[-1].append(t)
+    return []
+
+
+def kernel_scoped(lines: list[str], k: int) -> list[str]:
+    """Kernel ``k``'s lines with every name the kernel binds suffixed ``_k{k}``.
+
+    Kernels rematerialize values under their node's name (``v6 = W_f64[1]`` in each
+    kernel that reads node 6), so without this a name would be bound in many kernels;
+    Numba's SSA pass rebuilds every such name over the whole function, which made it a
+    large share of a big plan's compile time. Scoped, a name is bound in one kernel only
+    and SSA is left with the loop-carried accumulators. Only names this generator bound
+    are renamed (globals, arrays and attributes are not bound in a kernel); the source
+    text comes from the generator alone, so the tokens are its own."""
+    parsed = [(line, _tokens(line.strip())) for line in lines]
+    bound = {name for _, tokens in parsed for name in _assigned(tokens)}
+    if not bound:
+        return list(lines)
+    out = []
+    for line, tokens in parsed:
+        body = line.lstrip()
+        pieces, last, previous = [], 0, None
+        for t in tokens:
+            if t.type == tokenize.NAME and t.string in bound and previous != ".":
+                pieces += [body[last:t.start[1]], f"{t.string}_k{k}"]
+                last = t.end[1]
+            previous = t.string
+        pieces.append(body[last:])
+        out.append(line[:len(line) - len(body)] + "".join(pieces))
+    return out
 
 
 class Generator:
@@ -146,7 +207,9 @@ class Generator:
         self.kernel_index = k
         e = self.out
         e.line(f"# kernel {k}: {kernel.kind} {' '.join('%' + str(i) for i in kernel.nodes)}")
+        start = len(e.lines)
         getattr(self, f"k_{kernel.kind}")(kernel)
+        e.lines[start:] = kernel_scoped(e.lines[start:], k)
 
     def k_fused(self, kernel: FusedKernel) -> None:
         g, e = self.s.graph, self.out
