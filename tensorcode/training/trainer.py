@@ -262,11 +262,23 @@ class Trainer:
             raise TrainingError("fit needs at least one experience")
         prepared = [self._prepare(e) for e in experiences]
         bar = _ProgressBar(epochs * len(prepared)) if progress and sys.stderr.isatty() else None
-        losses: list[float] = []
-        for _ in range(epochs):
+        # every epoch's order up front, so a call may run on into the next epoch: the
+        # orders come from the generator's PCG64 stream, the plans' draws from its Philox
+        # counter, so drawing them early changes no draw. After a refused update the
+        # stream is put back to just after its epoch's order, as if drawn epoch by epoch.
+        items: list[tuple[_Step, dict]] = []
+        epoch_of: list[int] = []
+        streams: list[dict] = []
+        for epoch in range(epochs):
             order = (self.generator.permutation(len(prepared)) if shuffle
                      else range(len(prepared)))
-            items = [prepared[int(k)] for k in order]
+            if shuffle:
+                streams.append(self.generator.get_state())
+            items += [prepared[int(k)] for k in order]
+            epoch_of += [epoch] * len(prepared)
+        start = self.steps
+        losses: list[float] = []
+        try:
             for fused, chunk in _chunks(items, self.steps_per_call, self._fuses()):
                 mark = _Mark(self)
                 done = self._run_fused(chunk, mark) if fused else None
@@ -276,8 +288,15 @@ class Trainer:
                     losses.append(loss)
                     if bar is not None:
                         bar.show(len(losses), loss)
-        if bar is not None:
-            bar.close()
+        except BaseException:
+            if shuffle and self.steps - start < len(items):
+                stream = dict(streams[epoch_of[self.steps - start]])
+                stream["philox"] = self.generator.get_state()["philox"]
+                self.generator.set_state(stream)
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
         return losses
 
     def _fuses(self) -> bool:

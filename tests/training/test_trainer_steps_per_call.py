@@ -23,7 +23,7 @@ LOSSES = {"scaled": lambda o, t: (o * t).mean(),           # gradient scales wit
 def _state(trainer):
     """Everything a step may change, exactly."""
     state = trainer.optimizer.state_dict()
-    return (trainer.steps, trainer.generator.counter,
+    return (trainer.steps, trainer.generator.get_state(),
             [p.copy() for p in trainer.parameters.payloads()],
             {k: {n: np.array(v, copy=True) for n, v in e.items()}
              for k, e in state["state"].items()}, state["param_groups"])
@@ -35,6 +35,17 @@ def _assert_same(a, b):
     assert a[3].keys() == b[3].keys()
     for k in a[3]:
         assert all(np.array_equal(a[3][k][n], b[3][k][n]) for n in a[3][k])
+
+
+def _one_at_a_time(trainer, sessions, epochs, shuffle=True):
+    """What ``fit`` does, spelled out with ``step``: an order per epoch, one update each."""
+    losses = []
+    for _ in range(epochs):
+        order = trainer.generator.permutation(len(sessions)) if shuffle else \
+            range(len(sessions))
+        for k in order:
+            losses.append(trainer.step(sessions[int(k)]))
+    return losses
 
 
 def _session(layer, x, target, loss):
@@ -74,15 +85,14 @@ OPTIMIZERS = {"sgd": lambda: tc.optim.Sgd(momentum=0.9, backend=REF),
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_calls_of_k_updates_equal_one_update_at_a_time(name):
-    runs = []
+    layer, reference = _linear_trainer(1, OPTIMIZERS[name]())
+    expected = (_one_at_a_time(reference, _mixed(layer), epochs=3), _state(reference))
     for k in (1, 3, 32):
         layer, trainer = _linear_trainer(k, OPTIMIZERS[name]())
         losses = trainer.fit(_mixed(layer), epochs=3, progress=False)
-        runs.append((losses, _state(trainer)))
-    for losses, state in runs[1:]:
-        assert losses == runs[0][0]
-        _assert_same(state, runs[0][1])
-    assert runs[0][1][0] == 21
+        assert losses == expected[0]
+        _assert_same(_state(trainer), expected[1])
+    assert expected[1][0] == 21
 
 
 def test_one_snapshot_per_call_not_per_update(monkeypatch):
@@ -108,16 +118,19 @@ def test_one_snapshot_per_call_not_per_update(monkeypatch):
 ], ids=["nan-gradient", "overflowing-update", "nan-loss"])
 def test_a_refused_update_inside_a_call_is_named_and_the_ones_before_it_kept(k, bad, message):
     # lr 1e4: a gradient near 1e36 moves the weights past float32's range
-    layer, trainer = _linear_trainer(k, tc.optim.Sgd(momentum=0.5, backend=REF), lr=1e4)
-    experiences = _mixed(layer, bad, bad_at=4)
+    layer, reference = _linear_trainer(1, tc.optim.Sgd(momentum=0.5, backend=REF), lr=1e4)
     with pytest.raises(TrainingError, match=message):
-        trainer.fit(experiences, epochs=1, shuffle=False, progress=False)
-    # one update at a time, stopped before the bad one: the same state exactly
-    single_layer, single = _linear_trainer(1, tc.optim.Sgd(momentum=0.5, backend=REF),
-                                           lr=1e4)
-    single.fit(_mixed(single_layer)[:4], epochs=1, shuffle=False, progress=False)
-    assert trainer.steps == 4
-    _assert_same(_state(trainer), _state(single))
+        _one_at_a_time(reference, _mixed(layer, bad, bad_at=4), epochs=3)
+    assert 0 < reference.steps < 21
+    for shuffle in (True, False):
+        layer, trainer = _linear_trainer(k, tc.optim.Sgd(momentum=0.5, backend=REF), lr=1e4)
+        with pytest.raises(TrainingError, match=message):
+            trainer.fit(_mixed(layer, bad, bad_at=4), epochs=3, shuffle=shuffle,
+                        progress=False)
+        if shuffle:  # the same updates kept, the same orders drawn, nothing after
+            _assert_same(_state(trainer), _state(reference))
+        else:
+            assert trainer.steps == 4
 
 
 class Clipped(tc.optim.RuleOptimizer):
