@@ -10,7 +10,9 @@ function (TensorCode's hashed n-grams, cached per text) and run the same computa
 - train step: TensorCode's ``trainer.step(experience)`` on a captured experience
   (replay preparation with featurization, one compiled forward-and-gradient plan, the
   SGD update) against featurization + forward + cross-entropy + backward +
-  ``torch.optim.SGD.step`` (zeroing the gradients first).
+  ``torch.optim.SGD.step`` (zeroing the gradients first); and ``trainer.fit`` per
+  update, which runs ``steps_per_call`` updates in one compiled ``run_steps`` call
+  (the experience prepared once per fit, as a training loop over data does).
 
 PyTorch runs in its own process, single-threaded like the compiled plan.
 """
@@ -54,6 +56,12 @@ def run(quick: bool) -> list[Row]:
     work_step = f"Decision train step ({HYPOTHESES} hyp.)"
     rows.append(Row(SUITE, work_step, "tensorcode", step * 1e6,
                     note="trainer.step(experience): replay prep + plan + SGD"))
+    epochs = 64
+    fit = median_time(lambda: trainer.fit([experience], epochs=epochs, progress=False),
+                      repeat=max(5, repeat // 20), warmup=1) / epochs
+    rows.append(Row(SUITE, work_step, f"tensorcode fit, {trainer.steps_per_call} per call",
+                    fit * 1e6, note=f"trainer.fit([experience], epochs={epochs}) per update: "
+                    f"run_steps, {trainer.steps_per_call} fused updates per compiled call"))
     if module_available("torch"):
         code = (f"import json, sys; sys.path.insert(0, {sys.path[0]!r}); "
                 "from benchmarks.suite_tools import torch_times; "

@@ -71,16 +71,27 @@ class _Hasher:
 
     The queue is unbounded: its items are views of the caller's arrays, never copies,
     so a writer that outruns the hash costs no memory and can go on to flush and fsync
-    while the worker finishes (``start_tensors``)."""
+    while the worker finishes (``start_tensors``). A ``deferred`` worker starts only at
+    ``start()``: a writer whose next step is an fsync (which waits on the disk, not the
+    CPU) lets the hash run then, instead of taking CPU from its own writes."""
 
-    def __init__(self, first: bytes = b"", threaded: bool = False) -> None:
+    def __init__(self, first: bytes = b"", threaded: bool = False, deferred: bool = False
+                 ) -> None:
         self._hash = hashlib.sha256(first)
         self._queue: queue.Queue[memoryview | None] | None = None
+        self._started = False
         if threaded:
             import queue
             import threading
             self._queue = queue.Queue()
             self._thread = threading.Thread(target=self._work, args=(self._queue,), daemon=True)
+            if not deferred:
+                self.start()
+
+    def start(self) -> None:
+        """Start the worker (a deferred one; a no-op otherwise)."""
+        if self._queue is not None and not self._started:
+            self._started = True
             self._thread.start()
 
     def _work(self, chunks: queue.Queue[memoryview | None]) -> None:
@@ -99,6 +110,7 @@ class _Hasher:
 
     def hexdigest(self) -> str:
         if self._queue is not None:
+            self.start()
             self._queue.put(None)
             self._thread.join()
             self._queue = None
@@ -106,8 +118,9 @@ class _Hasher:
 
     def abandon(self) -> None:
         if self._queue is not None:
-            self._queue.put(None)
-            self._thread.join()
+            if self._started:
+                self._queue.put(None)
+                self._thread.join()
             self._queue = None
 
 
@@ -138,12 +151,14 @@ def start_tensors(handle: BinaryIO, tensors: Mapping[str, np.ndarray],
                   metadata: Mapping[str, str] | None = None) -> Callable[[], str]:
     """Write a safetensors file to ``handle`` and return a function giving the SHA-256 of
     the whole file once the hash has caught up: the caller flushes and fsyncs the file
-    in between, so the disk and the hash work at the same time. Call the function even
-    when the fsync fails (it ends the hashing thread)."""
+    in between, so the disk and the hash work at the same time (a large file's hash
+    starts in a thread once the bytes are written: while the fsync waits on the disk,
+    not while the writes need the CPU). Call the function even when the fsync fails (it
+    ends the hashing thread)."""
     arrays = {name: _little_endian(contiguous(a)) for name, a in tensors.items()}
     header = _header(arrays, metadata)
     total = sum(a.nbytes for a in arrays.values())
-    hasher = _Hasher(header, threaded=total >= _HASH_IN_THREAD_BYTES)
+    hasher = _Hasher(header, threaded=total >= _HASH_IN_THREAD_BYTES, deferred=True)
     try:
         handle.write(header)
         for array in arrays.values():
@@ -153,6 +168,7 @@ def start_tensors(handle: BinaryIO, tensors: Mapping[str, np.ndarray],
     except BaseException:
         hasher.abandon()
         raise
+    hasher.start()
     return hasher.hexdigest
 
 

@@ -24,9 +24,14 @@ def resolve_backend(backend: str | None) -> str:
     return check_backend(DEFAULT_BACKEND if backend is None else backend)
 
 
-def lower(network: Any, roots: Sequence[Expr], backend: str | None) -> Any:
-    """A plan computing ``roots``: ``plan.forward(parameters, feeds) -> run``."""
+def lower(network: Any, roots: Sequence[Expr], backend: str | None, optimizer: Any = None
+          ) -> Any:
+    """A plan computing ``roots``: ``plan.forward(parameters, feeds) -> run``; with
+    ``optimizer``, a step plan (``roots`` a loss and its gradients) that can also apply the
+    optimizer's update in the same compiled call (``compiler/step.py``)."""
     backend = resolve_backend(backend)
+    if optimizer is not None:
+        return network.entry(list(roots)).lower(backend=backend, optimizer=optimizer)
     return network.entry(list(roots)).lower(backend=backend)
 
 

@@ -20,9 +20,11 @@ writes the same content as one safetensors file with the JSON in its metadata, a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -296,8 +298,12 @@ def _collect(parameters: Parameters, optimizer: Any, steps: int, progress: Any,
 
 def _remove_stale(directory: pathlib.Path, keep: str) -> None:
     """After the commit: drop tensor files no manifest names and temp files of writers
-    that died; best effort, a leftover is harmless."""
+    that died; best effort, a leftover is harmless. A superseded tensor file leaves the
+    directory at once, but the filesystem frees its blocks (as long as writing them took)
+    when its last descriptor closes: that close runs in a thread, so the save returns
+    without waiting for it."""
     removed = False
+    held: list[int] = []
     for entry in directory.iterdir():
         name = entry.name
         stale_tensors = name.startswith("tensors-") and name.endswith(".safetensors") \
@@ -306,12 +312,22 @@ def _remove_stale(directory: pathlib.Path, keep: str) -> None:
             name.startswith(".tensors-") or name.startswith(f".{MANIFEST}"))
         if stale_tensors or stale_temp:
             try:
+                if stale_tensors:
+                    held.append(os.open(entry, os.O_RDONLY))
                 entry.unlink()
                 removed = True
             except OSError:
                 pass
+    if held:
+        threading.Thread(target=_close_all, args=(held,), daemon=True).start()
     if removed:
         fsync_directory(directory)
+
+
+def _close_all(descriptors: list[int]) -> None:
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):
+            os.close(descriptor)
 
 
 def _check_json(what: str, value: Any) -> None:

@@ -63,6 +63,12 @@ class Optimizer:
     state_keys: ClassVar[tuple[str, ...]] = ()
     #: PyTorch's default learning rate, reported as ``lr`` before the first step
     default_lr: ClassVar[float] = 1e-3
+    #: True when a NaN or infinite gradient always leaves some updated parameter NaN or
+    #: infinite, and a NaN or infinite parameter stays so through every later update: a
+    #: caller may then take K fused updates and check the parameters once after them
+    #: (the Trainer does). PyTorch's SGD and Adam equations do. False by default: a rule
+    #: that clips or masks its gradient can turn a NaN into a number.
+    reveals_nonfinite: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._layout: Layout | None = None
@@ -345,6 +351,8 @@ class Sgd(Optimizer):
     kind = "Sgd"
     state_keys = ("momentum_buffer",)
     default_lr = 1e-3
+    # d = g + wd * p and the momentum buffer carry a nonfinite g into p - lr * d (lr > 0)
+    reveals_nonfinite = True
 
     def __init__(self, momentum: float = 0, dampening: float = 0, nesterov: bool = False,
                  weight_decay: float = 0, maximize: bool = False, *,
@@ -425,6 +433,8 @@ class Adam(Optimizer):
     kind = "Adam"
     state_keys = ("step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
     default_lr = 1e-3
+    # 1 - beta1 > 0 and 1 - beta2 > 0 carry a nonfinite g into m / (sqrt(v) + eps): NaN
+    reveals_nonfinite = True
     _decoupled = False
 
     def __init__(self, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,

@@ -13,13 +13,26 @@ Checks happen before any update: a loss that no parameter reaches is *disconnect
 loss that reaches parameters only through steps without gradients (comparisons,
 integer paths, recorded external results) is *nondifferentiable*, and a NaN or infinite
 loss or gradient is *nonfinite*; each raises ``TrainingError`` and changes nothing.
+
+``fit`` runs its updates in calls of up to ``steps_per_call``. A run of updates that
+share one structure is one compiled call when the optimizer fuses and reveals nonfinite
+values (``Optimizer.reveals_nonfinite``: the built-ins): the plan is then a step plan
+(``entry.lower(optimizer=...)``) and ``run_steps`` takes the loss, the gradients and the
+update K times in one call, on a copy of the parameters. Its K losses and the final
+parameters are checked; if any is NaN or infinite, the optimizer goes back to its state
+before the call and the K updates run one by one, each checked, so the error names the
+exact update and the ones before it are kept. Updates that are not fused share one
+snapshot of the optimizer state per call instead of one per update: a refused update
+puts back that snapshot and redoes the updates before it (a step is deterministic, so
+they come out bit for bit the same). Either way the trajectory equals one update at a
+time, bit for bit.
 """
 
 from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,17 +50,52 @@ from .losses import BUILTIN as BUILTIN_LOSSES
 from .losses import LossFn, builtin_target, record_loss
 from .tool import Tool
 
+#: updates per call of ``fit`` by default (one compiled call, one optimizer snapshot)
+STEPS_PER_CALL = 32
+
 
 class _Step:
-    """One lowered training structure: the plan, its loss and gradient roots."""
+    """One lowered training structure: the plan (a step plan when the trainer fuses), its
+    loss and gradient roots, and the random key its operations draw from (if any)."""
 
-    def __init__(self, network: Any, adjoints: Any, plan: Any, feed_symbols: list[Expr]
-                 ) -> None:
+    def __init__(self, network: Any, adjoints: Any, plan: Any, feed_symbols: list[Expr],
+                 key: Expr | None = None) -> None:
         self.network = network
         self.adjoints = adjoints
         self.plan = plan
         self.feed_symbols = feed_symbols
+        self.key = key
         self.output_types: dict[int, Any] = {}
+
+
+class _Refused(Exception):
+    """An update whose result was nonfinite after the optimizer had changed its state:
+    the caller puts the state back (``_Mark``) before raising ``error``."""
+
+    def __init__(self, error: TrainingError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Mark:
+    """What a run of updates may change, as it was before them: the parameter table (kept,
+    not copied: a step builds a new table), one copy of the optimizer's state, the
+    generator's counter and the step count."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self.parameters = trainer.parameters
+        self.restore_optimizer = trainer.optimizer.snapshot()
+        self.counter = trainer.generator.counter
+        self.steps = trainer.steps
+
+    def restore(self) -> None:
+        trainer = self.trainer
+        self.restore_optimizer()
+        trainer._adopt(self.parameters)
+        generator = trainer.generator
+        generator.advance((self.counter - generator.counter) % 2 ** 64)
+        trainer.steps = self.steps
 
 
 class Trainer:
@@ -55,7 +103,8 @@ class Trainer:
 
     def __init__(self, operations: Mapping[str, Operation], optimizer: Any = None,
                  lr: float = 0.01, losses: Mapping[str, LossFn] | None = None,
-                 backend: str | None = None, seed: int = 0, tool: Any = None) -> None:
+                 backend: str | None = None, seed: int = 0, tool: Any = None,
+                 steps_per_call: int = STEPS_PER_CALL) -> None:
         self.operations = _check_operations(operations)
         self._owners: list[tuple[str, Operation]] = []
         seen: set[int] = set()
@@ -64,6 +113,7 @@ class Trainer:
                 seen.add(id(op))
                 self._owners.append((name, op))
         self.lr = _check_lr(lr)
+        self.steps_per_call = _check_steps_per_call(steps_per_call)
         self.losses = dict(losses or {})
         for name, fn in self.losses.items():
             if not isinstance(name, str) or not callable(fn):
@@ -101,16 +151,17 @@ class Trainer:
     @classmethod
     def from_ops(cls, operations: Mapping[str, Operation], optimizer: Any = None,
                  lr: float = 0.01, losses: Mapping[str, LossFn] | None = None,
-                 backend: str | None = None, seed: int = 0) -> Trainer:
+                 backend: str | None = None, seed: int = 0,
+                 steps_per_call: int = STEPS_PER_CALL) -> Trainer:
         """Train an explicitly supervised program (``trace()`` + ``supervise()``); the
         operations' training modes are left as they are."""
         return cls(operations, optimizer=optimizer, lr=lr, losses=losses, backend=backend,
-                   seed=seed)
+                   seed=seed, steps_per_call=steps_per_call)
 
     @classmethod
     def from_tool(cls, tool: Tool, optimizer: Any = None, lr: float = 0.001,
                   losses: Mapping[str, LossFn] | None = None, backend: str | None = None,
-                  seed: int = 0) -> Trainer:
+                  seed: int = 0, steps_per_call: int = STEPS_PER_CALL) -> Trainer:
         """Train a tool's declared operations on its declared objective, with its
         training-mode policy applied."""
         for attribute in ("operations", "objective", "set_training", "output|predict"):
@@ -123,7 +174,7 @@ class Trainer:
         # the tool's own loss callables (those its objective names), then the caller's
         losses = {**dict(getattr(tool, "losses", None) or {}), **dict(losses or {})}
         trainer = cls(operations, optimizer=optimizer, lr=lr, losses=losses, backend=backend,
-                      seed=seed, tool=tool)
+                      seed=seed, tool=tool, steps_per_call=steps_per_call)
         tool.set_training(True)
         return trainer
 
@@ -196,13 +247,14 @@ class Trainer:
     def step(self, experience: Trace) -> float:
         """One update on ``experience`` (the mean of its supervised losses); the loss."""
         prepared = self._prepare(experience)
-        return self._update(*prepared)
+        return self._run_single([prepared], _Mark(self))[0]
 
     def fit(self, experiences: Sequence[Trace], epochs: int = 1, progress: bool = True,
             shuffle: bool = True) -> list[float]:
         """``epochs`` passes over ``experiences`` (in an order drawn from the trainer's
         generator when ``shuffle``), one update each; returns one loss per update. Every
-        experience is checked and lowered before the first update."""
+        experience is checked and lowered before the first update. Updates run in calls
+        of up to ``steps_per_call`` (see the module doc): the same trajectory, faster."""
         experiences = list(experiences)
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise ValueError(f"epochs must be a non-negative int, got {epochs!r}")
@@ -210,16 +262,111 @@ class Trainer:
             raise TrainingError("fit needs at least one experience")
         prepared = [self._prepare(e) for e in experiences]
         bar = _ProgressBar(epochs * len(prepared)) if progress and sys.stderr.isatty() else None
-        losses: list[float] = []
-        for _ in range(epochs):
+        # every epoch's order up front, so a call may run on into the next epoch: the
+        # orders come from the generator's PCG64 stream, the plans' draws from its Philox
+        # counter, so drawing them early changes no draw. After a refused update the
+        # stream is put back to just after its epoch's order, as if drawn epoch by epoch.
+        items: list[tuple[_Step, dict]] = []
+        epoch_of: list[int] = []
+        streams: list[dict] = []
+        for epoch in range(epochs):
             order = (self.generator.permutation(len(prepared)) if shuffle
                      else range(len(prepared)))
-            for k in order:
-                losses.append(self._update(*prepared[int(k)]))
-                if bar is not None:
-                    bar.show(len(losses), losses[-1])
-        if bar is not None:
-            bar.close()
+            if shuffle:
+                streams.append(self.generator.get_state())
+            items += [prepared[int(k)] for k in order]
+            epoch_of += [epoch] * len(prepared)
+        start = self.steps
+        losses: list[float] = []
+        try:
+            for fused, chunk in _chunks(items, self.steps_per_call, self._fuses()):
+                mark = _Mark(self)
+                done = self._run_fused(chunk, mark) if fused else None
+                if done is None:
+                    done = self._run_single(chunk, mark)
+                for loss in done:
+                    losses.append(loss)
+                    if bar is not None:
+                        bar.show(len(losses), loss)
+        except BaseException:
+            if shuffle and self.steps - start < len(items):
+                stream = dict(streams[epoch_of[self.steps - start]])
+                stream["philox"] = self.generator.get_state()["philox"]
+                self.generator.set_state(stream)
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+        return losses
+
+    def _fuses(self) -> bool:
+        """Whether runs of one structure go through ``run_steps``: more than one step per
+        call, and an optimizer with a fused rule whose updates reveal nonfinite values."""
+        from ..runtime.optim import Optimizer
+
+        optimizer = self.optimizer
+        return (self.steps_per_call > 1 and bool(getattr(optimizer, "reveals_nonfinite", False))
+                and type(optimizer).fused_rule is not Optimizer.fused_rule)
+
+    def _step_plan(self, lowered: _Step) -> Any:
+        """The step plan of ``lowered`` for the optimizer's current configuration (lowered
+        again when its hyperparameters changed since), or None when it has none."""
+        from ..compiler.step import StepPlan
+
+        plan = lowered.plan
+        if not isinstance(plan, StepPlan):
+            return None
+        if plan.rule.key() != self.optimizer.fused_rule(lowered.network.layout).key():
+            plan = lower(lowered.network, lowered.adjoints.roots(), self.backend,
+                         optimizer=self.optimizer)
+            lowered.plan = plan
+        return plan
+
+    def _run_fused(self, chunk: list[tuple[_Step, dict]], mark: _Mark) -> list[float] | None:
+        """The updates of ``chunk`` (one structure) in one ``run_steps`` call, committed
+        when every loss and the final parameters are finite; None after putting the
+        optimizer back otherwise (the caller then runs them one by one)."""
+        lowered = chunk[0][0]
+        plan = self._step_plan(lowered)
+        if plan is None:
+            return None
+        count = len(chunk)
+        batches = {symbol: np.stack([feeds[symbol] for _, feeds in chunk])
+                   for symbol in chunk[0][1]}
+        if plan.takes_randomness:
+            batches[lowered.key] = self.generator.key_states(count, plan.random_blocks)
+        # the step overwrites the table it is given: a copy, adopted only when it holds
+        candidate = rewrap(self._parameters, lowered.network.layout).clone()
+        try:
+            losses = plan.run_steps(candidate, self.optimizer, batches, self.lr)
+        except BaseException:
+            mark.restore()
+            raise
+        if not (np.all(np.isfinite(losses)) and not _nonfinite_slots(candidate)):
+            # the optimizer reveals nonfinite values (``_fuses``), so finite results mean
+            # that every update, one at a time, would have passed its checks
+            mark.restore()
+            return None
+        if plan.takes_randomness:
+            self.generator.advance(count * plan.random_blocks)
+        self._adopt(rewrap(candidate, self._layout))
+        self.steps += count
+        return [float(loss) for loss in losses]
+
+    def _run_single(self, chunk: list[tuple[_Step, dict]], mark: _Mark) -> list[float]:
+        """The updates of ``chunk`` one at a time, sharing ``mark`` (one snapshot): an
+        update refused before it changed anything raises at once, the earlier ones kept;
+        one refused after the optimizer changed its state puts ``mark`` back and redoes
+        the earlier ones first."""
+        losses = []
+        for position, (lowered, feeds) in enumerate(chunk):
+            try:
+                losses.append(self._update(lowered, feeds))
+            except _Refused as refused:
+                mark.restore()
+                for again in chunk[:position]:
+                    self._update(*again)
+                raise refused.error from None
         return losses
 
     def _update(self, lowered: _Step, feeds: dict) -> float:
@@ -248,14 +395,12 @@ class Trainer:
                 raise TrainingError(f"the gradient of {', '.join(bad)} holds NaN or infinity "
                                     "(nonfinite); no update was made")
         gradients = rewrap(gradients, self._layout, Gradients)
-        restore = self.optimizer.snapshot()
         updated = self.optimizer.step(self._parameters, gradients, self.lr)
         bad = _nonfinite_slots(updated)
-        if bad:  # the optimizer's state goes back too: nothing changed
-            restore()
-            raise TrainingError(f"the update leaves {', '.join(bad)} holding NaN or "
-                                f"infinity (nonfinite); no update was made; lower the "
-                                f"learning rate (now {self.lr!r})")
+        if bad:  # the caller puts the optimizer's state back too: nothing changed
+            raise _Refused(TrainingError(
+                f"the update leaves {', '.join(bad)} holding NaN or infinity (nonfinite); "
+                f"no update was made; lower the learning rate (now {self.lr!r})"))
         self._adopt(updated)
         self.steps += 1
         return loss
@@ -390,9 +535,11 @@ class Trainer:
             total = total / len(targets)
         _check_connected(tape, total, wrt)
         adjoints = tape.differentiate(total, wrt)
+        key = tape.drawn_key
         network = tape.into_network()
-        plan = lower(network, adjoints.roots(), self.backend)
-        lowered = _Step(network, adjoints, plan, feed_symbols)
+        plan = lower(network, adjoints.roots(), self.backend,
+                     optimizer=self.optimizer if self._fuses() else None)
+        lowered = _Step(network, adjoints, plan, feed_symbols, key)
         # keyed by place in the closure, like the structure the plan is cached under
         lowered.output_types = {n: ir.Type(produced[k][1].shape, produced[k][1].dtype)
                                 for n, (k, _, _) in enumerate(plan_steps)
@@ -550,6 +697,39 @@ def _nonfinite_slots(table: Parameters) -> list[str]:
         return []
     return [s.name if s.name is not None else s.label
             for s, v in zip(table.layout.slots, table.payloads()) if not np.all(np.isfinite(v))]
+
+
+def _chunks(items: list[tuple[_Step, dict]], size: int, fuse: bool
+            ) -> Iterator[tuple[bool, list[tuple[_Step, dict]]]]:
+    """``items`` in order, as ``(fused, chunk)`` of at most ``size`` updates: with ``fuse``,
+    each run of two or more consecutive updates of one structure is a fused chunk; the
+    other updates are grouped as they come."""
+    pending: list[tuple[_Step, dict]] = []
+    start = 0
+    while start < len(items):
+        stop = start + 1
+        if fuse:
+            while stop < len(items) and stop - start < size and items[stop][0] is items[start][0]:
+                stop += 1
+        if stop - start > 1:
+            if pending:
+                yield False, pending
+                pending = []
+            yield True, items[start:stop]
+        else:
+            pending.append(items[start])
+            if len(pending) >= size:
+                yield False, pending
+                pending = []
+        start = stop
+    if pending:
+        yield False, pending
+
+
+def _check_steps_per_call(steps: Any) -> int:
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps_per_call must be a positive int, got {steps!r}")
+    return int(steps)
 
 
 def _check_lr(lr: Any) -> float:

@@ -54,6 +54,8 @@ def test_three_states_on_three_threads_equal_serial(gradient_descent):
     assert problem.network.parameters().equals(initial)
     # and the three learning rates did give three different states
     assert not serial[0][0].equals(serial[2][0])
+    # each what-if as one run_steps call per thread: the loop, bit for bit
+    assert gradient_descent.same(serial, gradient_descent.fused(problem, 6))
 
 
 def test_three_threads_main_prints_its_lines(gradient_descent, capsys):
@@ -61,6 +63,7 @@ def test_three_threads_main_prints_its_lines(gradient_descent, capsys):
     out = capsys.readouterr().out
     assert "threaded == serial, table for table and loss for loss: True" in out
     assert "speed-up" in out and out.count("lr ") == 3
+    assert "run_steps, one call per thread == the loop, bit for bit: True" in out
 
 
 def test_shards_on_threads_equal_serial_and_the_whole_minibatch(makemore):
