@@ -22,8 +22,10 @@ numbers (the tests check it).
 optionally under a ``transformer.`` prefix). The causal-mask buffers some releases
 store (``h.N.attn.bias``, ``h.N.attn.masked_bias``) are structure, not parameters,
 and are skipped; an ``lm_head.weight`` must equal the tied ``wte.weight``. Everything
-else goes through one ``named_restore``: a missing, extra or mis-shaped tensor is
-refused, naming it, before anything changes.
+else goes through one ``named_restore_file``: a missing, extra or mis-shaped tensor is
+refused from the file's header, naming it, before anything is read or changed; then
+each value is read once into its place in the table, or, for a file saved in the
+table's order, the table is a copy-on-write map of the file (no copy at all).
 """
 
 from __future__ import annotations
