@@ -30,6 +30,10 @@ def as_array(value: Any, dtype: Any = None) -> np.ndarray:
     if isinstance(value, Expr):
         raise TypeError("expected a concrete value, got an Expr; pass the array instead")
     array = np.asarray(value)
+    if array.size > 1 and not any(array.strides):
+        # one value broadcast to a shape (``nn.init.zeros``): kept one element wide, so
+        # recording a large model that is about to be loaded touches no memory per element
+        return np.broadcast_to(as_array(array[(0,) * array.ndim], dtype), array.shape)
     if dtype is not None:
         array = array.astype(canonical_dtype(dtype))
     elif array.dtype == np.bool_:

@@ -17,7 +17,7 @@ import math
 import os
 import pathlib
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
@@ -331,6 +331,72 @@ class TensorFile:
             hasher.abandon()
             raise
         return result, hasher.hexdigest()
+
+    def map_run(self, names: Sequence[str]) -> np.ndarray | None:
+        """The tensors ``names`` as one flat copy-on-write memory map of the file, when
+        they are of one dtype and lie back to back in the file in exactly this order
+        (aligned to their item size); ``None`` otherwise. Nothing is read until used:
+        pages come from the operating system's file cache, and a write (after making the
+        array writable) changes a private copy of that page, never the file. The file
+        must not be truncated in place while the map lives (replacing it atomically, as
+        every TensorCode writer does, is safe)."""
+        dtypes = {self.entries[n][0] for n in names if n in self.entries}
+        if len(dtypes) != 1 or len(names) != len(set(names)) or \
+                any(n not in self.entries for n in names):
+            return None
+        kind = np.dtype(dtypes.pop())
+        starts = self._starts()
+        begin = position = starts[names[0]]
+        for name in names:
+            if starts[name] != position:
+                return None
+            position += math.prod(self.entries[name][1]) * kind.itemsize
+        if begin % kind.itemsize or position == begin:
+            return None
+        mapped: np.ndarray = np.memmap(self.path, dtype=kind, mode="c", offset=begin,
+                                       shape=((position - begin) // kind.itemsize,))
+        return mapped.view(np.ndarray)
+
+    def _starts(self) -> dict[str, int]:
+        """Where each entry's bytes begin in the file."""
+        cursor = len(self.header_bytes)
+        starts = {}
+        for name, (dtype, shape) in self.entries.items():  # file order
+            starts[name] = cursor
+            cursor += math.prod(shape) * np.dtype(dtype).itemsize
+        return starts
+
+    def read_into(self, targets: Mapping[str, np.ndarray]) -> None:
+        """Read the named entries straight into ``targets[name]`` (each a writable
+        C-contiguous array of the entry's shape and dtype, such as a view of a table's
+        flat buffer), skipping the other entries and computing no digest: one copy from
+        the file to where the values live. Every target is checked before any byte is
+        read; a file that changes underneath and ends early raises ``ArtifactError``."""
+        path = self.path
+        for name, array in targets.items():
+            if name not in self.entries:
+                raise ValueError(f"{path} has no tensor {name!r}")
+            dtype, shape = self.entries[name]
+            if array.shape != shape or array.dtype.name != dtype or \
+                    not array.flags.c_contiguous or not array.flags.writeable:
+                raise ValueError(f"target for {name!r} must be a writable C-order "
+                                 f"{dtype}{list(shape)}")
+        offsets = self._starts()
+        try:
+            with open(path, "rb", buffering=0) as handle:
+                for name in sorted(targets, key=offsets.__getitem__):
+                    handle.seek(offsets[name])
+                    view = targets[name].reshape(-1).data.cast("B")
+                    done = 0
+                    while done < len(view):
+                        got = handle.readinto(view[done:])
+                        if not got:
+                            raise ArtifactError("the file ended early (truncated while "
+                                                "reading)", path=path, field=f"tensor {name}")
+                        done += got
+        except OSError as error:
+            raise ArtifactError(f"cannot read the tensor file: {error.strerror or error}",
+                                path=path) from error
 
 
 def read_tensors(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str], str, str]:

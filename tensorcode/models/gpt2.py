@@ -22,8 +22,10 @@ numbers (the tests check it).
 optionally under a ``transformer.`` prefix). The causal-mask buffers some releases
 store (``h.N.attn.bias``, ``h.N.attn.masked_bias``) are structure, not parameters,
 and are skipped; an ``lm_head.weight`` must equal the tied ``wte.weight``. Everything
-else goes through one ``named_restore``: a missing, extra or mis-shaped tensor is
-refused, naming it, before anything changes.
+else goes through one ``named_restore_file``: a missing, extra or mis-shaped tensor is
+refused from the file's header, naming it, before anything is read or changed; then
+each value is read once into its place in the table, or, for a file saved in the
+table's order, the table is a copy-on-write map of the file (no copy at all).
 """
 
 from __future__ import annotations
@@ -43,10 +45,10 @@ from ..compiler.tape import Expr, Tape
 from ..errors import ArtifactError, CompileError, FeedError, ShapeError
 from ..files import atomic_write_json
 from ..files.strict_json import read_json
-from ..files.tensorfile import load_tensors, save_tensors
+from ..files.tensorfile import TensorFile, save_tensors
 from ..nn import init as initializers
 from ..nn.transformer import Gpt, GptConfig, TransformerBlock
-from ..runtime.checkpoint import named_restore, named_snapshot
+from ..runtime.checkpoint import named_restore, named_restore_file, named_snapshot
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -179,7 +181,7 @@ class GptModel:
         if t > self.context:
             raise FeedError(f"ids have {t} positions; this model was recorded for at most "
                             f"{self.context} (GptModel(..., context=...))")
-        out = np.empty((rows, t, self.config.vocab_size), np.float32)
+        out = None
         for start in range(0, rows, self.batch):
             chunk = np.zeros((self.batch, self.context), np.int64)
             part = array[start:start + self.batch]
@@ -189,8 +191,12 @@ class GptModel:
             else:
                 result = self.plan("logits").forward(self.parameters,
                                                       {self.ids: chunk}).of(self.full_logits)
+            if result.shape[:2] == (rows, t) and result.flags.writeable:
+                return result  # one whole chunk, a fresh array of this call: no copy
+            if out is None:
+                out = np.empty((rows, t, self.config.vocab_size), np.float32)
             out[start:start + len(part)] = result[:len(part), :t]
-        return out
+        return out if out is not None else np.empty((0, t, self.config.vocab_size), np.float32)
 
     def decoder(self) -> Decoder:
         """A fresh decoding state (empty caches) running the compiled decode step."""
@@ -228,8 +234,13 @@ class _Layered:
         shape = (b, config.n_head, s, config.head_dim)
         self.keys = block_tape.input(np.zeros(shape, np.float32), name="keys")
         self.values = block_tape.input(np.zeros(shape, np.float32), name="values")
+        self.query = block_tape.input(np.zeros((b, config.n_head, 1, config.head_dim),
+                                               np.float32), name="query")
         self.block_out = block(self.x)
-        self.step_out = block.step(self.x1, self.block_position, self.keys, self.values)
+        # the decode step in two halves around the in-place cache write (see ``step``)
+        self.step_qkv = block.step_project(self.x1)
+        self.step_out = block.step_finish(self.x1, self.query, self.block_position, self.keys,
+                                          self.values)
         self.block_network = block_tape.into_network()
         self.model = model
         self._check_layout()
@@ -276,7 +287,8 @@ class _Layered:
                 "head": (self.edge_network, [self.full_head]),
                 "step_head": (self.edge_network, [self.step_head]),
                 "block": (self.block_network, [self.block_out]),
-                "step_block": (self.block_network, list(self.step_out)),
+                "step_project": (self.block_network, list(self.step_qkv)),
+                "step_attend": (self.block_network, [self.step_out]),
             }[name]
             self._plans[name] = network.entry(roots).lower(self.model.backend)
         return self._plans[name]
@@ -284,34 +296,39 @@ class _Layered:
     def _bind(self, name: str) -> list[BoundPlan]:
         if name not in self._bound:
             plan = self._plan(name)
-            if name in ("block", "step_block"):
+            if name in ("block", "step_project", "step_attend"):
                 self._bound[name] = [plan.bind(p) for p in self.layer_parameters]
             else:
                 self._bound[name] = [plan.bind(self.edge_parameters)]
         return self._bound[name]
 
     def lower_decode(self) -> None:
-        """Lower (or load from the plan cache) the three decode plans."""
-        for name in ("step_embed", "step_block", "step_head"):
+        """Lower (or load from the plan cache) the four decode plans."""
+        for name in ("step_embed", "step_project", "step_attend", "step_head"):
             self._bind(name)
 
     def logits(self, ids: np.ndarray) -> np.ndarray:
         (x,) = self._bind("embed")[0](ids)
         for bound in self._bind("block"):
             (x,) = bound(x)
-        return np.array(self._bind("head")[0](x)[0])
+        return self._bind("head")[0](x)[0]  # (each call's outputs are its own)
 
     def step(self, token: np.ndarray, position: np.ndarray,
-             caches: list[tuple[np.ndarray, np.ndarray]]
-             ) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+             caches: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """The logits of one decode step; each layer's new key and value are written
+        into ``caches`` (writable ``[B, H, S, D]`` arrays) in place, between the two
+        halves of that layer's step, so no cache is copied."""
         (x,) = self._bind("step_embed")[0](token, position)
-        updated = []
-        for bound, (keys, values) in zip(self._bind("step_block"), caches):
-            x, keys, values = _call_in_order(bound, {
-                self.x1: x, self.block_position: position, self.keys: keys,
-                self.values: values})
-            updated.append((keys, values))
-        return np.array(self._bind("step_head")[0](x)[0]), updated
+        at = int(position[0])
+        for project, attend, (keys, values) in zip(self._bind("step_project"),
+                                                   self._bind("step_attend"), caches):
+            q, k, v = project(x)
+            keys[:, :, at] = k[:, :, 0]
+            values[:, :, at] = v[:, :, 0]
+            (x,) = _call_in_order(attend, {self.x1: x, self.query: q,
+                                           self.block_position: position,
+                                           self.keys: keys, self.values: values})
+        return self._bind("step_head")[0](x)[0]
 
 
 def _call_in_order(bound: BoundPlan, feeds: dict[Expr, np.ndarray]) -> tuple[np.ndarray, ...]:
@@ -355,7 +372,7 @@ class Decoder:
                             "are used (GptModel(..., cache_length=...))")
         position = np.array([self.position], np.int64)
         if model.strategy == "layered":
-            logits, self.caches = model.layered().step(tokens, position, self.caches)
+            logits = model.layered().step(tokens, position, self.caches)
         else:
             feeds: dict[Expr, np.ndarray] = {model.token: tokens, model.position: position}
             for (k_in, v_in), (keys, values) in zip(model.cache_inputs, self.caches):
@@ -451,42 +468,78 @@ def read_config(directory: str | os.PathLike) -> GptConfig:
         raise ArtifactError(str(error), path) from None
 
 
+def released_entries(names: Any) -> tuple[dict[str, str], str | None]:
+    """How a released file's tensor ``names`` map onto GPT-2's paths: ``({path: name},
+    head)``, with a ``transformer.`` prefix removed, the causal-mask buffers left out,
+    and ``head`` the ``lm_head.weight`` entry when there is one (it must equal the tied
+    ``wte.weight``; the caller checks)."""
+    names = list(names)
+    body = [n for n in names if n != "lm_head.weight"]
+    prefix = "transformer." if body and all(n.startswith("transformer.") for n in body) else ""
+    entries = {}
+    for name in body:
+        local = name[len(prefix):]
+        if not _BUFFER_PATH.match(local):
+            entries[local] = name
+    return entries, ("lm_head.weight" if "lm_head.weight" in names else None)
+
+
 def released_snapshot(tensors: Mapping[str, np.ndarray], path: Any = None
                       ) -> dict[str, np.ndarray]:
     """GPT-2's paths from a released file's tensors: a ``transformer.`` prefix removed,
     the causal-mask buffers dropped, a tied ``lm_head.weight`` checked and dropped."""
-    names = list(tensors)
-    body = [n for n in names if n != "lm_head.weight"]
-    prefix = "transformer." if body and all(n.startswith("transformer.") for n in body) else ""
-    snapshot = {}
-    for name in body:
-        local = name[len(prefix):]
-        if _BUFFER_PATH.match(local):
-            continue
-        snapshot[local] = tensors[name]
-    if "lm_head.weight" in tensors:
-        head, wte = tensors["lm_head.weight"], snapshot.get("wte.weight")
-        if wte is None or head.shape != wte.shape or not np.array_equal(head, wte):
-            raise ArtifactError("lm_head.weight differs from wte.weight; this model ties "
-                                "the output head to the token embedding", path,
-                                field="lm_head.weight")
+    entries, head = released_entries(tensors)
+    snapshot = {local: tensors[name] for local, name in entries.items()}
+    if head is not None:
+        _check_tied(tensors[head], snapshot.get("wte.weight"), path)
     return snapshot
 
 
-def load(directory: str | os.PathLike, **options: Any) -> GptModel:
+def _check_tied(head: np.ndarray, wte: np.ndarray | None, path: Any) -> None:
+    if wte is None or head.shape != wte.shape or not np.array_equal(head, wte):
+        raise _untied(path)
+
+
+def _untied(path: Any) -> ArtifactError:
+    return ArtifactError("lm_head.weight differs from wte.weight; this model ties the "
+                         "output head to the token embedding", path, field="lm_head.weight")
+
+
+def load(directory: str | os.PathLike, *, mapped: bool = True, **options: Any) -> GptModel:
     """A ``GptModel`` from GPT-2's released layout in ``directory`` (``config.json`` and
     ``model.safetensors``); ``options`` go to ``GptModel`` (``batch``, ``context``,
-    ``cache_length``, ``backend``, ``strategy``, ``train``)."""
+    ``cache_length``, ``backend``, ``strategy``, ``train``).
+
+    The config and every tensor's name, shape and dtype are checked from the file's
+    header before any value is read (``named_restore_file``). A file that holds the
+    parameters in the table's order (as ``save`` writes them) then becomes the table
+    without a copy: a copy-on-write map of the file, read on first use (``mapped=True``;
+    the file must then not be truncated in place while the model lives; replacing it
+    atomically is safe). Any other order, or ``mapped=False``, reads each tensor once,
+    straight into its place in the table. A tied ``lm_head.weight`` is read aside and
+    compared with ``wte.weight`` before the table is used."""
     directory = pathlib.Path(directory)
     config = read_config(directory)
     weights = directory / WEIGHTS_FILE
-    tensors, _ = load_tensors(weights)
-    snapshot = released_snapshot(tensors, weights)
+    if not weights.is_file():
+        raise ArtifactError("no such file", path=weights)
+    source = TensorFile(weights)
+    entries, head = released_entries(source.entries)
+    wte = entries.get("wte.weight")
+    if head is not None and (wte is None or source.entries[head] != source.entries[wte]):
+        raise _untied(weights)  # (another shape or dtype, known from the header)
     model = GptModel(config, init="zeros", **options)
     try:
-        model.restore(snapshot)
+        parameters = named_restore_file(model.parameters, model.gpt, source, entries,
+                                        mapped=mapped)
     except ArtifactError as error:  # (a mis-shaped or mistyped tensor: its own error)
         raise ArtifactError(str(error), weights) from None
+    if head is not None:
+        dtype, shape = source.entries[head]
+        tied = np.empty(shape, dtype)
+        source.read_into({head: tied})
+        _check_tied(tied, parameters.of(model.gpt.wte.weights), weights)
+    model.set_parameters(parameters)
     return model
 
 
@@ -495,7 +548,14 @@ def save(model: GptModel, directory: str | os.PathLike) -> pathlib.Path:
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     c = model.config
-    save_tensors(directory / WEIGHTS_FILE, model.state(), {"format": "pt"})
+    # in the table's order (wte, wpe, ln_f, h.0, ...), so ``load`` can map the file
+    # as the table instead of copying it
+    layout = model.parameters.layout
+    index = {path: layout.index(symbol) for path, symbol in model.named_parameters()}
+    state = model.state()
+    save_tensors(directory / WEIGHTS_FILE, {path: state[path] for path in
+                                            sorted(state, key=index.__getitem__)},
+                 {"format": "pt"})
     atomic_write_json(directory / CONFIG_FILE, {
         "model_type": "gpt2", "vocab_size": c.vocab_size, "n_positions": c.block_size,
         "n_embd": c.n_embd, "n_layer": c.n_layer, "n_head": c.n_head,
@@ -523,4 +583,5 @@ def _ids(ids: Any, vocab_size: int) -> np.ndarray:
 
 
 __all__ = ["GptModel", "Decoder", "load", "save", "read_config", "released_snapshot",
+           "released_entries",
            "generate", "select_next", "STRATEGIES"]

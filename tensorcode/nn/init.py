@@ -51,9 +51,11 @@ def xavier(seed: int) -> Initializer:
 
 
 def zeros() -> Initializer:
-    """An initializer that fills with zeros (biases, by convention)."""
+    """An initializer that fills with zeros (biases, by convention). The result is one
+    zero broadcast to ``shape`` (read-only): a model recorded with it before its values
+    are loaded costs no memory for them."""
     def draw(shape: Sequence[int], dtype: Any = "float32") -> np.ndarray:
-        return np.zeros(tuple(shape), dtype=dtype)
+        return np.broadcast_to(np.zeros((), dtype=dtype), tuple(shape))
     return draw
 
 

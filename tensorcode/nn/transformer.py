@@ -147,8 +147,22 @@ class CausalSelfAttention(Module):
         here = (slots == position).reshape(1, 1, length, 1)
         k_new = where(here, k, k_cache)
         v_new = where(here, v, v_cache)
-        allowed = (slots <= position).reshape(1, 1, 1, length).astype(x.dtype)
-        return self._attend(q, k_new, v_new, allowed), k_new, v_new
+        return self.attend_cache(q, position, k_new, v_new), k_new, v_new
+
+    def project(self, x: Expr) -> tuple[Expr, Expr, Expr]:
+        """The queries, keys and values of ``x`` ``[B, T, C]``, each ``[B, H, T, D]``:
+        the first half of a decode step whose caller writes the key and value into its
+        caches in place (``attend_cache`` is the second half)."""
+        return self._qkv(x)
+
+    def attend_cache(self, q: Expr, position: Expr, k_cache: Expr, v_cache: Expr) -> Expr:
+        """The decode form's attention of ``q`` ``[B, H, 1, D]`` at ``position`` over
+        caches ``[B, H, S, D]`` that already hold this position's key and value; the
+        slots after ``position`` are masked out. Returns ``[B, 1, C]``."""
+        length = k_cache.shape[2]
+        slots = self.tape.leaf(np.arange(length, dtype=position.dtype))
+        allowed = (slots <= position).reshape(1, 1, 1, length).astype(q.dtype)
+        return self._attend(q, k_cache, v_cache, allowed)
 
 
 class FeedForward(Module):
@@ -203,6 +217,19 @@ class TransformerBlock(Module):
         attended, k_new, v_new = self.attn.step(self.ln_1(x), position, k_cache, v_cache)
         x = x + attended
         return x + self.mlp(self.ln_2(x)), k_new, v_new
+
+    def step_project(self, x: Expr) -> tuple[Expr, Expr, Expr]:
+        """A decode step in two halves, for a caller that keeps its caches and writes
+        each new key and value into them in place (no cache is copied): this first half
+        gives the queries, keys and values ``[B, H, 1, D]`` of ``x`` ``[B, 1, C]``."""
+        return self.attn.project(self.ln_1(x))
+
+    def step_finish(self, x: Expr, q: Expr, position: Expr, k_cache: Expr, v_cache: Expr
+                    ) -> Expr:
+        """The second half: the block's output ``[B, 1, C]`` for ``x`` with queries ``q``
+        at ``position``, over caches that already hold this position's key and value."""
+        x = x + self.attn.attend_cache(q, position, k_cache, v_cache)
+        return x + self.mlp(self.ln_2(x))
 
 
 class _Blocks(Module):

@@ -50,9 +50,82 @@ def named_restore(parameters: Parameters, module: Any,
     """A new table equal to ``parameters`` with ``module``'s slots taken from
     ``snapshot``; a missing path, an extra path, or a wrong shape or dtype raises and
     nothing is built."""
+    values = {path: np.asarray(value) for path, value in snapshot.items()}
+    named = _check_named(parameters, module,
+                         {path: (v.shape, v.dtype.name) for path, v in values.items()})
+    return parameters.replace({symbol: values[path] for path, symbol in named.items()})
+
+
+def named_restore_file(parameters: Parameters, module: Any, source: TensorFile,
+                       entries: Mapping[str, str] | None = None, *,
+                       mapped: bool = False) -> Parameters:
+    """``named_restore`` straight from a tensor file, copying each value once: from the
+    file into its place in the new table's buffers. ``entries`` maps each snapshot path
+    to the name of the file's tensor holding it (default: every tensor under its own
+    name). The paths, shapes and dtypes are checked against ``module`` from the header
+    alone, with ``named_restore``'s rules and errors, before anything is read; slots the
+    module does not name keep ``parameters``' values. On any refusal ``parameters`` is
+    untouched and no table is built.
+
+    ``mapped=True`` goes further when the file holds every slot of a dtype back to back
+    in the table's order (as a file written in that order does): that buffer is then a
+    copy-on-write map of the file (``TensorFile.map_run``), so nothing is copied and
+    pages load on first use; otherwise it is read as above."""
+    if entries is None:
+        entries = {name: name for name in source.entries}
+    unknown = [name for name in entries.values() if name not in source.entries]
+    if unknown:
+        raise ArtifactError(f"the file has no tensors {unknown}", path=source.path)
+    if len(set(entries.values())) != len(entries):
+        shared = sorted({n for n in entries.values() if list(entries.values()).count(n) > 1})
+        raise ArtifactError(f"tensors {shared} are named for more than one path; each path "
+                            "needs its own tensor", path=source.path)
+    named = _check_named(parameters, module, {
+        path: (source.entries[name][1], source.entries[name][0])
+        for path, name in entries.items()})
+    layout = parameters.layout
+    taken = {layout.index(symbol): path for path, symbol in named.items()}
+    buffers = {}
+    for dtype, size in layout.sizes.items():
+        buffer = _mapped_buffer(source, layout, dtype, taken, entries) if mapped else None
+        buffers[dtype] = np.empty(size, dtype=dtype) if buffer is None else buffer
+    copied = {d for d, b in buffers.items() if b.flags.owndata}
+    targets = {}
+    for k, (slot, old) in enumerate(zip(layout.slots, parameters.payloads())):
+        if slot.dtype not in copied:
+            continue  # (that whole buffer maps the file)
+        place = buffers[slot.dtype][slot.offset:slot.offset + slot.size]
+        if k in taken:
+            targets[entries[taken[k]]] = place.reshape(slot.shape)
+        else:
+            place[...] = old.reshape(-1)
+    source.read_into(targets)
+    return Parameters.from_buffers(layout, buffers)
+
+
+def _mapped_buffer(source: TensorFile, layout: Layout, dtype: str, taken: Mapping[int, str],
+                   entries: Mapping[str, str]) -> np.ndarray | None:
+    """The flat ``dtype`` buffer as a map of ``source`` when the file holds every slot
+    of that dtype back to back in the layout's order; ``None`` otherwise."""
+    run, offset = [], 0
+    for k, slot in enumerate(layout.slots):
+        if slot.dtype != dtype:
+            continue
+        if k not in taken or slot.offset != offset:
+            return None
+        run.append(entries[taken[k]])
+        offset += slot.size
+    return source.map_run(run)
+
+
+def _check_named(parameters: Parameters, module: Any,
+                 found: Mapping[str, tuple[tuple[int, ...], str]]) -> dict[str, Any]:
+    """``module``'s ``{path: symbol}`` once ``found`` (``{path: (shape, dtype name)}``
+    of a snapshot) has exactly its paths with its shapes and dtypes; raises otherwise,
+    naming the path."""
     named = dict(module.named_parameters())
-    missing = [p for p in named if p not in snapshot]
-    extra = [p for p in snapshot if p not in named]
+    missing = [p for p in named if p not in found]
+    extra = [p for p in found if p not in named]
     if missing or extra:
         details = []
         if missing:
@@ -61,18 +134,16 @@ def named_restore(parameters: Parameters, module: Any,
             details.append(f"unexpected paths {extra}")
         raise ArtifactError("snapshot does not match the module: " + "; ".join(details) +
                             f"; the module has {list(named)}", field="snapshot")
-    updates = {}
     for path, symbol in named.items():
-        value = np.asarray(snapshot[path])
+        shape, dtype = found[path]
         expected = parameters.of(symbol)
-        if value.shape != expected.shape:
+        if tuple(shape) != expected.shape:
             raise ShapeError(f"snapshot path {path!r}: expected shape {list(expected.shape)}, "
-                             f"got {list(value.shape)}")
-        if value.dtype != expected.dtype:
+                             f"got {list(shape)}")
+        if dtype != expected.dtype.name:
             raise DTypeError(f"snapshot path {path!r}: expected {expected.dtype}, got "
-                             f"{value.dtype}")
-        updates[symbol] = value
-    return parameters.replace(updates)
+                             f"{dtype}")
+    return named
 
 
 def snapshot(parameters: Parameters, module: Any) -> list[np.ndarray]:
@@ -636,3 +707,4 @@ _DEVICE_PREFIXES = ("cuda", "mps", "xpu", "hip", "tpu", "gpu")
 __all__ = ["named_snapshot", "named_restore", "save", "save_file", "load", "Restored",
            "parameter_keys", "FORMAT", "VERSION", "MANIFEST"]
 __all__ += ["snapshot", "restore"]
+__all__ += ["named_restore_file"]

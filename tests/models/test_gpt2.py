@@ -236,3 +236,17 @@ def test_save_writes_the_released_layout(tmp_path, reference_model, ids, expecte
     gpt2.save(reference_model, tmp_path / "copy")
     again = gpt2.load(tmp_path / "copy", batch=2, backend="reference", strategy="whole")
     np.testing.assert_allclose(again.logits(ids), expected, atol=1e-4, rtol=1e-4)
+
+
+def test_a_saved_model_loads_as_a_map_of_its_file_and_a_released_one_by_copy(
+        tmp_path, released, reference_model):
+    gpt2.save(reference_model, tmp_path / "copy")
+    mapped = gpt2.load(tmp_path / "copy", batch=2, backend="reference", strategy="whole")
+    copied = gpt2.load(tmp_path / "copy", batch=2, backend="reference", strategy="whole",
+                       mapped=False)
+    assert not mapped.parameters.buffers()["float32"].flags.owndata  # save wrote table order
+    assert copied.parameters.buffers()["float32"].flags.owndata
+    assert mapped.parameters.equals(reference_model.parameters)
+    assert copied.parameters.equals(reference_model.parameters)
+    # the released file's order (GPT-2's, with a prefix and buffers) is read into place
+    assert reference_model.parameters.buffers()["float32"].flags.owndata

@@ -82,3 +82,33 @@ def test_the_decode_form_reproduces_the_full_context_in_float64():
                                            caches[0][0]: state[0], caches[0][1]: state[1]})
         np.testing.assert_allclose(run.of(logits)[0], expected[k], rtol=1e-12, atol=1e-12)
         state = [run.of(updated[0][0]), run.of(updated[0][1])]
+
+
+def test_the_two_halves_around_an_in_place_cache_write_equal_the_decode_form():
+    tape = tc.Tape()
+    gpt = Gpt(tape, TINY, init=tc.init.normal(4, 0.5), dtype="float64")
+    block = gpt.blocks[0]
+    shape = gpt.cache_shape(1)
+    x = tape.input(np.zeros((1, 1, TINY.n_embd)), name="x")
+    position = tape.input(np.zeros(1, np.int64), name="position")
+    keys, values = tape.input(np.zeros(shape), name="k"), tape.input(np.zeros(shape), name="v")
+    query = tape.input(np.zeros((1, TINY.n_head, 1, TINY.head_dim)), name="q")
+    whole, k_new, v_new = block.step(x, position, keys, values)
+    q, k, v = block.step_project(x)
+    finished = block.step_finish(x, query, position, keys, values)
+    network = tape.into_network()
+    parameters = network.parameters()
+    rng = np.random.default_rng(0)
+    ours = [np.zeros(shape), np.zeros(shape)]  # written in place between the halves
+    theirs = [np.zeros(shape), np.zeros(shape)]  # carried through the decode form
+    for at in range(TINY.block_size):
+        row = rng.standard_normal((1, 1, TINY.n_embd))
+        feeds = {x: row, position: [at], keys: theirs[0], values: theirs[1]}
+        run = network.forward(parameters, feeds)
+        theirs = [run.of(k_new), run.of(v_new)]
+        halves = network.forward(parameters, {x: row})
+        ours[0][:, :, at], ours[1][:, :, at] = halves.of(k)[:, :, 0], halves.of(v)[:, :, 0]
+        out = network.forward(parameters, {x: row, query: halves.of(q), position: [at],
+                                           keys: ours[0], values: ours[1]}).of(finished)
+        np.testing.assert_allclose(out, run.of(whole), rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(ours[0], theirs[0])
