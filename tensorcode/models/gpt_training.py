@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..compiler.autodiff import record_backward
 from ..compiler.plan import BoundPlan, Plan
 from ..compiler.tables import Gradients, Parameters
 from ..compiler.tape import Expr, Tape
@@ -77,16 +78,25 @@ class LayeredTraining:
         self.embed_adjoints = edge_tape.differentiate(
             (self.embedded * self.embedded_adjoint).sum(), edge_parameters)
         self.edge_network = edge_tape.into_network()
-        # one block body, its forward and its backward
+        # one block body: its forward (also returning what the backward reads) and its
+        # backward, recorded on a tape of its own from the forward's VJP rules
         block_tape = Tape()
         block = TransformerBlock(block_tape, c, config.n_head, config.layer_norm_epsilon,
                                  init=initializers.zeros(), name="h.0", dtype=dtype)
         self.x = block_tape.input(np.zeros((b, t, c), dtype), name="x")
         self.y_adjoint = block_tape.input(np.zeros((b, t, c), dtype), name="dy")
         self.y = block(self.x)
-        self.block_adjoints = block_tape.differentiate(
-            (self.y * self.y_adjoint).sum(), block_tape.parameters(), inputs=[self.x])
+        surrogate = (self.y * self.y_adjoint).sum()
         self.block_network = block_tape.into_network()
+        backward_tape = Tape()
+        TransformerBlock(backward_tape, c, config.n_head, config.layer_norm_epsilon,
+                         init=initializers.zeros(), name="h.0", dtype=dtype)
+        recorded = record_backward(block_tape, surrogate, [self.x], backward_tape)
+        self.block_gradients, self.saved = recorded
+        self.backward_network = backward_tape.into_network()
+        fed = {self.x.index, self.y_adjoint.index, self.y.index}
+        self.saved_roots = [block_tape.symbol(i) for i in self.saved if i not in fed]
+        self.saved_stand = [self.saved[root.index] for root in self.saved_roots]
         self.model = model
         self.dtype = dtype
         self._check_layout()
@@ -94,7 +104,7 @@ class LayeredTraining:
         self._bound: dict[str, list[BoundPlan]] = {}
         self._views_of: Parameters | None = None
         self.edge_parameters: Parameters
-        self.layer_parameters: list[Parameters] = []
+        self.layer_parameters: dict[Any, list[Parameters]] = {}
 
     def _check_layout(self) -> None:
         """The model's table must be the edge run then one block-shaped run per layer,
@@ -123,9 +133,8 @@ class LayeredTraining:
                 "head_loss": (edge, [*self.head_adjoints.roots(),
                                      *self.head_adjoints.input_gradients]),
                 "embed_backward": (edge, self.embed_adjoints.roots()[1:]),
-                "block": (block, [self.y]),
-                "block_backward": (block, [*self.block_adjoints.roots()[1:],
-                                           *self.block_adjoints.input_gradients]),
+                "block": (block, [self.y, *self.saved_roots]),
+                "block_backward": (self.backward_network, self.block_gradients),
             }
             if name not in table:
                 raise ValueError(f"unknown plan {name!r}; use one of {PLANS}")
@@ -147,11 +156,11 @@ class LayeredTraining:
         block_size = self.block_network.layout.sizes[self.dtype]
         self.edge_parameters = Parameters.adopt(self.edge_network.layout,
                                                 {self.dtype: buffer[:edge_size]})
-        self.layer_parameters = [
-            Parameters.adopt(self.block_network.layout,
-                             {self.dtype: buffer[edge_size + k * block_size:
-                                                 edge_size + (k + 1) * block_size]})
-            for k in range(self.model.config.n_layer)]
+        runs = [buffer[edge_size + k * block_size:edge_size + (k + 1) * block_size]
+                for k in range(self.model.config.n_layer)]
+        self.layer_parameters = {
+            network: [Parameters.adopt(network.layout, {self.dtype: run}) for run in runs]
+            for network in (self.block_network, self.backward_network)}
         self._bound = {}
         self._views_of = parameters
 
@@ -159,7 +168,8 @@ class LayeredTraining:
         if name not in self._bound:
             plan = self.plan(name)
             if name.startswith("block"):
-                self._bound[name] = [plan.bind(p) for p in self.layer_parameters]
+                self._bound[name] = [plan.bind(p)
+                                     for p in self.layer_parameters[plan.network]]
             else:
                 self._bound[name] = [plan.bind(self.edge_parameters)]
         return self._bound[name]
@@ -188,10 +198,13 @@ class LayeredTraining:
         self._rebind(parameters)
         layout = self.model.network.layout
         (x,) = self._bind("embed")[0](ids)
-        inputs = [x]
+        kept = []  # what each layer's backward reads: its input, output and saved values
         for bound in self._bind("block"):
-            (x,) = bound(x)
-            inputs.append(x)
+            y, *saved = bound(x)
+            values = {self.x.index: x, self.y.index: y}
+            kept.append({self.saved[i]: v for i, v in values.items() if i in self.saved}
+                        | dict(zip(self.saved_stand, saved)))
+            x = y
         head = self._bind("head_loss")[0]
         outs = _call_in_order(head, {self.hidden: x, self.targets: targets})
         loss, edge_gradients, adjoint = outs[0], outs[1:-1], outs[-1]
@@ -200,7 +213,11 @@ class LayeredTraining:
         block_size = self.block_network.layout.sizes[self.dtype]
         blocks = self._bind("block_backward")
         for k in range(len(blocks) - 1, -1, -1):
-            outs = _call_in_order(blocks[k], {self.x: inputs[k], self.y_adjoint: adjoint})
+            feeds = kept[k]
+            if self.y_adjoint.index in self.saved:
+                feeds[self.saved[self.y_adjoint.index]] = adjoint
+            outs = _call_in_order(blocks[k], feeds)
+            kept[k] = {}
             start = edge_size + k * block_size
             _pack(buffer[start:start + block_size], outs[:-1],
                   self.block_network.layout.slots)

@@ -1,5 +1,6 @@
 """Recording rules: NumPy scalars are strong (all of them), ``differentiate`` takes
-parameters as ``wrt`` (and inputs only when named as ``inputs``), and ``Parameters.step`` refuses what a rule must not return."""
+parameters as ``wrt`` (and inputs only when named as ``inputs``), and
+``Parameters.step`` refuses what a rule must not return."""
 
 from __future__ import annotations
 
