@@ -86,9 +86,12 @@ def record_backward(forward: Tape, loss: Expr, inputs: Sequence[Expr], backward:
     reads what the forward computed instead of computing it again. ``backward`` must
     already hold parameters like ``forward``'s (the same module recorded again: same
     shapes, dtypes and order), which stand for them; constants are recorded again;
-    every other forward value a rule reads becomes an input of ``backward`` named
-    ``saved.<node>``. Returns the gradients (parameters in order, then ``inputs``) and,
-    for each forward node the gradients read, the input standing for it."""
+    elementwise ops and views are recorded again over what they read (recomputing them
+    costs less than writing and reading them back, and keeps what is saved to the
+    results of contractions, reductions and gathers); every other forward value a rule
+    reads becomes an input of ``backward`` named ``saved.<node>``. Returns the
+    gradients (parameters in order, then ``inputs``) and, for each forward node the
+    gradients read, the input standing for it."""
     nodes = forward.nodes()
     ours, theirs = forward.parameters(), backward.parameters()
     if [p.type for p in ours] != [q.type for q in theirs]:
@@ -102,6 +105,9 @@ def record_backward(forward: Tape, loss: Expr, inputs: Sequence[Expr], backward:
             node = nodes[i]
             if node.op == "leaf":
                 stand[i] = backward.leaf(node.value)
+            elif primitives.is_elementwise(node.op) or primitives.is_view(node.op):
+                stand[i] = backward.apply(node.op, [expr_of(j) for j in node.inputs],
+                                          node.attr_dict)
             else:
                 stand[i] = saved[i] = backward.input(
                     np.zeros(node.type.shape, node.type.dtype), name=f"saved.{i}")
