@@ -7,25 +7,27 @@ hundreds of kernels in one function). Here the cost is five small plans, whateve
 depth:
 
 - ``embed``: token ids ``[B, T]`` to the first block's input;
-- ``block``: one block's forward, ``x`` to ``y``;
-- ``block_backward``: given a block's input ``x`` and the adjoint ``dy`` of its output,
-  the gradients of that block's parameters and the adjoint ``dx`` of its input (the
-  block's forward is recomputed inside: only each layer's input is kept between the
-  passes, so memory grows by one ``[B, T, C]`` activation per layer);
+- ``block``: one block's forward, ``x`` to ``y``, also returning the values its
+  backward reads (the results of its matmuls and reductions; elementwise values are
+  recomputed there instead of kept, see ``autodiff.record_backward``);
+- ``block_backward``: given those values and the adjoint ``dy`` of the block's output,
+  the gradients of that block's parameters and the adjoint ``dx`` of its input;
 - ``head_loss``: the final hidden state and the targets to the loss, the gradients of
   the edge parameters (``wte`` through the tied head, ``ln_f``) and the adjoint of the
   hidden state;
 - ``embed_backward``: the adjoint of the first block's input to the gradients of
   ``wte`` and ``wpe``.
 
-Every gradient is IR recorded with ``tape.differentiate`` on the piece's own tape, the
-upstream adjoint entering as an input through the scalar ``sum(y * dy)``, whose
-gradient with respect to anything ``y`` depends on is exactly the vector-Jacobian
-product with ``dy``. The block tape records one block under the path ``h.0`` with the
-model's parameter order, so layer ``k``'s run of the model's table (``Gpt`` records
-each block's parameters contiguously) is that tape's table, used as a view; each
-layer's gradients land in the same run of one gradient table. The step over the whole
-table is the optimizer's ``step``, as for any other model.
+Every gradient is IR recorded from the primitives' VJP rules, the upstream adjoint
+entering as an input through the scalar ``sum(y * dy)``, whose gradient with respect
+to anything ``y`` depends on is exactly the vector-Jacobian product with ``dy``: the
+edges' with ``tape.differentiate`` on their own tape, the block's with
+``autodiff.record_backward`` on a second tape that reads the forward's saved values as
+inputs. Both block tapes record one block under the path ``h.0`` with the model's
+parameter order, so layer ``k``'s run of the model's table (``Gpt`` records each
+block's parameters contiguously) is their table, used as a view; each layer's
+gradients land in the same run of one gradient table. The step over the whole table is
+the optimizer's ``step``, as for any other model.
 """
 
 from __future__ import annotations
