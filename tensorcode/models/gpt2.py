@@ -69,7 +69,10 @@ class GptModel:
     ``[B, T]`` with ``T <= context``, padding on the right (causality makes the padding
     invisible to earlier positions) and running ``batch`` rows at a time. ``cache_length``
     is how many positions the decode cache holds (default ``context``). ``train=True``
-    also records the loss's gradients for every parameter (``adjoints``).
+    also records the loss's gradients for every parameter (``adjoints``) for the
+    one-tape ``plan("train")``; ``train_step`` and ``gradients`` train through the
+    layered plans instead (``tensorcode.models.gpt_training``) and need no ``train``.
+    ``dtype`` is the parameters' (``"float64"`` for gradient checks).
     """
 
     def __init__(self, config: GptConfig, *, batch: int = 1, context: int | None = None,
