@@ -121,3 +121,18 @@ def test_training_refuses_batches_of_another_shape_or_range(model, batch):
         model.gradients(ids, targets[:, :3])
     with pytest.raises(FeedError, match=r"ids must lie in \[0, 13\)"):
         model.gradients(ids + CONFIG.vocab_size, targets)
+
+
+def test_the_compiled_plans_give_the_interpreters_gradients(tensors, batch):
+    ids, targets = batch
+    single = {k: v.astype(np.float32) for k, v in tensors.items()}
+    compiled = gpt2.GptModel(CONFIG, batch=BATCH, context=CONTEXT, init="zeros")
+    compiled.restore(single)
+    interpreted = gpt2.GptModel(CONFIG, batch=BATCH, context=CONTEXT, init="zeros",
+                                backend="reference")
+    interpreted.restore(single)
+    loss, gradients = compiled.gradients(ids, targets)
+    expected_loss, expected = interpreted.gradients(ids, targets)
+    assert loss == pytest.approx(expected_loss, rel=1e-6)
+    np.testing.assert_allclose(gradients.buffers()["float32"],
+                               expected.buffers()["float32"], rtol=1e-4, atol=1e-6)
