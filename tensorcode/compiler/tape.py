@@ -328,18 +328,24 @@ class Eager(Builder):
 
 class Adjoints:
     """The recorded gradients of one loss: ``roots()`` is the loss followed by one
-    gradient per ``wrt`` parameter, the list an entry lowers; ``of(p)`` is p's gradient."""
+    gradient per ``wrt`` parameter, the list an entry lowers; ``of(p)`` is p's gradient.
+    ``inputs`` and ``input_gradients`` hold the gradients of the inputs asked for with
+    ``differentiate(..., inputs=...)`` (not among ``roots()``: a table has no slot for
+    them)."""
 
-    def __init__(self, loss: Expr, wrt: Sequence[Expr], gradients: Sequence[Expr]) -> None:
+    def __init__(self, loss: Expr, wrt: Sequence[Expr], gradients: Sequence[Expr],
+                 inputs: Sequence[Expr] = (), input_gradients: Sequence[Expr] = ()) -> None:
         self.loss = loss
         self.wrt = tuple(wrt)
         self.gradients = tuple(gradients)
+        self.inputs = tuple(inputs)
+        self.input_gradients = tuple(input_gradients)
 
     def roots(self) -> list[Expr]:
         return [self.loss, *self.gradients]
 
     def of(self, parameter: Expr) -> Expr:
-        for p, g in zip(self.wrt, self.gradients):
+        for p, g in zip(self.wrt + self.inputs, self.gradients + self.input_gradients):
             if p is parameter:
                 return g
         raise TensorCodeError(f"{parameter!r} is not among the parameters this loss was "
@@ -502,13 +508,22 @@ class Tape(Builder):
         return self._add(Node(op, tuple(x.index for x in inputs), frozen, out_type))
 
     # -- gradients -----------------------------------------------------------------------
-    def differentiate(self, loss: Expr, wrt: Iterable[Expr]) -> Adjoints:
+    def differentiate(self, loss: Expr, wrt: Iterable[Expr], *,
+                      inputs: Iterable[Expr] = ()) -> Adjoints:
         """Record reverse-mode gradients of the scalar ``loss`` as more nodes on this
-        tape; a parameter the loss does not reach gets an explicit zeros node."""
+        tape; a parameter the loss does not reach gets an explicit zeros node.
+        ``inputs`` (float ``tape.input`` symbols) also get their gradients recorded: the
+        adjoint a piece of a larger model hands back to the piece before it."""
         from .autodiff import gradients
 
         self._check_open()
         wrt = list(wrt)
+        fed = list(inputs)
+        for k, x in enumerate(fed):
+            if not isinstance(x, Expr) or x.builder is not self or \
+                    self._nodes[x.index].op != "input":
+                raise TensorCodeError(f"differentiate: inputs[{k}] {x!r} is not an input "
+                                      "recorded on this tape (tape.input(...))")
         for p in [loss, *wrt]:
             if not isinstance(p, Expr) or p.builder is not self:
                 raise TensorCodeError(f"{p!r} was not recorded on this tape")
@@ -522,9 +537,9 @@ class Tape(Builder):
                     f"differentiate: wrt[{k}] {p!r}{name} is {kind}, not a parameter; "
                     "gradients are taken with respect to tape.parameter(...) symbols")
         with self.broadcasting("numpy"):  # the rules' broadcasts are their definition
-            grads = gradients(self._nodes, loss.index, [p.index for p in wrt], self,
-                              lambda i: self._exprs[i])
-        return Adjoints(loss, wrt, grads)
+            grads = gradients(self._nodes, loss.index, [p.index for p in [*wrt, *fed]],
+                              self, lambda i: self._exprs[i])
+        return Adjoints(loss, wrt, grads[:len(wrt)], fed, grads[len(wrt):])
 
     # -- sealing -------------------------------------------------------------------------
     def into_network(self) -> Network:

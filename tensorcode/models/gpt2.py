@@ -34,13 +34,13 @@ import os
 import pathlib
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..compiler.network import Network
 from ..compiler.plan import BoundPlan, Plan
-from ..compiler.tables import Parameters
+from ..compiler.tables import Gradients, Parameters
 from ..compiler.tape import Expr, Tape
 from ..errors import ArtifactError, CompileError, FeedError, ShapeError
 from ..files import atomic_write_json
@@ -49,6 +49,9 @@ from ..files.tensorfile import TensorFile, save_tensors
 from ..nn import init as initializers
 from ..nn.transformer import Gpt, GptConfig, TransformerBlock
 from ..runtime.checkpoint import named_restore, named_restore_file, named_snapshot
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .gpt_training import LayeredTraining
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -68,12 +71,16 @@ class GptModel:
     ``[B, T]`` with ``T <= context``, padding on the right (causality makes the padding
     invisible to earlier positions) and running ``batch`` rows at a time. ``cache_length``
     is how many positions the decode cache holds (default ``context``). ``train=True``
-    also records the loss's gradients for every parameter (``adjoints``).
+    also records the loss's gradients for every parameter (``adjoints``) for the
+    one-tape ``plan("train")``; ``train_step`` and ``gradients`` train through the
+    layered plans instead (``tensorcode.models.gpt_training``) and need no ``train``.
+    ``dtype`` is the parameters' (``"float64"`` for gradient checks).
     """
 
     def __init__(self, config: GptConfig, *, batch: int = 1, context: int | None = None,
                  cache_length: int | None = None, train: bool = False, seed: int = 0,
-                 init: str = "gpt2", backend: str = "numba", strategy: str = "layered") -> None:
+                 init: str = "gpt2", backend: str = "numba", strategy: str = "layered",
+                 dtype: str = "float32") -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
         if init not in ("gpt2", "zeros"):
@@ -90,9 +97,10 @@ class GptModel:
         self.backend = backend
         self.strategy = strategy
         self.seed = seed
+        self.dtype = dtype
         self._initializer = initializers.zeros() if init == "zeros" else None
         tape = Tape()
-        gpt = Gpt(tape, config, init=self._initializer, seed=seed)
+        gpt = Gpt(tape, config, init=self._initializer, seed=seed, dtype=dtype)
         self.gpt = gpt
         b, t = self.batch, self.context
         self.ids = tape.input(np.zeros((b, t), np.int64), name="ids")
@@ -103,8 +111,8 @@ class GptModel:
         self.token = tape.input(np.zeros(b, np.int64), name="token")
         self.position = tape.input(np.zeros(1, np.int64), name="position")
         shape = gpt.cache_shape(b, self.cache_length)
-        self.cache_inputs = [(tape.input(np.zeros(shape, np.float32), name=f"h.{k}.keys"),
-                              tape.input(np.zeros(shape, np.float32), name=f"h.{k}.values"))
+        self.cache_inputs = [(tape.input(np.zeros(shape, dtype), name=f"h.{k}.keys"),
+                              tape.input(np.zeros(shape, dtype), name=f"h.{k}.values"))
                              for k in range(config.n_layer)]
         self.step_logits, self.step_caches = gpt.step(self.token, self.position,
                                                       self.cache_inputs)
@@ -112,6 +120,7 @@ class GptModel:
         self._parameters: Parameters | None = None  # the recorded initials, made when read
         self._plans: dict[str, Plan] = {}
         self._layered: _Layered | None = None
+        self._training: LayeredTraining | None = None
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -201,6 +210,26 @@ class GptModel:
     def decoder(self) -> Decoder:
         """A fresh decoding state (empty caches) running the compiled decode step."""
         return Decoder(self)
+
+    # -- training -------------------------------------------------------------------------
+    def training(self) -> LayeredTraining:
+        """The layered training step (one compiled block forward and one block backward
+        for every layer; ``tensorcode.models.gpt_training``)."""
+        if self._training is None:
+            from .gpt_training import LayeredTraining
+
+            self._training = LayeredTraining(self)
+        return self._training
+
+    def gradients(self, ids: Any, targets: Any) -> tuple[float, Gradients]:
+        """The loss of ``ids`` against next tokens ``targets`` (int ``[batch, context]``)
+        and the gradients of every parameter, by the layered plans."""
+        return self.training().gradients(ids, targets)
+
+    def train_step(self, ids: Any, targets: Any, optimizer: Any, lr: float) -> float:
+        """One optimizer step on ``ids``/``targets`` (int ``[batch, context]``) through
+        the layered plans; the model keeps the new parameters. Returns the loss."""
+        return self.training().step(ids, targets, optimizer, lr)
 
 
 class _Layered:

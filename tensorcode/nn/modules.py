@@ -89,6 +89,13 @@ class Linear(Module):
         if not x.shape or x.shape[-1] != self.n_in:
             raise ShapeError(f"Linear({self.n_in}, {self.n_out}): input last axis must be "
                              f"{self.n_in}, got shape {list(x.shape)}")
+        lead = x.shape[:-1]
+        if len(lead) > 1:  # every leading axis as rows of one product: one BLAS call
+            # forward and one for the weights' gradient, not one per batch entry
+            rows = 1
+            for n in lead:
+                rows *= n
+            return self(x.reshape(rows, self.n_in)).reshape(*lead, self.n_out)
         y = x @ self.weights
         if self.bias is None:
             return y

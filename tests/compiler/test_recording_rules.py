@@ -1,5 +1,6 @@
 """Recording rules: NumPy scalars are strong (all of them), ``differentiate`` takes
-parameters only, and ``Parameters.step`` refuses what a rule must not return."""
+parameters as ``wrt`` (and inputs only when named as ``inputs``), and
+``Parameters.step`` refuses what a rule must not return."""
 
 from __future__ import annotations
 
@@ -33,6 +34,31 @@ def test_differentiate_refuses_what_is_not_a_parameter():
     with pytest.raises(TensorCodeError, match=r"wrt\[0\].*an intermediate \(mul\)"):
         tape.differentiate(loss, [hidden])
     tape.differentiate(loss, [w])  # parameters are fine
+
+
+def test_differentiate_records_the_gradients_of_inputs_asked_for_by_name():
+    tape = tc.Tape()
+    x = tape.input(np.array([1.0, -2.0, 3.0]), name="features")
+    upstream = tape.input(np.array([0.5, 1.0, -1.0]), name="dy")
+    w = tape.parameter(np.array([2.0, 3.0, 4.0]), name="w")
+    y = (x * w).tanh()
+    adjoints = tape.differentiate((y * upstream).sum(), [w], inputs=[x])
+    assert adjoints.roots() == [adjoints.loss, adjoints.of(w)]  # no slot for an input
+    network = tape.into_network()
+    run = network.forward(network.parameters())
+    xv, wv, dy = np.array([1.0, -2.0, 3.0]), np.array([2.0, 3.0, 4.0]), \
+        np.array([0.5, 1.0, -1.0])
+    local = dy * (1 - np.tanh(xv * wv) ** 2)  # the vector-Jacobian product with dy
+    np.testing.assert_allclose(run.of(adjoints.of(x)), local * wv, rtol=1e-12)
+    np.testing.assert_allclose(run.of(adjoints.of(w)), local * xv, rtol=1e-12)
+
+
+def test_differentiate_takes_only_inputs_as_inputs():
+    tape = tc.Tape()
+    x = tape.input(np.ones(3), name="features")
+    w = tape.parameter(np.ones(3), name="w")
+    with pytest.raises(TensorCodeError, match=r"inputs\[0\].*is not an input"):
+        tape.differentiate((x * w).sum(), [w], inputs=[w])
 
 
 @pytest.fixture

@@ -44,11 +44,16 @@ def released_tensors(config: GptConfig, seed: int = 3) -> dict[str, np.ndarray]:
 def torch_logits(tensors: dict[str, np.ndarray], config: GptConfig, ids: np.ndarray
                  ) -> np.ndarray:
     """GPT-2's forward in PyTorch, written from the paper's equations."""
+    w = {k: torch.from_numpy(v) for k, v in tensors.items()}
+    return torch_forward(w, config, torch.from_numpy(ids.astype(np.int64))).numpy()
+
+
+def torch_forward(w: dict[str, torch.Tensor], config: GptConfig, ids_t: torch.Tensor
+                  ) -> torch.Tensor:
+    """The logits of ``ids_t`` under the tensors ``w`` (GPT-2's paths), differentiable."""
     import torch.nn.functional as F
 
-    w = {k: torch.from_numpy(v) for k, v in tensors.items()}
-    ids_t = torch.from_numpy(ids.astype(np.int64))
-    b, t = ids.shape
+    b, t = ids_t.shape
     h, c = config.n_head, config.n_embd
     d = c // h
     eps = config.layer_norm_epsilon
@@ -67,7 +72,7 @@ def torch_logits(tensors: dict[str, np.ndarray], config: GptConfig, ids: np.ndar
         m = F.gelu(m @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate="tanh")
         x = x + m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
     x = F.layer_norm(x, (c,), w["ln_f.weight"], w["ln_f.bias"], eps)
-    return (x @ w["wte.weight"].T).numpy()
+    return x @ w["wte.weight"].T
 
 
 def write_released(directory, tensors, config, prefix="transformer.", buffers=True):
