@@ -56,8 +56,43 @@ def _fresh(kind: str, cache: str) -> dict:
     return data
 
 
+_IMPORTS = {
+    "tensorcode": "import tensorcode",
+    "tensorcode + first name": "import tensorcode; tensorcode.Tape",
+    "numpy": "import numpy",
+}
+
+
+def _import_ms(statement: str, repeat: int) -> float:
+    """Median milliseconds ``statement`` takes in a fresh interpreter (timed inside the
+    process, so the interpreter's own start-up is left out), over ``repeat`` processes."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (f"import sys, time; sys.path.insert(0, {here!r}); t0 = time.perf_counter(); "
+            f"{statement}; print(time.perf_counter() - t0)")
+    samples = []
+    for _ in range(repeat):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                timeout=120, check=True)
+        samples.append(float(result.stdout.strip().splitlines()[-1]) * 1e3)
+    return sorted(samples)[len(samples) // 2]
+
+
+def import_rows(quick: bool = False) -> list[Row]:
+    """``import tensorcode`` in fresh processes: the import alone (every public name is
+    loaded on first use), the import plus the first name read (NumPy and the compiler),
+    and NumPy's own import beside them."""
+    repeat = 3 if quick else 7
+    rows = []
+    for peer, statement in _IMPORTS.items():
+        rows.append(Row(SUITE, "import tensorcode (fresh process)", peer,
+                        _import_ms(statement, repeat), unit="ms",
+                        baseline=peer == "tensorcode",
+                        note=f"median of {repeat} processes; `{statement}`"))
+    return rows
+
+
 def run(quick: bool = False) -> list[Row]:
-    rows: list[Row] = []
+    rows: list[Row] = import_rows(quick)
     for name, spec in WORKLOADS.items():
         workload = spec["title"]
         data = make_data(spec)
