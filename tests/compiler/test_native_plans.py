@@ -72,6 +72,12 @@ SCRIPT = textwrap.dedent("""
         out["error"] = None
     except tc.FeedError as error:
         out["error"] = str(error)
+    # a long run moves to Numba's entry points: the same numbers
+    from tensorcode.compiler.backends.numba_native import HANDOFF_CALLS
+    before = float(plan.forward(p).of(loss))
+    for _ in range(HANDOFF_CALLS + 1):
+        after = float(plan.forward(p).of(loss))
+    out["handoff"] = [before, after]
     out["stats"] = compile_stats()
     out["warnings"] = [str(w.message) for w in caught]
     out["modules"] = sorted(m for m in ("numba", "scipy") if m in sys.modules)
@@ -128,6 +134,11 @@ def test_native_failure_reruns_through_numba_for_its_error(runs):
     assert cold["error"] is not None and "out of range" in cold["error"]
     assert warm["error"] == cold["error"]
     assert warm["modules"][:1] == ["numba"]  # imported for the re-run only
+
+
+def test_long_runs_move_to_numba_with_the_same_numbers(runs):
+    _, cold, warm = runs
+    assert warm["handoff"][0] == warm["handoff"][1] == cold["handoff"][0]
 
 
 def test_damaged_objects_are_not_used(runs, tmp_path):

@@ -435,12 +435,19 @@ def read(directory: pathlib.Path, stem: str,
 
 
 _POINTER = ctypes.c_void_p
+#: native calls of one plan after which it moves to Numba's entry points (importing Numba
+#: then, once): a short run never pays for the import, a long one keeps Numba's lower
+#: cost per call
+HANDOFF_CALLS = 1000
 
 
 class NativeProgram:
     """A ``backends.Program`` whose ``run`` and ``entry("run_step")`` call the native
     object; everything else (and a re-run of a call the native code reported failed)
-    goes to the Numba module, built on first need by ``numba_module``."""
+    goes to the Numba module, built on first need by ``numba_module``. After
+    ``HANDOFF_CALLS`` native calls the plan's calls go to that module too: checking the
+    arguments and calling through ``ctypes`` costs a few microseconds more per call than
+    Numba's dispatcher, which matters to a long run of a small plan, not to a start."""
 
     def __init__(self, key: str, source: str, arguments: Arguments, address: int,
                  loss: tuple[str, int] | None,
@@ -461,8 +468,21 @@ class NativeProgram:
         self._inputs = [(np.dtype(d), shape) for d, shape in zip(a.inputs, a.input_shapes)]
         self._tail = [np.dtype(d) for d in (a.parameters + a.states + ["float64", "uint8"])]
         self._scratch = list(zip(a.scratch_sizes, a.scratch))
-        self._outputs = list(zip(a.output_sizes, a.outputs))
+        # the output arenas as one block, each at a 64-byte aligned offset
+        self._layout: list[tuple[int, np.dtype, int]] = []
+        offset = 0
+        for n, d in zip(a.output_sizes, a.outputs):
+            self._layout.append((n, np.dtype(d), offset))
+            offset += -(-n * np.dtype(d).itemsize // 64) * 64
+        self._block = max(offset, 1)
+        self._local = threading.local()
+        self._calls = 0
+        self._numba_run: Any = None
+        self._numba_step: Any = None
+        self._no_update = [0] * len(self._tail)
         self.output_dtypes = list(a.outputs)
+        self._loss_arena, self._loss_offset = (
+            (self.output_dtypes.index(loss[0]), loss[1]) if loss is not None else (0, 0))
 
     # -- the Numba module, for what the object does not offer ---------------------------
     def numba(self) -> Any:
@@ -505,6 +525,12 @@ class NativeProgram:
                 (dtype, shape), writable = inputs[k - len(head)], False
             else:
                 dtype, shape, writable = tail[k - len(head) - len(inputs)], None, True
+            entry = _ADDRESSES.get(id(value))
+            if entry is not None and entry[0] is value and value.dtype is dtype and \
+                    value.shape == entry[1] and (shape is None or entry[1] == shape) and \
+                    (not writable or value.flags.writeable):
+                pointers.append(entry[2])  # seen and checked before, unchanged since
+                continue
             if type(value) is not np.ndarray or value.dtype != dtype or \
                     not value.flags.c_contiguous or (writable and not value.flags.writeable):
                 raise TypeError(f"no matching definition for argument {k}: expected a "
@@ -512,37 +538,82 @@ class NativeProgram:
                                 f"{dtype.name} array")
             if shape is not None and value.shape != shape:
                 raise ValueError(f"input #{k - len(head)}: expected shape {list(shape)}")
-            pointers.append(value.ctypes.data)
+            pointers.append(_address(value))
         return pointers
 
-    def _scratch_and_outputs(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        return ([np.empty(n, d) for n, d in self._scratch],
-                [np.empty(n, d) for n, d in self._outputs])
+    def _buffers(self) -> tuple[list[int], list[np.ndarray], int]:
+        """This thread's scratch pointers (scratch never leaves a call, so a thread
+        reuses its own), fresh output arenas and the address of their block."""
+        local = self._local
+        scratch = getattr(local, "scratch", None)
+        if scratch is None:
+            arrays = [np.empty(n, d) for n, d in self._scratch]
+            local.arrays = arrays
+            scratch = local.scratch = [_address(a) for a in arrays]
+        block = (ctypes.c_char * self._block)()  # fresh every call: results never alias
+        outputs = [np.frombuffer(block, d, n, offset)  # type: ignore[call-overload]
+                   for n, d, offset in self._layout]
+        return scratch, outputs, ctypes.addressof(block)
+
+    def _output_pointers(self, base: int) -> list[int]:
+        return [base + offset for _, _, offset in self._layout]
+
+    def _hand_off(self) -> Any:
+        """After ``HANDOFF_CALLS`` native calls: the Numba module, whose compiled
+        dispatch costs less per call than this class's checks and ``ctypes``."""
+        self._numba_run = numba = self.numba()
+        self._numba_step = numba.entry("run_step") if self.loss is not None else None
+        return numba
 
     def run(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
         """The plan's ``run``: the output arenas, one per dtype."""
+        if self._numba_run is not None:
+            return self._numba_run.run(*args)
+        self._calls += 1
+        if self._calls > HANDOFF_CALLS:
+            return self._hand_off().run(*args)
         pointers = self._pointers(args, step=False)
         if self.arguments.step:  # a step plan's object takes the update's buffers too
-            pointers += [0] * len(self._tail)
-        scratch, outputs = self._scratch_and_outputs()
-        status = self._call(0, *pointers, *[a.ctypes.data for a in scratch],
-                            *[a.ctypes.data for a in outputs], 0.0)
+            pointers += self._no_update
+        scratch, outputs, base = self._buffers()
+        status = self._call(0, *pointers, *scratch, *self._output_pointers(base), 0.0)
         if status:  # Numba re-runs the call and raises its own error
             return tuple(self.numba().run(*args))
         return tuple(outputs)
 
     def run_step(self, *args: Any) -> float:
         """A step plan's ``run_step``: the loss; the parameters and state updated."""
+        if self._numba_step is not None:
+            return float(self._numba_step(*args))
+        self._calls += 1
+        if self._calls > HANDOFF_CALLS:
+            return float(self._hand_off().entry("run_step")(*args))
         *arrays, lr = args
         pointers = self._pointers(tuple(arrays), step=True)
-        scratch, outputs = self._scratch_and_outputs()
-        status = self._call(1, *pointers, *[a.ctypes.data for a in scratch],
-                            *[a.ctypes.data for a in outputs], float(lr))
+        scratch, outputs, base = self._buffers()
+        status = self._call(1, *pointers, *scratch, *self._output_pointers(base), float(lr))
         if status:  # the body failed before the update wrote anything: Numba re-runs it
             return float(self.numba().entry("run_step")(*args))
-        assert self.loss is not None
-        dtype, offset = self.loss
-        return float(outputs[self.output_dtypes.index(dtype)][offset])
+        return float(outputs[self._loss_arena][self._loss_offset])
+
+
+_ADDRESSES: dict[int, tuple[np.ndarray, tuple[int, ...], int]] = {}
+
+
+def _address(array: np.ndarray) -> int:
+    """``array.ctypes.data`` of a checked array, remembered with its shape for the arrays
+    a plan sees again and again (parameter and state buffers, constants, reused inputs):
+    asking NumPy for the pointer and the flags costs more than the native call of a small
+    plan. An entry holds its array, so the id is not reused while it is remembered (and
+    NumPy refuses to resize an array held elsewhere); a remembered array is taken as it
+    is while its dtype object and shape are unchanged. The table is emptied when it
+    grows past 256 arrays."""
+    entry = _ADDRESSES.get(id(array))
+    if entry is None or entry[0] is not array:
+        if len(_ADDRESSES) >= 256:
+            _ADDRESSES.clear()
+        entry = _ADDRESSES[id(array)] = (array, array.shape, array.ctypes.data)
+    return entry[2]
 
 
 __all__ = ["FORMAT", "SWITCH", "Arguments", "NativeProgram", "build_object", "enabled",
