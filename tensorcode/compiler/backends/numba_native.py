@@ -143,7 +143,13 @@ def wrapper_source(schedule: Schedule, step: StepSpec | None) -> str:
     sizes += list(zip(o_names, arguments.output_sizes))
     pointers = [f"a{k}" for k in range(len(sizes))]
     lines = [f"def native(mode, {''.join(p + ', ' for p in pointers)}lr):"]
-    lines += [f"    {name} = carray({p}, ({size},))" for p, (name, size) in zip(pointers, sizes)]
+    # what the plan's entry points pass as read-only arrays is wrapped read-only too, so
+    # ``body`` is called with the argument types ``run`` compiled it for: Numba reuses
+    # that compiled body instead of compiling the kernels again
+    read_only = set(params + consts + inputs)
+    for p, (name, size) in zip(pointers, sizes):
+        array = f"carray({p}, ({size},))"
+        lines.append(f"    {name} = {f'readonly({array})' if name in read_only else array}")
     lines.append("    try:")
     lines.append(f"        body({', '.join(params + consts + inputs + w_names + o_names)})")
     if step is not None:
@@ -167,6 +173,21 @@ def _parameter_size(schedule: Schedule, step: StepSpec | None, dtype: str) -> in
     return int(max(ends, default=0))
 
 
+def _readonly_intrinsic() -> Any:
+    """A Numba intrinsic viewing an array as read-only (the same data, the read-only
+    array type): a ``carray`` can only be writable."""
+    from numba.core.extending import intrinsic
+    from numba.core.imputils import impl_ret_borrowed
+
+    @intrinsic
+    def readonly(typingctx: Any, array: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return impl_ret_borrowed(context, builder, signature.return_type, args[0])
+        return array.copy(readonly=True)(array), codegen
+
+    return readonly
+
+
 def build_object(module: Any, schedule: Schedule, step: StepSpec | None) -> tuple[bytes, str]:
     """Compile ``native`` over the loaded plan ``module`` (its ``body`` and ``update``
     already jitted) with ``numba.cfunc`` and emit its machine code as an object file:
@@ -178,6 +199,7 @@ def build_object(module: Any, schedule: Schedule, step: StepSpec | None) -> tupl
     arguments = Arguments(schedule, len(step.rule.state_keys) if step is not None else None)
     namespace = dict(module.__dict__)
     namespace["carray"] = numba.carray
+    namespace["readonly"] = _readonly_intrinsic()
     source = wrapper_source(schedule, step)
     exec(compile(source, "<tensorcode native entry>", "exec", dont_inherit=True), namespace)
     signature = types.int32(types.int32,
