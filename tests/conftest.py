@@ -15,3 +15,7 @@ _CACHE = _KEEP or tempfile.mkdtemp(prefix="tensorcode-test-cache-")
 os.environ["TENSORCODE_CACHE_DIR"] = _CACHE
 if not _KEEP:
     atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+# A native plan object (compiler/backends/numba_native.py) costs a further compile per
+# plan and only serves later processes; the suite builds them only where a test turns
+# them on (tests/compiler/test_native_plans.py, for its own processes).
+os.environ.setdefault("TENSORCODE_NATIVE_PLANS", "0")
