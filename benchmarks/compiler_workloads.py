@@ -557,15 +557,21 @@ def jax_rows(quick: bool) -> list[dict]:
 
 def fresh_process_script(kind: str, cache: str) -> str:
     """Code for a fresh process that imports, builds W2, lowers (or jits) and takes
-    its first step, printing the seconds each part took as JSON."""
+    its first step, printing the seconds each part took as JSON (for TensorCode also
+    the parts: NumPy's import, TensorCode's and llvmlite's, building the network,
+    lowering, the step)."""
     if kind == "tensorcode":
         return f"""
 import time; t0 = time.perf_counter()
 import os; os.environ["TENSORCODE_CACHE_DIR"] = {cache!r}
 import json, sys
+import numpy
+t_numpy = time.perf_counter()
 sys.path.insert(0, {str(__import__('pathlib').Path(__file__).resolve().parents[1])!r})
 from benchmarks.compiler_workloads import WORKLOADS, make_data, tensorcode_network
 from tensorcode.compiler.plan import compile_stats
+import tensorcode.compiler.step, tensorcode.runtime.optim
+t_imports = time.perf_counter()
 spec = WORKLOADS["W2"]; data = make_data(spec)
 network, loss, adjoints = tensorcode_network(spec, data)
 t1 = time.perf_counter()
@@ -575,7 +581,10 @@ plan = network.entry(adjoints.roots()).lower(optimizer=opt)
 t2 = time.perf_counter()
 plan.step(network.parameters(), opt, None, spec["lr"])
 t3 = time.perf_counter()
-print(json.dumps({{"lower": t2 - t1, "first_step": t3 - t0, "stats": compile_stats()}}))
+print(json.dumps({{"lower": t2 - t1, "first_step": t3 - t0, "stats": compile_stats(),
+                  "parts": {{"numpy": t_numpy - t0, "tensorcode": t_imports - t_numpy,
+                            "network": t1 - t_imports, "lower": t2 - t1, "step": t3 - t2}},
+                  "numba": "numba" in sys.modules}}))
 """
     return f"""
 import time; t0 = time.perf_counter()

@@ -44,10 +44,13 @@ def _framework_rows(kind: str, quick: bool) -> list[dict]:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _fresh(kind: str, cache: str) -> dict:
+def _fresh(kind: str, cache: str, native: bool = True) -> dict:
+    env = dict(os.environ)
+    if not native:  # plans load through Numba, as before native plan objects
+        env["TENSORCODE_NATIVE_PLANS"] = "0"
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", fresh_process_script(kind, cache)],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=600, env=env)
     wall = time.perf_counter() - start
     if result.returncode != 0:
         raise RuntimeError(result.stderr[-2000:])
@@ -56,8 +59,50 @@ def _fresh(kind: str, cache: str) -> dict:
     return data
 
 
+_IMPORTS = {
+    "tensorcode": "import tensorcode",
+    "tensorcode + first name": "import tensorcode; tensorcode.Tape",
+    "numpy": "import numpy",
+}
+
+
+def _import_ms(statement: str, repeat: int) -> float:
+    """Median milliseconds ``statement`` takes in a fresh interpreter (timed inside the
+    process, so the interpreter's own start-up is left out), over ``repeat`` processes."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (f"import sys, time; sys.path.insert(0, {here!r}); t0 = time.perf_counter(); "
+            f"{statement}; print(time.perf_counter() - t0)")
+    samples = []
+    for _ in range(repeat):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                timeout=120, check=True)
+        samples.append(float(result.stdout.strip().splitlines()[-1]) * 1e3)
+    return sorted(samples)[len(samples) // 2]
+
+
+def import_rows(quick: bool = False) -> list[Row]:
+    """``import tensorcode`` in fresh processes: the import alone (every public name is
+    loaded on first use), the import plus the first name read (NumPy and the compiler),
+    and NumPy's own import beside them."""
+    repeat = 3 if quick else 7
+    rows = []
+    for peer, statement in _IMPORTS.items():
+        rows.append(Row(SUITE, "import tensorcode (fresh process)", peer,
+                        _import_ms(statement, repeat), unit="ms",
+                        baseline=peer == "tensorcode",
+                        note=f"median of {repeat} processes; `{statement}`"))
+    return rows
+
+
+def _parts(fresh: dict) -> str:
+    """Where a fresh process's time went: the interpreter's start and exit (the wall
+    time the script did not see), then each part the script timed, in ms."""
+    parts = {"interpreter": fresh["wall"] - fresh["first_step"], **fresh["parts"]}
+    return ", ".join(f"{name} {seconds * 1e3:.0f}" for name, seconds in parts.items()) + " ms"
+
+
 def run(quick: bool = False) -> list[Row]:
-    rows: list[Row] = []
+    rows: list[Row] = import_rows(quick)
     for name, spec in WORKLOADS.items():
         workload = spec["title"]
         data = make_data(spec)
@@ -117,14 +162,25 @@ def run(quick: bool = False) -> list[Row]:
     # cold and warm lowering of W2 in fresh processes
     with tempfile.TemporaryDirectory(prefix="tensorcode-bench-cache-") as cache:
         cold = _fresh("tensorcode", cache)
-        warm = _fresh("tensorcode", cache)
+        warms, numbas = [], []
+        for _ in range(1 if quick else 3):  # alternated, so load changes hit both alike
+            warms.append(_fresh("tensorcode", cache))
+            numbas.append(_fresh("tensorcode", cache, native=False))
+        warm, warm_numba = (sorted(runs, key=lambda r: r["wall"])[len(runs) // 2]
+                            for runs in (warms, numbas))
     rows.append(Row(SUITE, "W2 cold lowering (fresh process)", "tensorcode", cold["lower"],
                     unit="s", baseline=True,
                     note=f"empty cache; compiled {cold['stats']['compiled']} functions"))
     rows.append(Row(SUITE, "W2 warm: process start to 1st step", "tensorcode", warm["wall"],
                     unit="s", baseline=True,
-                    note=f"cache hit: compiled {warm['stats']['compiled']}, loaded "
-                         f"{warm['stats']['cache_loaded']}; lower() {warm['lower']:.2f}s"))
+                    note=f"cache hit: compiled {warm['stats']['compiled']}, native objects "
+                         f"loaded {warm['stats']['native_loaded']}, numba imported: "
+                         f"{warm['numba']}; {_parts(warm)}"))
+    rows.append(Row(SUITE, "W2 warm: process start to 1st step", "tensorcode via Numba",
+                    warm_numba["wall"], unit="s",
+                    note=f"TENSORCODE_NATIVE_PLANS=0 (the Numba loader), median of "
+                         f"{len(numbas)}; "
+                         f"{_parts(warm_numba)}"))
     if module_available("jax"):
         try:
             jax_fresh = _fresh("jax", "")

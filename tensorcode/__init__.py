@@ -3,10 +3,11 @@ lower them to fast CPU executors.
 
 The public surface is small: ``Tape`` records, ``Network`` runs, ``Parameters`` is the
 caller's state; ``tc.nn``, ``tc.init``, ``tc.checkpoint`` and ``tc.random`` hold the
-building blocks. Heavy imports (numba) stay lazy: ``import tensorcode`` never loads them.
-The runtime's modules load on first use too, so ``import tensorcode.compiler`` (which runs
-this file first) loads the compiler alone: dependencies point products -> runtime ->
-compiler, never back.
+building blocks. Every public name but the errors loads on first use (PEP 562), so
+``import tensorcode`` imports neither NumPy nor the compiler until a name is read, and
+never numba. The runtime's modules load on first use too, so ``import
+tensorcode.compiler`` (which runs this file first) loads the compiler alone: dependencies
+point products -> runtime -> compiler, never back.
 """
 
 from __future__ import annotations
@@ -14,25 +15,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .compiler.functions import (
-    concat,
-    cross_entropy,
-    gelu,
-    layer_norm,
-    log_softmax,
-    logsumexp,
-    maximum,
-    minimum,
-    mse,
-    one_hot,
-    softmax,
-    stop_gradient,
-    where,
-)
-from .compiler.network import Backward, Network, Run
-from .compiler.plan import Plan
-from .compiler.tables import Gradients, Parameters
-from .compiler.tape import Adjoints, Expr, Tape
 from .errors import (
     ArtifactError,
     CompileError,
@@ -45,15 +27,42 @@ from .errors import (
     TrainingError,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily below
     from . import nn
+    from .compiler.functions import (
+        concat,
+        cross_entropy,
+        gelu,
+        layer_norm,
+        log_softmax,
+        logsumexp,
+        maximum,
+        minimum,
+        mse,
+        one_hot,
+        softmax,
+        stop_gradient,
+        where,
+    )
+    from .compiler.network import Backward, Network, Run
+    from .compiler.plan import Plan
+    from .compiler.tables import Gradients, Parameters
+    from .compiler.tape import Adjoints, Expr, Tape
     from .nn import init
     from .runtime import checkpoint, optim, random
-    from .runtime.experience import OutputRef, trace
+    from .runtime.experience import InputRef, OutputRef, trace
 
-#: public names served from the runtime and the layers above it, loaded when first read:
-#: name -> (module, attribute)
+#: every public name but the errors, loaded when first read: name -> (module, attribute;
+#: None for the module itself). ``import tensorcode`` runs no NumPy and no compiler code.
 _LAZY: dict[str, tuple[str, str | None]] = {
+    **{name: ("tensorcode.compiler.functions", name) for name in (
+        "concat", "cross_entropy", "gelu", "layer_norm", "log_softmax", "logsumexp",
+        "maximum", "minimum", "mse", "one_hot", "softmax", "stop_gradient", "where")},
+    **{name: ("tensorcode.compiler.network", name) for name in ("Backward", "Network", "Run")},
+    "Plan": ("tensorcode.compiler.plan", "Plan"),
+    "Gradients": ("tensorcode.compiler.tables", "Gradients"),
+    "Parameters": ("tensorcode.compiler.tables", "Parameters"),
+    **{name: ("tensorcode.compiler.tape", name) for name in ("Adjoints", "Expr", "Tape")},
     "nn": ("tensorcode.nn", None),
     "init": ("tensorcode.nn.init", None),
     "checkpoint": ("tensorcode.runtime.checkpoint", None),
@@ -66,7 +75,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 
 def __getattr__(name: str) -> Any:
-    """Load a runtime name on first use (PEP 562) and keep it as a module attribute."""
+    """Load a public name on first use (PEP 562) and keep it as a module attribute."""
     try:
         module_name, attribute = _LAZY[name]
     except KeyError:
@@ -75,6 +84,12 @@ def __getattr__(name: str) -> Any:
     value = module if attribute is None else getattr(module, attribute)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The module's attributes and every public name, loaded or not."""
+    return sorted(set(globals()) | set(__all__))
+
 
 __version__ = "0.1.0"
 

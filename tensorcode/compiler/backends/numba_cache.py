@@ -45,7 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover - kept out of ``import tensorcode``
 
 _STATS_LOCK = threading.Lock()
 _STATS = {"compiled": 0, "cache_loaded": 0, "sources_written": 0, "corrupt_entries": 0,
-          "plans_lowered": 0, "memory_hits": 0, "memory_compiled": 0}
+          "plans_lowered": 0, "memory_hits": 0, "memory_compiled": 0,
+          "native_loaded": 0, "native_built": 0, "native_refused": 0, "native_unavailable": 0}
 _MODULES: dict[str, Any] = {}
 _MODULE_LOCK = threading.Lock()
 
@@ -54,7 +55,13 @@ def compile_stats() -> dict[str, int]:
     """Counters for this process: ``compiled`` (Numba compilations of plan functions),
     ``cache_loaded`` (plan functions loaded from the on-disk cache), ``sources_written``,
     ``corrupt_entries`` (cache entries found damaged and rebuilt), ``plans_lowered`` and
-    ``memory_hits`` (lowerings served by a module already loaded in this process)."""
+    ``memory_hits`` (lowerings served by a module already loaded in this process);
+    ``native_loaded`` (plans loaded as native objects without Numba, also counted in
+    ``cache_loaded``), ``native_built`` (native objects written after a compile),
+    ``native_refused`` (native objects not used because they need a symbol the loader
+    cannot provide, or failed to load: those plans loaded through Numba) and
+    ``native_unavailable`` (plans for which no native object could be built);
+    see ``numba_native``."""
     with _STATS_LOCK:
         return dict(_STATS)
 
@@ -91,7 +98,6 @@ def environment_key() -> str:
     if _ENVIRONMENT is None:
         import llvmlite
         import llvmlite.binding as llvm
-        import numba
 
         from ... import __version__
         from .numba import CODEGEN_VERSION
@@ -102,11 +108,29 @@ def environment_key() -> str:
             cpu = llvm.get_host_cpu_name()
         _ENVIRONMENT = json.dumps({
             "tensorcode": __version__, "codegen": CODEGEN_VERSION,
-            "numba": numba.__version__, "llvmlite": llvmlite.__version__,
+            "numba": _installed_version("numba"), "llvmlite": llvmlite.__version__,
             "llvm": ".".join(map(str, llvm.llvm_version_info)), "cpu": cpu,
             "numpy": np.__version__, "python": sys.version_info[:2],
         }, sort_keys=True)
     return _ENVIRONMENT
+
+
+def _installed_version(package: str) -> str:
+    """The installed version of ``package`` without importing it (importing Numba is
+    what a warm start avoids): from the name of its ``.dist-info`` directory beside it,
+    else from ``importlib.metadata``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is not None and spec.submodule_search_locations:
+        site = pathlib.Path(next(iter(spec.submodule_search_locations))).parent
+        found = [p.name[len(package) + 1:-len(".dist-info")]
+                 for p in site.glob(f"{package}-*.dist-info")]
+        if len(found) == 1:
+            return found[0]
+    import importlib.metadata
+
+    return importlib.metadata.version(package)
 
 
 def ir_key(schedule: Schedule) -> str:
@@ -320,7 +344,7 @@ def compiled_module(schedule: Schedule, approximate: bool = True,
             count("memory_hits")
             return _MODULES[key]
         try:
-            compiled = _cached_module(source, key)
+            compiled = _cached_module(source, key, schedule, step)
         except (CacheError, OSError) as error:
             reason = str(error) if isinstance(error, CacheError) else \
                 f"the plan cache cannot be used: {error.strerror or error}"
@@ -335,9 +359,96 @@ def compiled_module(schedule: Schedule, approximate: bool = True,
         return compiled
 
 
-def _cached_module(source: str, key: str) -> CompiledModule:
+def _cached_module(source: str, key: str, schedule: Schedule | None = None,
+                  step: StepSpec | None = None) -> Any:
     """``compiled_module`` through the on-disk cache (raises ``CacheError`` or
-    ``OSError`` when the directory or the entry cannot be used)."""
+    ``OSError`` when the directory or the entry cannot be used). While Numba is not
+    imported in this process, an entry's native object (``numba_native``) is loaded
+    without it; after a Numba compile or load of an entry that has none, one is built."""
+    from . import numba_native as native
+
+    directory = plans_directory()
+    stem = f"p_{key}"
+    use_native = schedule is not None and native.enabled()
+    if use_native and "numba" not in sys.modules:
+        assert schedule is not None
+        program = _native_program(directory, stem, source, key, schedule, step)
+        if program is not None:
+            return program
+    compiled = _numba_module(source, key)
+    if use_native:
+        assert schedule is not None
+        _build_native(compiled, directory, stem, schedule, step)
+    return compiled
+
+
+def _owned_file(path: pathlib.Path) -> None:
+    _check_owned(path, directory=False)
+
+
+def _native_program(directory: pathlib.Path, stem: str, source: str, key: str,
+                    schedule: Schedule, step: StepSpec | None) -> Any:
+    """The entry's native object loaded as a ``NativeProgram``, or None when the entry
+    has none that can be trusted and used here (then Numba loads it, and any damage is
+    reported and repaired there)."""
+    from . import numba_native as native
+
+    path = directory / f"{stem}.py"
+    with _locked(directory / f"{stem}.lock"):
+        try:
+            _check_owned(path, directory=False)
+            if path.read_text(encoding="utf-8") != source:
+                return None
+        except (OSError, UnicodeDecodeError, _Untrusted):
+            return None
+        if not _verify_numba_files(directory, stem):
+            return None
+        found = native.read(directory, stem, _owned_file)
+        if found is None:
+            return None
+        data, symbol = found
+        try:
+            runtime = native.runtime()
+            if runtime.missing(native.undefined_symbols(data)):
+                count("native_refused")
+                return None
+            address = runtime.load(data, symbol)
+        except Exception:  # a foreign platform or object: Numba loads the plan instead
+            count("native_refused")
+            return None
+    count("native_loaded")
+    count("cache_loaded")
+    arguments = native.Arguments(schedule, len(step.rule.state_keys) if step else None)
+    return native.NativeProgram(key, source, arguments, address,
+                                step.loss if step is not None else None,
+                                lambda: _numba_module(source, key))
+
+
+def _build_native(compiled: CompiledModule, directory: pathlib.Path, stem: str,
+                  schedule: Schedule, step: StepSpec | None) -> None:
+    """Write the entry's native object unless it has a usable one (a failure to build
+    one leaves the plan on Numba, counted as ``native_unavailable``)."""
+    from . import numba_native as native
+
+    with _locked(directory / f"{stem}.lock"):
+        if native.read(directory, stem, _owned_file) is not None:
+            return
+        if native.present(directory, stem):
+            count("corrupt_entries")
+            _warn_once(stem + ":native", f"tensorcode: the native object of plan cache "
+                                         f"entry {stem} was corrupt or foreign; rebuilding "
+                                         "it")
+        try:
+            data, symbol = native.build_object(compiled.module, schedule, step)
+        except Exception:
+            count("native_unavailable")
+            return
+        native.store(directory, stem, data, symbol)
+    count("native_built")
+
+
+def _numba_module(source: str, key: str) -> CompiledModule:
+    """The entry's module compiled or loaded by Numba, through the on-disk cache."""
     directory = plans_directory()
     stem = f"p_{key}"
     path = directory / f"{stem}.py"
