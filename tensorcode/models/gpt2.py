@@ -49,6 +49,7 @@ from ..files.tensorfile import TensorFile, save_tensors
 from ..nn import init as initializers
 from ..nn.transformer import Gpt, GptConfig, TransformerBlock
 from ..runtime.checkpoint import named_restore, named_restore_file, named_snapshot
+from .gpt_training import check_layered_layout
 
 if TYPE_CHECKING:  # pragma: no cover
     from .gpt_training import LayeredTraining
@@ -278,20 +279,8 @@ class _Layered:
         self.rebind(model.parameters)
 
     def _check_layout(self) -> None:
-        """The model's table must be the edge run (wte, wpe, ln_f) then one block-shaped
-        run per layer, so views of it are the small networks' tables."""
-        slots = self.model.network.layout.slots
-        edge_slots = self.edge_network.layout.slots
-        block_slots = self.block_network.layout.slots
-        runs = [(slots[:len(edge_slots)], edge_slots)]
-        start = len(edge_slots)
-        for _ in range(self.model.config.n_layer):
-            runs.append((slots[start:start + len(block_slots)], block_slots))
-            start += len(block_slots)
-        if start != len(slots) or set(self.model.network.layout.sizes) != {"float32"} or any(
-                [s.shape for s in run] != [s.shape for s in want] for run, want in runs):
-            raise CompileError("the model's parameter table is not laid out as the edges "
-                               "then one run per block; use strategy='whole'")
+        check_layered_layout(self.model.network, self.edge_network, self.block_network,
+                             self.model.config.n_layer, "float32", "use strategy='whole'")
 
     def rebind(self, parameters: Parameters) -> _Layered:
         """Views of ``parameters``: the edge table and one table per layer (no copy)."""

@@ -51,6 +51,27 @@ if TYPE_CHECKING:  # pragma: no cover
 PLANS = ("embed", "block", "block_backward", "head_loss", "embed_backward")
 
 
+
+def check_layered_layout(network: Any, edge_network: Any, block_network: Any, n_layer: int,
+                         dtype: str, advice: str) -> None:
+    """Refuse a model whose table is not the edge run (wte, wpe, ln_f) then one
+    block-shaped run per layer, all of ``dtype``: the layered plans run on views of it,
+    so each view must be exactly a small network's table. ``advice`` says what to use
+    instead."""
+    slots = network.layout.slots
+    edge_slots = edge_network.layout.slots
+    block_slots = block_network.layout.slots
+    runs = [(slots[:len(edge_slots)], edge_slots)]
+    start = len(edge_slots)
+    for _ in range(n_layer):
+        runs.append((slots[start:start + len(block_slots)], block_slots))
+        start += len(block_slots)
+    if start != len(slots) or set(network.layout.sizes) != {dtype} or any(
+            [s.shape for s in run] != [s.shape for s in want] for run, want in runs):
+        raise CompileError("the model's parameter table is not laid out as the edges "
+                           f"then one run per block; {advice}")
+
+
 class LayeredTraining:
     """The training step of a ``GptModel`` over per-layer plans (module docstring).
 
@@ -109,21 +130,10 @@ class LayeredTraining:
         self.layer_parameters: dict[Any, list[Parameters]] = {}
 
     def _check_layout(self) -> None:
-        """The model's table must be the edge run then one block-shaped run per layer,
-        all of one dtype, so views of it are the pieces' tables."""
-        slots = self.model.network.layout.slots
-        edge_slots = self.edge_network.layout.slots
-        block_slots = self.block_network.layout.slots
-        runs = [(slots[:len(edge_slots)], edge_slots)]
-        start = len(edge_slots)
-        for _ in range(self.model.config.n_layer):
-            runs.append((slots[start:start + len(block_slots)], block_slots))
-            start += len(block_slots)
-        if start != len(slots) or set(self.model.network.layout.sizes) != {self.dtype} or any(
-                [s.shape for s in run] != [s.shape for s in want] for run, want in runs):
-            raise CompileError("the model's parameter table is not laid out as the edges "
-                               "then one run per block; train it with the one-tape plan "
-                               "(GptModel(..., train=True).plan('train'))")
+        check_layered_layout(self.model.network, self.edge_network, self.block_network,
+                             self.model.config.n_layer, self.dtype,
+                             "train it with the one-tape plan "
+                             "(GptModel(..., train=True).plan('train'))")
 
     # -- plans ------------------------------------------------------------------------
     def plan(self, name: str) -> Plan:
@@ -251,4 +261,4 @@ def _call_in_order(bound: BoundPlan, feeds: dict[Expr, np.ndarray]) -> tuple[np.
     return bound(*[feeds[symbol] for symbol in bound.plan.inputs()])
 
 
-__all__ = ["LayeredTraining", "PLANS"]
+__all__ = ["LayeredTraining", "PLANS", "check_layered_layout"]
