@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ class Failing(io.BytesIO):
         super().__init__()
         self.left = after
 
-    def write(self, data) -> int:  # type: ignore[override]
+    def write(self, data: Any, /) -> int:
         self.left -= 1
         if self.left < 0:
             raise OSError("disk full")

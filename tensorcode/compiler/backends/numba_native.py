@@ -573,7 +573,7 @@ class NativeProgram:
             local.arrays = arrays
             scratch = local.scratch = [_address(a) for a in arrays]
         block = (ctypes.c_char * self._block)()  # fresh every call: results never alias
-        outputs = [np.frombuffer(block, d, n, offset)  # type: ignore[call-overload]
+        outputs = [np.frombuffer(memoryview(block), dtype=d, count=n, offset=offset)
                    for n, d, offset in self._layout]
         return scratch, outputs, ctypes.addressof(block)
 
