@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core.extending import intrinsic
 
 
@@ -21,4 +24,59 @@ def pow2_float32(typingctx, n):
     return sig, codegen
 
 
-__all__ = ["pow2_float32"]
+@njit(nogil=True, fastmath={"reassoc"})
+def row_sum(row: np.ndarray) -> float:
+    """The sum of a float64 row, in whatever order LLVM's vectorizer picks: the only
+    function compiled with reassociation allowed, so it applies to this one loop of
+    adds and to nothing else of a plan (a plan's float32 approximations rely on the
+    order of their operations). The terms are float32 values widened to float64, so
+    the order changes the result by far less than the float32 rounding that follows."""
+    total = 0.0
+    for k in range(row.shape[0]):
+        total += row[k]
+    return total
+
+
+@njit(nogil=True)
+def _has_nan(row: np.ndarray) -> bool:
+    found = False
+    for k in range(row.shape[0]):
+        found |= row[k] != row[k]
+    return found
+
+
+@njit(nogil=True, fastmath={"nnan", "nsz"})
+def _max_of_numbers(row: np.ndarray) -> Any:
+    best = row[0]
+    for k in range(1, row.shape[0]):
+        best = row[k] if row[k] > best else best
+    return best
+
+
+@njit(nogil=True, fastmath={"nnan", "nsz"})
+def _min_of_numbers(row: np.ndarray) -> Any:
+    best = row[0]
+    for k in range(1, row.shape[0]):
+        best = row[k] if row[k] < best else best
+    return best
+
+
+@njit(nogil=True)
+def row_max(row: np.ndarray) -> Any:
+    """``np.max`` of a non-empty float row (NaN if any term is NaN), vectorized: the
+    scan for NaN and the maximum of a row known to hold none are separate loops, the
+    second compiled as free of NaN (it is) and blind to the sign of zero."""
+    if _has_nan(row):
+        return row.dtype.type(np.nan)
+    return _max_of_numbers(row)
+
+
+@njit(nogil=True)
+def row_min(row: np.ndarray) -> Any:
+    """``np.min`` of a non-empty float row, as ``row_max``."""
+    if _has_nan(row):
+        return row.dtype.type(np.nan)
+    return _min_of_numbers(row)
+
+
+__all__ = ["pow2_float32", "row_max", "row_min", "row_sum"]

@@ -20,7 +20,7 @@ import io
 import math
 import tokenize
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,7 +47,13 @@ from ..kernels import (
 from ..schedule import Schedule, blas_layout
 
 #: bump when generated code changes meaning (part of every cache key)
-CODEGEN_VERSION = "5"
+CODEGEN_VERSION = "6"
+
+#: the fewest terms a float reduction over the innermost loop needs before it is
+#: computed in two passes (``row_terms``)
+ROW_REDUCTION_MIN = 16
+#: the ``intrinsics`` function reducing a row, by reduction op
+_ROW_REDUCTION = {"sum": "row_sum", "mean": "row_sum", "max": "row_max", "min": "row_min"}
 
 NP = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
       "int64": "np.int64"}
@@ -157,6 +163,96 @@ def kernel_scoped(lines: list[str], k: int) -> list[str]:
     return out
 
 
+class FusedLayout(NamedTuple):
+    """How a fused kernel's loops run: the coalesced loop extents ``dims``, each
+    strided load's, store's and reduction's stride per loop, and for each reduction
+    whose reduced axes are a suffix of the loops the loop level its register
+    accumulator opens at (``local``; the others accumulate in place, in memory)."""
+
+    dims: list[int]
+    reductions: list[int]
+    load_keys: list[int]
+    load_vec: dict[int, list[int]]
+    store_vec: dict[int, list[int]]
+    red_vec: dict[int, list[int]]
+    local: dict[int, int]
+
+
+def fused_layout(g: Any, kernel: FusedKernel) -> FusedLayout:
+    """The loop layout of ``kernel`` (``FusedLayout``), a function of the kernel alone."""
+    space = tuple(kernel.space)
+    loads: dict[int, Any] = kernel.loads
+    members = kernel.nodes
+    reductions = [i for i in members if g.nodes[i].op in ("sum", "mean", "max", "min")]
+    vectors: list[list[int]] = []
+    load_keys = [j for j, loc in loads.items() if isinstance(loc, Strided)]
+    for j in load_keys:
+        vectors.append(list(broadcast_access(loads[j], space)))
+    store_keys = [i for i in members if i in kernel.stores and i not in reductions]
+    for _ in store_keys:
+        vectors.append(list(c_strides(space)))
+    for r in reductions:
+        axes = set(g.nodes[r].attr("axis"))
+        kept = [d for a, d in enumerate(space) if a not in axes]
+        ks = list(c_strides(kept))
+        vec, q = [], 0
+        for a in range(len(space)):
+            if a in axes:
+                vec.append(0)
+            else:
+                vec.append(ks[q])
+                q += 1
+        vectors.append(vec)
+    dims, vecs = _coalesce(space, vectors)
+    n_loads, n_stores = len(load_keys), len(store_keys)
+    red_vec = dict(zip(reductions, vecs[n_loads + n_stores:]))
+    local: dict[int, int] = {}
+    for r in reductions:
+        reduced = [a for a, st in enumerate(red_vec[r]) if st == 0]
+        first = min(reduced) if reduced else len(dims)
+        if reduced == list(range(first, len(dims))):
+            local[r] = first
+    return FusedLayout(list(dims), reductions, load_keys,
+                       dict(zip(load_keys, vecs[:n_loads])),
+                       dict(zip(store_keys, vecs[n_loads:n_loads + n_stores])), red_vec, local)
+
+
+def row_terms(g: Any, layout: FusedLayout) -> list[tuple[int, str]]:
+    """The reductions of a fused kernel computed in two passes, with their row's dtype
+    (the term's): the innermost loop only stores each term in a row of scratch, and
+    ``row_sum``, ``row_max`` or ``row_min`` (``intrinsics``) reduce the row (a sum
+    still accumulates in float64). A running sum or maximum in that loop is a chain
+    of dependent operations, which keeps LLVM from vectorizing the loop's other work
+    (an ``exp``, a division) as well; the row's reduction is vectorized. Taken when
+    every reduction closing at the innermost level is a float one over at least
+    ``ROW_REDUCTION_MIN`` terms."""
+    dims, last = layout.dims, len(layout.dims) - 1
+    inner = [r for r in layout.reductions if layout.local.get(r) == last]
+    if last < 0 or not inner or dims[-1] < ROW_REDUCTION_MIN or any(
+            not g.nodes[r].type.is_float for r in inner):
+        return []
+    return [(r, g.nodes[g.nodes[r].inputs[0]].type.dtype) for r in inner]
+
+
+def scratch_sizes(schedule: Schedule) -> dict[str, int]:
+    """Elements of each scratch arena a plan's code needs, by dtype: the schedule's
+    arenas plus room for the longest set of reduction rows one kernel keeps
+    (``row_terms``; kernels run one after another, so they share that room)."""
+    sizes = {d: int(n) for d, n in schedule.arena.items()}
+    extra: dict[str, int] = {}
+    for kernel in schedule.kernels:
+        if isinstance(kernel, FusedKernel):
+            layout = fused_layout(schedule.graph, kernel)
+            need: dict[str, int] = {}
+            for _, dtype in row_terms(schedule.graph, layout):
+                need[dtype] = need.get(dtype, 0) + layout.dims[-1]
+            for dtype, n in need.items():
+                extra[dtype] = max(extra.get(dtype, 0), n)
+    for dtype, n in extra.items():
+        sizes[dtype] = sizes.get(dtype, 0) + n
+    return dict(sorted(sizes.items()))
+
+
 class Generator:
     def __init__(self, schedule: Schedule, approximate: bool = True) -> None:
         self.s = schedule
@@ -166,6 +262,7 @@ class Generator:
         self.out = _Emitter()
         self.kernel_index = 0
         self.uses_pow2 = False
+        self.row_reductions: set[str] = set()
         self.random_fills: set[str] = set()
 
     # -- names ----------------------------------------------------------------------
@@ -213,57 +310,43 @@ class Generator:
 
     def k_fused(self, kernel: FusedKernel) -> None:
         g, e = self.s.graph, self.out
-        space = tuple(kernel.space)
-        loads: dict[int, Any] = kernel.loads
+        layout = fused_layout(g, kernel)
         stores: dict[int, Strided] = kernel.stores
+        loads: dict[int, Any] = kernel.loads
         members = kernel.nodes
-        reductions = [i for i in members if g.nodes[i].op in ("sum", "mean", "max", "min")]
-        vectors: list[list[int]] = []
-        load_keys = [j for j, loc in loads.items() if isinstance(loc, Strided)]
-        for j in load_keys:
-            vectors.append(list(broadcast_access(loads[j], space)))
-        store_keys = [i for i in members if i in stores and i not in reductions]
-        for _ in store_keys:
-            vectors.append(list(c_strides(space)))
-        for r in reductions:
-            node = g.nodes[r]
-            axes = set(node.attr("axis"))
-            kept = [d for a, d in enumerate(space) if a not in axes]
-            ks = list(c_strides(kept))
-            vec, q = [], 0
-            for a in range(len(space)):
-                if a in axes:
-                    vec.append(0)
-                else:
-                    vec.append(ks[q])
-                    q += 1
-            vectors.append(vec)
-        dims, vecs = _coalesce(space, vectors)
+        dims, reductions, local = layout.dims, layout.reductions, layout.local
+        load_keys, load_vec = layout.load_keys, layout.load_vec
+        store_vec, red_vec = layout.store_vec, layout.red_vec
         names = [f"i{d}" for d in range(len(dims))]
-        load_vec = dict(zip(load_keys, vecs[:len(load_keys)]))
-        store_vec = dict(zip(store_keys, vecs[len(load_keys):len(load_keys) + len(store_keys)]))
-        red_vec = dict(zip(reductions, vecs[len(load_keys) + len(store_keys):]))
-        # reduction strategy: a register accumulator when the reduced axes are a suffix
-        local: dict[int, int] = {}
         for r in reductions:
-            reduced = [a for a, st in enumerate(red_vec[r]) if st == 0]
-            first = min(reduced) if reduced else len(dims)
-            if reduced == list(range(first, len(dims))):
-                local[r] = first
-            else:
+            if r not in local:  # accumulated in place: the stores start at the identity
                 self._fill(stores[r], self._init(g.nodes[r]), g.nodes[r].type.dtype)
         pre: dict[int, list[int]] = {}
         for r, d in local.items():
             pre.setdefault(d, []).append(r)
+        # each row in scratch past the schedule's own arena (``scratch_sizes``)
+        rows: dict[int, tuple[str, int]] = {}
+        offsets = {d: int(n) for d, n in self.s.arena.items()}
+        for r, dtype in row_terms(g, layout):
+            base = offsets.get(dtype, 0)
+            offsets[dtype] = base + dims[-1]
+            rows[r] = (array_name(Arena("scratch", dtype)), base)
+            self.row_reductions.add(_ROW_REDUCTION[g.nodes[r].op])
 
         def open_level(d: int) -> None:
             for r in pre.get(d, []):
+                if r in rows:
+                    continue
                 node = g.nodes[r]
                 e.line(f"a{r} = {self._acc_init(node)}")
 
         def close_level(d: int) -> None:
             for r in pre.get(d, []):
                 node = g.nodes[r]
+                if r in rows:
+                    row, base = rows[r]
+                    e.line(f"a{r} = {_ROW_REDUCTION[node.op]}({row}[{base}:"
+                           f"{base + dims[-1]}])")
                 value = f"a{r}"
                 dtype = node.type.dtype
                 if node.op == "mean":
@@ -285,7 +368,10 @@ class Generator:
             node = g.nodes[i]
             if node.op in ("sum", "mean", "max", "min"):
                 x = f"v{node.inputs[0]}"
-                if i in local:
+                if i in rows:
+                    row, base = rows[i]
+                    e.line(f"{row}[{base} + {names[-1]}] = {x}")
+                elif i in local:
                     if node.op in ("sum", "mean"):
                         e.line(f"a{i} += {x}")
                     else:

@@ -204,6 +204,12 @@ def _dispatcher_counts(dispatchers: Iterable[Any]) -> tuple[int, int]:
 # compiled modules
 
 
+#: scratch plus output bytes from which a plan's ``run`` reuses a per-thread scratch arena
+#: and takes NumPy's output arenas (``CompiledModule._run_reusing``); below it, ``run``
+#: allocates inside the compiled call, where ``malloc``'s free lists make that cheap
+REUSE_BYTES = 1 << 18
+
+
 class _JitOptions(TypedDict):
     """The ``numba.njit`` keywords every entry point of a plan module compiles with."""
 
@@ -248,13 +254,39 @@ class CompiledModule:
         self.batch_signature_text = module.BATCH_SIGNATURE
         self._options = options
         before = _dispatcher_counts(self._helpers)
-        self.run = numba.njit(self.run_signature, **options)(module.run)
-        module.run = self.run  # run_scalars calls it
-        self._account([self.run], before)
+        self._scratch = [(n, np.dtype(d)) for d, n in module.SCRATCH_ARENAS]
+        self._outputs = [(n, np.dtype(d)) for d, n in module.OUTPUT_ARENAS]
+        self._local = threading.local()
+        self.run: Callable[..., Any]
+        if sum(n * d.itemsize for n, d in self._scratch + self._outputs) >= REUSE_BYTES:
+            into = eval(compile(module.INTO_SIGNATURE, "<signature>", "eval"), scope)
+            self._run_into = numba.njit(into, **options)(module.run_into)
+            self.run = self._run_reusing
+            # run_scalars (all-scalar plans) calls ``run``: compiled if it is ever used
+            module.run = numba.njit(**options)(module.run)
+            self._account([self._run_into], before)
+        else:
+            self.run = numba.njit(self.run_signature, **options)(module.run)
+            module.run = self.run  # run_scalars calls it
+            self._account([self.run], before)
         self._scalars = None
         self._batch = None
         self._batch_lock = threading.Lock()
         self.output_dtypes = list(module.OUTPUT_DTYPES)
+
+    def _run_reusing(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``run`` of a plan with large arenas: this thread's scratch, reused from call
+        to call (it never leaves a call), and output arenas from NumPy, fresh every call
+        so results never alias. A fresh large block from ``malloc`` is fresh pages from
+        the kernel, each faulted in and zeroed on first touch, which costs as much as
+        the elementwise work of a big plan; NumPy also asks for huge pages."""
+        local = self._local
+        scratch = getattr(local, "scratch", None)
+        if scratch is None:
+            scratch = local.scratch = [np.empty(n, d) for n, d in self._scratch]
+        outputs = tuple(np.empty(n, d) for n, d in self._outputs)
+        self._run_into(*args, *scratch, *outputs)
+        return outputs
 
     def _account(self, dispatchers: list[Any], before: tuple[int, int]) -> None:
         hits, misses = _dispatcher_counts(dispatchers + self._helpers)

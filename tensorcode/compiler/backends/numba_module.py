@@ -30,7 +30,7 @@ import pathlib
 from ..kernels import Arena
 from ..schedule import Schedule
 from ..update import StepSpec
-from .numba import CODEGEN_VERSION, NP, Generator, array_name
+from .numba import CODEGEN_VERSION, NP, Generator, array_name, scratch_sizes
 
 
 def _array_type(dtype: str, ndim: int, readonly: bool) -> str:
@@ -74,7 +74,8 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True,
     inputs = [array_name(Arena("input", g.nodes[i].type.dtype, k))
               for k, i in enumerate(s.sources.inputs)]
     flat_inputs = [f"x{k}" for k in range(len(inputs))]
-    arenas, outs = sorted(s.arena), sorted(s.out_arena)
+    scratch = scratch_sizes(s)
+    arenas, outs = list(scratch), sorted(s.out_arena)
     w_names = [array_name(Arena("scratch", d)) for d in arenas]
     o_names = [array_name(Arena("output", d)) for d in outs]
     lines = [
@@ -83,8 +84,10 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True,
         "import numpy as np",
         "",
     ]
-    if gen.uses_pow2:
-        lines.append("from tensorcode.compiler.backends.intrinsics import pow2_float32")
+    intrinsics = (["pow2_float32"] if gen.uses_pow2 else []) + sorted(gen.row_reductions)
+    if intrinsics:
+        lines.append(f"from tensorcode.compiler.backends.intrinsics import "
+                     f"{', '.join(intrinsics)}")
     if gen.random_fills:  # the fills' digest is in the source, hence in the cache key
         lines.append(f"from tensorcode.compiler.backends.random_kernels import "
                      f"{', '.join(sorted(gen.random_fills))}  # {_random_digest()}")
@@ -99,15 +102,23 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True,
     lines.append("")
 
     lines.append(f"def run({sig}):")
-    lines += _input_checks(s, False)
+    run_lines = _input_checks(s, False)
     for k, i in enumerate(s.sources.inputs):
         # the body reads inputs flat; a rank-1 input already is (and reshape costs a call)
         flat = "" if g.nodes[i].type.rank == 1 else f".reshape({max(g.nodes[i].type.size, 0)})"
-        lines.append(f"    x{k} = {inputs[k]}{flat}")
-    lines += [f"    {w} = np.empty({s.arena[d]}, {NP[d]})" for d, w in zip(arenas, w_names)]
+        run_lines.append(f"    x{k} = {inputs[k]}{flat}")
+    lines += run_lines
+    lines += [f"    {w} = np.empty({scratch[d]}, {NP[d]})" for d, w in zip(arenas, w_names)]
     lines += [f"    {o} = np.empty({s.out_arena[d]}, {NP[d]})" for d, o in zip(outs, o_names)]
     lines.append(f"    {body_call}")
     lines.append(f"    return ({', '.join(o_names)}{',' if o_names else ''})")
+    lines.append("")
+    # run_into: run's checks and body over arenas the caller passes (scratch reused,
+    # outputs allocated by NumPy; see numba_cache.CompiledModule)
+    lines.append(f"def run_into({', '.join([sig] + w_names + o_names)}):")
+    lines += _input_checks(s, False)
+    lines += run_lines[len(_input_checks(s, False)):]
+    lines.append(f"    {body_call}")
     lines.append("")
     if s.roots and all(not shape for _, _, shape in s.roots):
         # every root a scalar: return the numbers themselves (no array to box per call)
@@ -116,7 +127,7 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True,
         lines.append(f"    outs = run({sig})")
         lines.append(f"    return ({picks},)")
         lines.append("")
-    lines += _run_batch(s, sig, body_call, inputs, arenas, w_names, outs, o_names)
+    lines += _run_batch(s, sig, body_call, inputs, scratch, w_names, outs, o_names)
     # signatures, as text the plan evaluates with numba.types in scope
     run_types = ([_array_type(d, 1, True) for d in s.sources.parameter_dtypes]
                  + [_array_type(g.nodes[i].type.dtype, 1, True) for i in s.constants]
@@ -125,7 +136,11 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True,
     batch_types = (run_types[:len(params) + len(consts)]
                    + [_array_type(g.nodes[i].type.dtype, g.nodes[i].type.rank + 1, True)
                       for i in s.sources.inputs])
+    arena_types = [_array_type(d, 1, False) for d in arenas + outs]
     lines.append(f"RUN_SIGNATURE = {_tuple(run_types)!r}")
+    lines.append(f"INTO_SIGNATURE = {_tuple(run_types + arena_types)!r}")
+    lines.append(f"SCRATCH_ARENAS = {[(d, scratch[d]) for d in arenas]!r}")
+    lines.append(f"OUTPUT_ARENAS = {[(d, int(s.out_arena[d])) for d in outs]!r}")
     lines.append(f"BATCH_SIGNATURE = {_tuple(batch_types)!r}")
     lines.append(f"OUTPUT_DTYPES = {outs!r}")
     if step is not None:
@@ -150,8 +165,9 @@ def _tuple(items: list[str]) -> str:
     return "(" + ", ".join(items) + ("," if items else "") + ")"
 
 
-def _run_batch(s: Schedule, sig: str, body_call: str, inputs: list[str], arenas: list[str],
-               w_names: list[str], outs: list[str], o_names: list[str]) -> list[str]:
+def _run_batch(s: Schedule, sig: str, body_call: str, inputs: list[str],
+               scratch: dict[str, int], w_names: list[str], outs: list[str],
+               o_names: list[str]) -> list[str]:
     """``run_batch``: one scratch arena for all cases, one output row per case."""
     g = s.graph
     lines = [f"def run_batch({sig}):", "    n = 1"]
@@ -159,7 +175,7 @@ def _run_batch(s: Schedule, sig: str, body_call: str, inputs: list[str], arenas:
         lines.append(f"    if {x}.shape[0] != 1:")
         lines.append(f"        n = {x}.shape[0]")
     lines += _input_checks(s, True)
-    lines += [f"    {w} = np.empty({s.arena[d]}, {NP[d]})" for d, w in zip(arenas, w_names)]
+    lines += [f"    {w} = np.empty({n}, {NP[d]})" for (d, n), w in zip(scratch.items(), w_names)]
     lines += [f"    {o}_all = np.empty((n, {s.out_arena[d]}), {NP[d]})"
               for d, o in zip(outs, o_names)]
     for x, i in zip(inputs, s.sources.inputs):

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..kernels import Arena
-from .numba import array_name
+from .numba import array_name, scratch_sizes
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..schedule import Schedule
@@ -90,8 +90,9 @@ class Arguments:
         self.inputs = [g.nodes[i].type.dtype for i in s.sources.inputs]
         self.input_shapes = [tuple(int(d) for d in g.nodes[i].type.shape)
                              for i in s.sources.inputs]
-        self.scratch = sorted(s.arena)
-        self.scratch_sizes = [int(s.arena[d]) for d in self.scratch]
+        scratch = scratch_sizes(s)
+        self.scratch = list(scratch)
+        self.scratch_sizes = list(scratch.values())
         self.outputs = sorted(s.out_arena)
         self.output_sizes = [int(s.out_arena[d]) for d in self.outputs]
         self.step = state_count is not None
@@ -572,10 +573,14 @@ class NativeProgram:
             arrays = [np.empty(n, d) for n, d in self._scratch]
             local.arrays = arrays
             scratch = local.scratch = [_address(a) for a in arrays]
-        block = (ctypes.c_char * self._block)()  # fresh every call: results never alias
-        outputs = [np.frombuffer(memoryview(block), dtype=d, count=n, offset=offset)
+        # fresh every call, so results never alias; from NumPy (not zeroed, huge pages
+        # for a large block), aligned to 64 bytes inside a slightly larger one
+        block = np.empty(self._block + 64, np.uint8)
+        address = block.__array_interface__["data"][0]
+        shift = -address % 64
+        outputs = [block[shift + offset:shift + offset + n * d.itemsize].view(d)
                    for n, d, offset in self._layout]
-        return scratch, outputs, ctypes.addressof(block)
+        return scratch, outputs, address + shift
 
     def _output_pointers(self, base: int) -> list[int]:
         return [base + offset for _, _, offset in self._layout]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from ..kernels import Arena
 from ..schedule import Schedule
 from ..update import FLOATS, Literals, StepSpec
-from .numba import NP, array_name
+from .numba import NP, array_name, scratch_sizes
 
 _SHORT = {"float32": "f32", "float64": "f64"}
 
@@ -49,7 +49,8 @@ def generate(schedule: Schedule, spec: StepSpec) -> list[str]:
               for k, i in enumerate(s.constants)]
     inputs = [array_name(Arena("input", g.nodes[i].type.dtype, k))
               for k, i in enumerate(s.sources.inputs)]
-    arenas, outs = sorted(s.arena), sorted(s.out_arena)
+    scratch = scratch_sizes(s)
+    arenas, outs = list(scratch), sorted(s.out_arena)
     w_names = [array_name(Arena("scratch", d)) for d in arenas]
     o_names = [array_name(Arena("output", d)) for d in outs]
     u_names = [f"U_{_SHORT[d]}" for d in dtypes]
@@ -109,7 +110,7 @@ def generate(schedule: Schedule, spec: StepSpec) -> list[str]:
         lines.append(f"        raise ValueError('input {label}: expected shape {list(shape)}')")
         flat = "" if node.type.rank == 1 else f".reshape({max(node.type.size, 0)})"
         lines.append(f"    x{k} = {inputs[k]}{flat}")
-    lines += [f"    {w} = np.empty({s.arena[d]}, {NP[d]})" for d, w in zip(arenas, w_names)]
+    lines += [f"    {w} = np.empty({scratch[d]}, {NP[d]})" for d, w in zip(arenas, w_names)]
     lines += [f"    {o} = np.empty({s.out_arena[d]}, {NP[d]})" for d, o in zip(outs, o_names)]
     lines.append(f"    {body_call}")
     lines.append(f"    {update_call}")
@@ -129,7 +130,7 @@ def generate(schedule: Schedule, spec: StepSpec) -> list[str]:
                      f"{', '.join(map(str, shape))}] for K steps')")
         if node.type.rank > 1:
             lines.append(f"    {x} = {x}.reshape({x}.shape[0], {node.type.size})")
-    lines += [f"    {w} = np.empty({s.arena[d]}, {NP[d]})" for d, w in zip(arenas, w_names)]
+    lines += [f"    {w} = np.empty({scratch[d]}, {NP[d]})" for d, w in zip(arenas, w_names)]
     lines += [f"    {o} = np.empty({s.out_arena[d]}, {NP[d]})" for d, o in zip(outs, o_names)]
     lines.append(f"    losses = np.empty(n, {NP[loss_dtype]})")
     lines.append("    for c in range(n):")
