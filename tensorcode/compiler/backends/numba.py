@@ -10,8 +10,11 @@ and sizes are literals, so LLVM unrolls and vectorizes); matmuls above
 Only scalars are baked into the code, each cast to its node's dtype (``np.float32(...)``
 globals), so no computation silently widens to float64. The one deliberate widening: a
 float32 sum or mean reduced into a register accumulates in float64 and rounds once when
-stored. No ``parallel=True`` and no ``fastmath``: results match the reference
-interpreter within dtype tolerances.
+stored. No ``parallel=True`` and no ``fastmath`` in the generated code: results match
+the reference interpreter within dtype tolerances. A float reduction over the innermost
+loop runs in two passes (``row_terms``): the terms go to a row of scratch, reduced by a
+vectorized helper of ``intrinsics`` (the only code compiled with relaxed flags, each
+saying why); ``scratch_sizes`` is the scratch a plan's code needs, rows included.
 """
 
 from __future__ import annotations

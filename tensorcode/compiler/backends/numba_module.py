@@ -8,6 +8,9 @@
 - ``run(P_.., C.., X..)``: checks the input shapes, allocates the scratch arena ``W_..``
   and the output arenas inside the call (so threads calling one plan never share
   scratch), calls ``body`` and returns the output arenas, one per dtype;
+- ``run_into(P_.., C.., X.., W_.., O_..)``: ``run``'s checks and body over arenas the
+  caller passes (``numba_cache.CompiledModule`` calls a large plan this way, with a
+  scratch arena kept per thread and fresh NumPy output arenas);
 - ``run_scalars(P_.., C.., X..)`` (only when every root is a scalar): ``run``'s roots
   as a tuple of numbers, so a single call boxes no output array;
 - ``run_batch(P_.., C.., X..)``: the same over N cases, each input with a leading axis of
