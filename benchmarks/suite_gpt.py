@@ -11,7 +11,8 @@ same weights, read from the same released-layout directory):
 Forward and decode run in alternating rounds (ours, PyTorch, ours, ...; ``ROUNDS``,
 one with ``--quick``) so both sides meet the same machine load; each keeps its best.
 - ``train``: one AdamW step (forward, gradients, update) of a 4-layer, 128-wide
-  character model at batch 16, T = 64;
+  character model at batch 16, T = 64, and that step's matmul floor (its matmul flops
+  at the one-thread sgemm rate measured in the same process: the bound on any ratio);
 - for the 124M configuration (12 layers, 12 heads, 768 wide, vocabulary 50,257;
   random weights): the cold lowering of the decode plans (empty plan cache), a fresh
   process's time to the first token with a warm cache (import, load, lower, prompt of
@@ -293,6 +294,16 @@ _TRAIN = textwrap.dedent("""
     out["step"] = statistics.median(samples["tensorcode"])
     if "torch" in samples:
         out["torch_step"] = statistics.median(samples["torch"])
+    # the matmul floor: the step's matmul flops (forward, then twice that backward) at
+    # this machine's single-thread sgemm rate for a block's largest product
+    B, BT = 16, 16 * T
+    flops = 3 * (L * (24 * BT * C * C + 4 * B * T * T * C) + 2 * BT * C * V)
+    a = np.ones((BT, C), np.float32); b = np.ones((C, 4 * C), np.float32)
+    rate = []
+    for _ in range(20):
+        begin = time.perf_counter(); a @ b; rate.append(time.perf_counter() - begin)
+    out["sgemm"] = 2 * BT * C * 4 * C / statistics.median(rate)
+    out["floor"] = flops / out["sgemm"]
     print(json.dumps(out))
 """)
 
@@ -316,6 +327,14 @@ def _train(quick: bool) -> list[Row]:
     if "torch_step" in out:
         rows.insert(1, Row(SUITE, workload, "torch eager", out["torch_step"] * 1e3, unit="ms",
                            note=f"torch {out['version']} eager, {out['threads']} threads"))
+    floor = out["floor"]
+    best = (f"; so no step can beat this torch step by more than "
+            f"{out['torch_step'] / floor:.2f}x" if "torch_step" in out else "")
+    rows.append(Row(SUITE, "char model 4x128 train step: its matmuls alone", "sgemm floor",
+                    floor * 1e3, unit="ms",
+                    note=f"the step's matmul flops at this machine's one-thread sgemm rate "
+                         f"({out['sgemm'] / 1e9:.0f} GFLOP/s, measured in the same process)"
+                         f"{best}; tensorcode's step is {floor / out['step']:.0%} matmul"))
     return rows
 
 
