@@ -26,11 +26,12 @@ def pow2_float32(typingctx, n):
 
 @njit(nogil=True, fastmath={"reassoc"})
 def row_sum(row: np.ndarray) -> float:
-    """The sum of a float64 row, in whatever order LLVM's vectorizer picks: the only
-    function compiled with reassociation allowed, so it applies to this one loop of
-    adds and to nothing else of a plan (a plan's float32 approximations rely on the
-    order of their operations). The terms are float32 values widened to float64, so
-    the order changes the result by far less than the float32 rounding that follows."""
+    """The sum of a float row, accumulated in float64 in whatever order LLVM's
+    vectorizer picks: the only function compiled with reassociation allowed, so it
+    applies to this one loop of adds and to nothing else of a plan (a plan's float32
+    approximations rely on the order of their operations). Float32 terms are widened to
+    float64, so the order changes the result by far less than the float32 rounding
+    that follows."""
     total = 0.0
     for k in range(row.shape[0]):
         total += row[k]
