@@ -29,7 +29,10 @@ from .errors import (
 
 if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily below
     from . import nn
-    from .compiler.functions import (
+    from .compiler.plans.network import Backward, Network, Run
+    from .compiler.plans.plan import Plan
+    from .compiler.plans.tables import Gradients, Parameters
+    from .compiler.trace.composites import (
         concat,
         cross_entropy,
         gelu,
@@ -44,10 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily
         stop_gradient,
         where,
     )
-    from .compiler.network import Backward, Network, Run
-    from .compiler.plan import Plan
-    from .compiler.tables import Gradients, Parameters
-    from .compiler.tape import Adjoints, Expr, Tape
+    from .compiler.trace.tape import Adjoints, Expr, Tape
     from .nn import init
     from .runtime import checkpoint, optim, random
     from .runtime.experience import InputRef, OutputRef, trace
@@ -55,14 +55,15 @@ if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily
 #: every public name but the errors, loaded when first read: name -> (module, attribute;
 #: None for the module itself). ``import tensorcode`` runs no NumPy and no compiler code.
 _LAZY: dict[str, tuple[str, str | None]] = {
-    **{name: ("tensorcode.compiler.functions", name) for name in (
+    **{name: ("tensorcode.compiler.trace.composites", name) for name in (
         "concat", "cross_entropy", "gelu", "layer_norm", "log_softmax", "logsumexp",
         "maximum", "minimum", "mse", "one_hot", "softmax", "stop_gradient", "where")},
-    **{name: ("tensorcode.compiler.network", name) for name in ("Backward", "Network", "Run")},
-    "Plan": ("tensorcode.compiler.plan", "Plan"),
-    "Gradients": ("tensorcode.compiler.tables", "Gradients"),
-    "Parameters": ("tensorcode.compiler.tables", "Parameters"),
-    **{name: ("tensorcode.compiler.tape", name) for name in ("Adjoints", "Expr", "Tape")},
+    **{name: ("tensorcode.compiler.plans.network", name)
+       for name in ("Backward", "Network", "Run")},
+    "Plan": ("tensorcode.compiler.plans.plan", "Plan"),
+    "Gradients": ("tensorcode.compiler.plans.tables", "Gradients"),
+    "Parameters": ("tensorcode.compiler.plans.tables", "Parameters"),
+    **{name: ("tensorcode.compiler.trace.tape", name) for name in ("Adjoints", "Expr", "Tape")},
     "nn": ("tensorcode.nn", None),
     "init": ("tensorcode.nn.init", None),
     "checkpoint": ("tensorcode.runtime.checkpoint", None),

@@ -32,9 +32,9 @@ else:
     os.environ[_INHERITED] = _CACHE
     atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 os.environ["TENSORCODE_CACHE_DIR"] = _CACHE
-# A native plan object (compiler/backends/numba_native.py) costs a further compile per
+# A native plan object (compiler/backends/numba/native.py) costs a further compile per
 # plan and only serves later processes; the suite builds them only where a test turns
-# them on (tests/compiler/test_native_plans.py, for its own processes).
+# them on (tests/compiler/backends/test_native_plans.py, for its own processes).
 os.environ.setdefault("TENSORCODE_NATIVE_PLANS", "0")
 
 #: test directories whose files must run on one worker (one Ray instance per run)

@@ -13,22 +13,22 @@ or the products, so any of them may use it.
 from __future__ import annotations
 
 from .atomic import (
-                     atomic_write,
-                     atomic_write_bytes,
-                     atomic_write_json,
-                     atomic_write_text,
-                     fsync_directory,
-                     replace_directory,
+    atomic_write,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    fsync_directory,
+    replace_directory,
 )
 from .fields import Fields, at, describe, is_int
 from .strict_json import (
-                     DEFAULT_LIMITS,
-                     MAX_JSON_BYTES,
-                     JsonLimits,
-                     decode,
-                     dumps,
-                     parse_json,
-                     read_json,
+    DEFAULT_LIMITS,
+    MAX_JSON_BYTES,
+    JsonLimits,
+    decode,
+    dumps,
+    parse_json,
+    read_json,
 )
 from .tensorfile import TensorFile, load_tensors, read_tensors, save_tensors, write_tensors
 

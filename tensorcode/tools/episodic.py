@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from .. import nn
-from ..compiler.functions import maximum
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.composites import maximum
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ArtifactError, ShapeError, StaleWeightsError
 from ..files import Fields, load_tensors, parse_json, save_tensors
 from ..nn import init as initializers

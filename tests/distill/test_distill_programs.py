@@ -77,7 +77,8 @@ def test_save_and_load_round_trip(tmp_path):
 
 
 def test_loading_never_evaluates_or_parses_the_source(tmp_path, monkeypatch):
-    from tensorcode.compiler import subset, subset_syntax
+    from tensorcode.compiler import subset
+    from tensorcode.compiler.subset import syntax as subset_syntax
 
     result, _ = run([(LINEAR % "2.0").replace("0.0}", "1.0}")])
     directory = result.save(tmp_path / "router")
