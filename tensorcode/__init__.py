@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily
     from .compiler.plans.network import Backward, Network, Run
     from .compiler.plans.plan import Plan
     from .compiler.plans.tables import Gradients, Parameters
+    from .compiler.plans.tape import Tape
     from .compiler.trace.composites import (
         concat,
         cross_entropy,
@@ -47,7 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily
         stop_gradient,
         where,
     )
-    from .compiler.trace.tape import Adjoints, Expr, Tape
+    from .compiler.trace.expr import Expr
+    from .compiler.trace.tape import Adjoints
     from .nn import init
     from .runtime import checkpoint, optim, random
     from .runtime.experience import InputRef, OutputRef, trace
@@ -63,7 +65,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Plan": ("tensorcode.compiler.plans.plan", "Plan"),
     "Gradients": ("tensorcode.compiler.plans.tables", "Gradients"),
     "Parameters": ("tensorcode.compiler.plans.tables", "Parameters"),
-    **{name: ("tensorcode.compiler.trace.tape", name) for name in ("Adjoints", "Expr", "Tape")},
+    "Adjoints": ("tensorcode.compiler.trace.tape", "Adjoints"),
+    "Expr": ("tensorcode.compiler.trace.expr", "Expr"),
+    "Tape": ("tensorcode.compiler.plans.tape", "Tape"),
     "nn": ("tensorcode.nn", None),
     "init": ("tensorcode.nn.init", None),
     "checkpoint": ("tensorcode.runtime.checkpoint", None),
@@ -92,7 +96,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402 - after the lazy table, beside __all__
 
 __all__ = [
     "Tape", "Expr", "Adjoints", "Network", "Run", "Backward", "Parameters", "Gradients", "Plan",

@@ -46,7 +46,7 @@ def test_every_public_name_resolves(name):
 
 
 def test_lazy_names_are_the_defining_modules_objects():
-    from tensorcode.compiler.trace.tape import Tape
+    from tensorcode.compiler.plans.tape import Tape
     from tensorcode.runtime import optim
 
     assert tensorcode.Tape is Tape

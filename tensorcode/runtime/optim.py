@@ -27,7 +27,9 @@ import numpy as np
 from ..compiler.backends import check_backend
 from ..compiler.lower.update import AdamRule, ExprRule, SgdRule, UpdateRule
 from ..compiler.plans.tables import Gradients, Layout, Parameters, Table
-from ..compiler.trace.tape import Eager, Expr, Tape
+from ..compiler.plans.tape import Tape
+from ..compiler.trace.expr import Expr
+from ..compiler.trace.tape import Eager
 from ..errors import DTypeError, TensorCodeError
 from . import optim_reference
 from .optim_state import check_state_dict, state_entries, torch_flags

@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from .. import nn
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import maximum
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, ShapeError, StaleWeightsError
 from ..files import Fields, load_tensors, parse_json, save_tensors
 from ..nn import init as initializers

@@ -39,8 +39,9 @@ import numpy as np
 
 from ..compiler.core import ir
 from ..compiler.plans.tables import Gradients, Parameters
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.autodiff import needs_gradient
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, TensorCodeError, TrainingError
 from ..ops.base import Operation
 from ..ops.execute import lower, resolve_backend, rewrap

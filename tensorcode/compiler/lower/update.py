@@ -24,7 +24,7 @@ integer; names are fixed prefixes with integer suffixes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,20 +32,23 @@ import numpy as np
 
 from ...errors import CompileError, DTypeError
 from ..core import registry as primitives
+from ..core.dtypes import FLOAT_DTYPES, NUMPY_SOURCE
 from ..core.ir import number_literal
 
-NP = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
-      "int64": "np.int64"}
+NP = NUMPY_SOURCE
 
 #: dtypes a fused update supports (the built-in optimizers' dtypes)
-FLOATS = ("float32", "float64")
+FLOATS = tuple(sorted(FLOAT_DTYPES))
 
 
 class Literals:
-    """Module-level constants of the emitted code, one global per distinct value."""
+    """Module-level constants of the emitted code, one global per distinct value, and
+    ``templates(op)``: the scalar code of an elementwise op in the backend emitting it
+    (that backend's lowering table; the registry holds none)."""
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, templates: Callable[[str], str]) -> None:
         self.prefix = prefix
+        self.templates = templates
         self.names: dict[tuple[str, str], str] = {}
         self.lines: list[str] = []
 
@@ -274,10 +277,9 @@ class ExprRule(UpdateRule):
             if node.op == "leaf":
                 body.append(f"e{i} = {literal(node.value.reshape(-1)[0], dtype)}")
                 continue
-            entry = primitives.REGISTRY[node.op]
             args = [f"e{j}" for j in node.inputs]
             operand = nodes[node.inputs[0]].type.dtype if node.inputs else dtype
-            text = entry.lowerings["numba"].template.format(
+            text = literal.templates(node.op).format(
                 *args, one=literal(1, dtype), zero=literal(0, dtype),
                 zero0=literal(0, operand), np_dtype=NP[dtype])
             body.append(f"e{i} = {text}")

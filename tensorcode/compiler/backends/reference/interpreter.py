@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ...core import registry as primitives
 from ...core.ir import Graph, closure
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ...lower.schedule import Schedule
 
 
 def evaluate(graph: Graph, values: MutableMapping[int, np.ndarray], roots: Iterable[int]
@@ -113,17 +110,4 @@ def _with_attrs(rule: Any, attrs: Any, arrays: Any) -> Any:
     return rule(arrays, attrs)
 
 
-class ReferenceBackend:
-    """The ``Backend`` of the NumPy interpreter: nothing to generate or compile."""
-
-    name = "reference"
-    approximates = False
-
-    def prepare(self, schedule: Schedule, approximate: bool) -> None:
-        """No program: the plan evaluates its optimized graph with ``evaluate``."""
-        return None
-
-
-BACKEND = ReferenceBackend()
-
-__all__ = ["evaluate", "Prepared", "ReferenceBackend", "BACKEND"]
+__all__ = ["evaluate", "Prepared"]
