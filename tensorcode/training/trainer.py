@@ -177,11 +177,15 @@ class Trainer:
                   losses: Mapping[str, LossFn] | None = None, backend: str | None = None,
                   seed: int = 0, steps_per_call: int = STEPS_PER_CALL) -> Trainer:
         """Train a tool's declared operations on its declared objective, with its
-        training-mode policy applied."""
+        training-mode policy applied. ``backend`` defaults to the tool's own (a tool built
+        with ``backend="reference"`` trains on the reference backend), and so does the
+        default optimizer's."""
         for attribute in ("operations", "objective", "set_training", "output|predict"):
             if not any(hasattr(tool, name) for name in attribute.split("|")):
                 raise TypeError(f"{type(tool).__name__} is not a Tool: it lacks "
                                 f"{attribute!r} (see tensorcode.training.Tool)")
+        if backend is None:
+            backend = getattr(tool, "backend", None)
         operations = tool.operations
         if callable(operations):
             operations = operations()
@@ -248,7 +252,9 @@ class Trainer:
         check_target = getattr(self.tool, "check_target", None)
         if check_target is not None:
             targets = check_target(inputs, targets)
-        compute = getattr(self.tool, "output", None) or self.tool.predict
+        # the padded supervised output (a tool's ``output`` trims the padding)
+        compute = (getattr(self.tool, "supervised_output", None)
+                   or getattr(self.tool, "output", None) or self.tool.predict)
         session = trace()
         if teacher is not None:
             prediction = session.run(lambda: teacher(inputs, raw_targets))
