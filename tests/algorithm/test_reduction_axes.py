@@ -39,7 +39,7 @@ def _saved_with_reduce(tmp_path, edit):
     source = "def run(x):\n    return {'y': x.sum(axis=0)}\n"
     document = algorithms.compile(source, {"x": (3,)}, {"y": ()},
                                   executor="reference").to_document()
-    reduce = [n for n in document["ir"]["nodes"] if n["op"] == "sum"][0]
+    reduce = next(n for n in document["ir"]["nodes"] if n["op"] == "sum")
     edit(reduce["attrs"])
     return document
 
