@@ -89,10 +89,10 @@ class LlvmBackend:
         if step is not None:
             raise CompileError("the llvm backend does not lower fused optimizer steps yet; "
                                "lower the step plan with backend='numba'")
-        return program(schedule, approximate)
+        return prepared(schedule, approximate)
 
 
-def program(schedule: Schedule, approximate: bool) -> LlvmProgram:
+def prepared(schedule: Schedule, approximate: bool) -> LlvmProgram:
     """The loaded program of ``schedule`` (see the module docstring)."""
     from .codegen import layout_of
 
@@ -206,4 +206,4 @@ def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int
 
 BACKEND = LlvmBackend()
 
-__all__ = ["BACKEND", "LlvmBackend", "program", "plan_key", "environment_key"]
+__all__ = ["BACKEND", "LlvmBackend", "prepared", "plan_key", "environment_key"]
