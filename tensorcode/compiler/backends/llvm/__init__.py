@@ -96,7 +96,6 @@ def prepared(schedule: Schedule, approximate: bool) -> LlvmProgram:
     """The loaded program of ``schedule`` (see the module docstring)."""
     from .codegen import layout_of
 
-    _check_renderable(schedule)
     key = plan_key(schedule, approximate)
     with _LOCK:
         found = _PROGRAMS.get(key)
@@ -108,13 +107,6 @@ def prepared(schedule: Schedule, approximate: bool) -> LlvmProgram:
         made = _program(schedule, approximate, key, layout, addresses)
         _PROGRAMS[key] = made
         return made
-
-
-def _check_renderable(schedule: Schedule) -> None:
-    for kernel in schedule.kernels:
-        if getattr(kernel, "op", None) == "categorical":
-            raise CompileError("the llvm backend does not draw categorical samples; lower "
-                               "this plan with backend='numba' or 'reference'")
 
 
 def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,

@@ -97,6 +97,13 @@ def layout_of(schedule: Schedule) -> Layout:
     arguments += [Arena("input", g.nodes[i].type.dtype, k)
                   for k, i in enumerate(s.sources.inputs)]
     scratch = scratch_sizes(s)
+    room: dict[str, int] = {}
+    for kernel in s.kernels:
+        for dtype, n in categorical_room(schedule, kernel).items():
+            room[dtype] = max(room.get(dtype, 0), n)
+    for dtype, n in room.items():
+        scratch[dtype] = scratch.get(dtype, 0) + n
+    scratch = dict(sorted(scratch.items()))
     arguments += [Arena("scratch", d) for d in scratch]
     outputs = {d: int(s.out_arena[d]) for d in sorted(s.out_arena)}
     arguments += [Arena("output", d) for d in outputs]
@@ -106,6 +113,22 @@ def layout_of(schedule: Schedule) -> Layout:
         if message is not None and message not in errors:
             errors.append(message)
     return Layout(arguments, scratch, outputs, errors)
+
+
+def categorical_room(schedule: Schedule, kernel: Kernel) -> dict[str, int]:
+    """Scratch a categorical draw needs past the Numba backend's (``scratch_sizes``):
+    a row of scaled logits and of cumulative weights (float64), the sorted order and
+    the merge's workspace (int64), and a contiguous copy of strided logits."""
+    if not isinstance(kernel, RandomKernel) or kernel.op != "categorical":
+        return {}
+    logits = kernel.logits
+    if not isinstance(logits, Strided):
+        raise CompileError("llvm backend: categorical logits must be an array")
+    classes = int(logits.shape[-1])
+    room = {"float64": 2 * classes, "int64": 2 * classes}
+    if not logits.contiguous:
+        room[logits.dtype] = room.get(logits.dtype, 0) + math.prod(logits.shape)
+    return room
 
 
 def range_error(schedule: Schedule, kernel: Kernel) -> str | None:
@@ -660,7 +683,35 @@ class Renderer:
                             source_etype=TYPES[out.dtype])
         key_pointer = b.gep(self.array(key), [i64(key.offset)], inbounds=True,
                             source_etype=TYPES[key.dtype])
-        self.random.fill(b, kernel, out_pointer, key_pointer)
+        if kernel.op != "categorical":
+            self.random.fill(b, kernel, out_pointer, key_pointer)
+            return
+        logits = kernel.logits
+        assert isinstance(logits, Strided)
+        shape = logits.shape
+        start = scratch_sizes(self.s)
+        room = {d: start.get(d, 0) for d in ("float64", "int64", logits.dtype)}
+
+        def scratch(dtype: str, n: int) -> ir.Value:
+            at = room[dtype]
+            room[dtype] += n
+            return b.gep(self.arena("scratch", dtype), [i64(at)], inbounds=True,
+                         source_etype=TYPES[dtype])
+
+        classes = int(shape[-1])
+        z, cumulative = scratch("float64", classes), scratch("float64", classes)
+        order, work = scratch("int64", classes), scratch("int64", classes)
+        if logits.contiguous:
+            rows_pointer = b.gep(self.array(logits), [i64(logits.offset)], inbounds=True,
+                                 source_etype=TYPES[logits.dtype])
+        else:  # gathered into scratch first, as the Numba backend does
+            at = room[logits.dtype]
+            copy = Strided(Arena("scratch", logits.dtype), at, shape, c_strides(shape),
+                           logits.dtype)
+            self.k_copy(CopyKernel([], shape, logits, copy))
+            rows_pointer = scratch(logits.dtype, math.prod(shape))
+        self.random.categorical(b, kernel, out_pointer, key_pointer, rows_pointer,
+                                logits.dtype, classes, (z, cumulative, order, work))
 
 
 #: the prefix of the Fortran BLAS symbols of the OpenBLAS SciPy's wheel bundles (the
