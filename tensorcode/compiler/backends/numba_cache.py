@@ -662,5 +662,8 @@ class NumbaBackend:
 
 BACKEND = NumbaBackend()
 
+# the cache directory's rules, shared with the llvm backend's cache (``backends/llvm``)
+locked, warn_once, check_owned, Untrusted = _locked, _warn_once, _check_owned, _Untrusted
+
 __all__ = ["NumbaBackend", "BACKEND", "CompiledModule", "compiled_module", "compile_stats",
            "count", "cache_dir", "plans_directory", "environment_key", "ir_key"]

@@ -145,7 +145,7 @@ def _compile(schedule: Schedule, approximate: bool, key: str) -> bytes:
     rendered = time.perf_counter()
     data = compile_object(module)
     done = time.perf_counter()
-    milliseconds = int(round((done - start) * 1000))
+    milliseconds = round((done - start) * 1000)
     _count("compiled")
     _count("llvm_compile_ms", milliseconds)
     if os.environ.get("TENSORCODE_LOG_COMPILES"):
@@ -158,7 +158,7 @@ def _compile(schedule: Schedule, approximate: bool, key: str) -> bytes:
 def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int]:
     """The entry points' addresses: the cache entry's object when it is valid, else a
     fresh compile (written to the cache when it can be used)."""
-    from ..numba_cache import _locked, _warn_once, plans_directory
+    from ..numba_cache import locked, plans_directory, warn_once
     from . import cache
     from .objects import UntrustedObject, load
 
@@ -166,11 +166,11 @@ def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int
         directory = plans_directory()
         cache.secret()
     except CacheError as error:
-        _warn_once("untrusted-cache", f"tensorcode: {error}; compiling plans in memory "
+        warn_once("untrusted-cache", f"tensorcode: {error}; compiling plans in memory "
                                       "(see docs/compiler.md, 'Trusting a cache directory')")
         _count("memory_compiled")
         return load(_compile(schedule, approximate, key))
-    with _locked(directory / f"l_{key}.lock"):
+    with locked(directory / f"l_{key}.lock"):
         problem = None
         try:
             data = cache.read(directory, key)
@@ -187,7 +187,7 @@ def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int
         if problem is not None:
             _count("untrusted_entries")
             _count("corrupt_entries")
-            _warn_once(key + ":llvm", f"tensorcode: plan cache entry "
+            warn_once(key + ":llvm", f"tensorcode: plan cache entry "
                                       f"{cache.entry_path(directory, key)} was not used "
                                       f"({problem}); recompiling it")
         data = _compile(schedule, approximate, key)

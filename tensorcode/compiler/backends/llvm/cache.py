@@ -105,15 +105,15 @@ def entry_path(directory: pathlib.Path, key: str) -> pathlib.Path:
 def read(directory: pathlib.Path, key: str) -> bytes | None:
     """The object of entry ``key`` when its tag is valid; None when the entry is absent;
     ``ValueError`` (saying why) when it exists and must not be used."""
-    from ..numba_cache import _check_owned, _Untrusted
+    from ..numba_cache import Untrusted, check_owned
 
     path = entry_path(directory, key)
     if not os.path.lexists(path):
         return None
     try:
-        _check_owned(path, directory=False)
+        check_owned(path, directory=False)
         content = path.read_bytes()
-    except (OSError, _Untrusted) as error:
+    except (OSError, Untrusted) as error:
         raise ValueError(str(error)) from None
     head = len(MAGIC) + TAG_BYTES
     if len(content) < head or content[:len(MAGIC)] != MAGIC:

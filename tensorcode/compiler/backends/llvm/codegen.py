@@ -49,7 +49,7 @@ from ...kernels import (
     c_strides,
 )
 from ...schedule import Schedule, blas_layout
-from ..numba import _coalesce, fused_layout, row_terms, scratch_sizes
+from ..numba import coalesce, fused_layout, row_terms, scratch_sizes
 from . import ops, rows
 from .random import RandomFills
 from .types import (
@@ -455,7 +455,7 @@ class Renderer:
         vectors = [list(dst.strides)]
         if isinstance(src, Strided):
             vectors.append(list(broadcast_access(src, dst.shape)))
-        dims, vecs = _coalesce(dst.shape, vectors)
+        dims, vecs = coalesce(dst.shape, vectors)
         with self.nest(dims, "i") as names:
             value = self.read(src, vecs[1] if len(vecs) > 1 else [], names)
             self.write(value, dst, vecs[0], names)

@@ -21,9 +21,7 @@ from llvmlite import ir
 from ....errors import CompileError
 from ... import philox
 from ...kernels import RandomKernel
-from .types import F32, F64, I32, I64, PTR, TYPES, constant, convert, i64, load, loop, store
-
-_U32 = ir.IntType(32)
+from .types import F32, F64, I32, I64, constant, convert, i64, load, loop, store
 
 
 def _c32(value: int) -> ir.Constant:
