@@ -71,7 +71,7 @@ class NumbaLowering:
     operands' values, ``{one}`` and ``{zero}`` for constants of the result dtype,
     ``{zero0}`` for a zero of operand 0's dtype and ``{np_dtype}`` for the result's NumPy
     scalar type. ``approx_f32``, when set, writes the float32 result as vectorizable
-    statements instead (``backends/approx.py``); the backend uses it unless exact math
+    statements instead (``backends/numba/approx.py``); the backend uses it unless exact math
     was asked for, and float64 always uses ``template``.
     """
 
@@ -183,7 +183,7 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 # neg is recorded by unary minus (``-x``), not a method
 _unary("neg", np.negative, lambda g, i, o, a, w: [-g], "-{0}", floats_only=False,
        method=False)
-# float32 exp, tanh and sigmoid lower to vectorizable approximations (backends/approx.py)
+# float32 exp, tanh and sigmoid lower to vectorizable approximations (backends/numba/approx.py)
 _unary("exp", np.exp, lambda g, i, o, a, w: [g * o],
        NumbaLowering("np.exp({0})", exp_code), subset=True)
 _unary("log", np.log, lambda g, i, o, a, w: [g / i[0]], "np.log({0})", subset=True)
@@ -343,9 +343,15 @@ def _reduce_infer(name: str, floats_only: bool) -> InferRule:
         (x,) = types
         if floats_only:
             require_float(name, x)
-        axes = normalize_axes(name, attrs.get("axis"), x.rank)
-        if tuple(attrs.get("axis", ())) != axes:
-            raise ShapeError(f"{name}: axis attr must be normalized, got {attrs.get('axis')}")
+        if "axis" not in attrs or not isinstance(attrs["axis"], tuple):
+            raise ShapeError(f"{name}: the axis attr must be a tuple of axes, got "
+                             f"{attrs.get('axis')!r:.80}")
+        if not isinstance(attrs.get("keepdims"), bool):
+            raise ShapeError(f"{name}: the keepdims attr must be true or false, got "
+                             f"{attrs.get('keepdims')!r:.80}")
+        axes = normalize_axes(name, attrs["axis"], x.rank)
+        if tuple(attrs["axis"]) != axes:
+            raise ShapeError(f"{name}: axis attr must be normalized, got {attrs['axis']}")
         if name in ("max", "min") and any(x.shape[a] == 0 for a in axes):
             raise ShapeError(f"{name}: cannot reduce an empty axis of shape {list(x.shape)}")
         if attrs.get("keepdims"):

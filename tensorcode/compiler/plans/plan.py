@@ -108,7 +108,7 @@ class Entry:
         ``"reference"``). ``approximate`` (default: on unless the environment sets
         ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``,
         ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
-        ``backends/approx.py``; float64 and the reference backend are always exact.
+        ``backends/numba/approx.py``; float64 and the reference backend are always exact.
 
         With ``optimizer`` (an optimizer that offers a fused rule: ``tc.optim.Sgd``,
         ``Adam``, ``AdamW`` or a ``RuleOptimizer``), the entry's roots must be a loss and
@@ -424,8 +424,10 @@ class BoundPlan:
         self._slices = plan._root_slices
         self._scalars: Any = None
         self._fn: Callable[..., Any]
-        if plan.backend == "numba":
-            self._fn = functools.partial(plan._run, *plan._arguments(parameters))
+        if plan.backend != "reference":
+            bind = getattr(plan._program(), "bind", None)
+            self._fn = bind(*plan._arguments(parameters)) if bind is not None else \
+                functools.partial(plan._run, *plan._arguments(parameters))
         else:
             def fn(*inputs):
                 problem = _bound_input_problem(plan, inputs)
@@ -457,7 +459,7 @@ class BoundPlan:
             return None
         if self._scalars is None:
             plan = self.plan
-            if plan.backend == "numba":
+            if plan.backend != "reference":
                 import functools
                 self._scalars = functools.partial(plan._program().scalars(),
                                                   *plan._arguments(self.parameters))
