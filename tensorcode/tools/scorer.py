@@ -32,7 +32,7 @@ from .. import nn
 from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import maximum
 from ..compiler.trace.expr import Expr
-from ..errors import ShapeError
+from ..errors import ShapeError, TrainingError
 from ..nn import init as initializers
 from ..ops.base import Operation, row_bucket
 from ..ops.layers import checked_seed, positive_int
@@ -191,7 +191,7 @@ class PairScorer(Operation):
         if array.dtype.kind not in "fiu":
             raise TypeError(f"{name}: expected numbers, got {array.dtype} values")
         if not np.all(np.isfinite(array)):
-            raise ValueError(f"{name}: holds NaN or infinity")
+            raise TrainingError(f"{name}: holds NaN or infinity; inputs must be finite")
         return np.asarray(array, np.float32)
 
     def _queries(self, queries: list) -> list[np.ndarray]:

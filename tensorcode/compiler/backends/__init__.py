@@ -26,9 +26,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: the backends' names: the only place the literal names are written
 NUMBA = "numba"
+LLVM = "llvm"
 REFERENCE = "reference"
 #: every backend name, in the order errors list them
-BACKENDS: tuple[str, ...] = (NUMBA, REFERENCE)
+BACKENDS: tuple[str, ...] = (NUMBA, LLVM, REFERENCE)
 #: the backend operations, optimizers, executors and commands use when none is named
 DEFAULT_BACKEND = NUMBA
 
@@ -93,7 +94,7 @@ class Interpreter(Backend, Protocol):
     def prepared(self, graph: Any, roots: Any) -> Any: ...
 
 
-_MODULES = {NUMBA: "numba.backend", REFERENCE: "reference.backend"}
+_MODULES = {NUMBA: "numba.backend", LLVM: "llvm", REFERENCE: "reference.backend"}
 
 
 def get(name: str) -> Backend:
@@ -108,5 +109,5 @@ def interpreter() -> Interpreter:
     return cast("Interpreter", get(REFERENCE))
 
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "NUMBA", "REFERENCE", "check_backend", "Backend",
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "NUMBA", "LLVM", "REFERENCE", "check_backend", "Backend",
            "Compiled", "Interpreter", "get", "interpreter"]

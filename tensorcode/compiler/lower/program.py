@@ -13,9 +13,11 @@ arena's name has one home: ``Arena.label``.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
+from ..core import ir
 from ..core.dtypes import NUMPY
 from ..core.ir import Graph
 from .kernels import Arena, Kernel
@@ -87,8 +89,12 @@ class Program:
     rows (``layout.row_terms``) begin in each scratch arena, past the schedule's own
     buffers. ``parameter_nodes`` ((node, dtype, offset) per parameter read),
     ``input_nodes`` and ``constant_nodes`` say which graph node each source array
-    holds, for a backend that interprets ``graph`` instead of generating code."""
+    holds, for a backend that interprets ``graph`` instead of generating code.
+    ``schedule`` is the schedule the program was built from; only the ``llvm`` code
+    generator still reads it (its port to this record is pending); the Numba generator
+    and every loader read the record alone."""
 
+    schedule: Schedule
     graph: Graph
     kernels: tuple[Kernel, ...]
     parameters: tuple[Array, ...]
@@ -216,10 +222,25 @@ def build(schedule: Schedule, step: StepSpec | None = None) -> Program:
         updates = tuple(Array(Arena("update", a.dtype), a.shape, True) for a in parameters)
         states = tuple(Array(Arena("state", a.dtype, j), a.shape, True)
                        for j in range(len(step.rule.state_keys)) for a in parameters)
-    return Program(g, tuple(s.kernels), parameters, constants, inputs, scratch, outputs,
+    return Program(s, g, tuple(s.kernels), parameters, constants, inputs, scratch, outputs,
                    roots, {d: int(n) for d, n in s.arena.items()},
                    tuple((i, d, int(o)) for i, (d, o) in s.sources.parameters.items()),
                    tuple(s.sources.inputs), tuple(s.constants), updates, states, step)
 
 
-__all__ = ["Program", "Array", "Argument", "EntryPoint", "Root", "build"]
+def ir_key(program: Program) -> str:
+    """The lowered IR as hashed: text form, parameter offsets, input order, and the
+    contents of the scalars baked into the code (array constants are arguments)."""
+    p = program
+    lines = [ir.describe(p.graph)]
+    lines.append("parameters " + json.dumps(sorted(p.parameter_nodes)))
+    lines.append("parameter_dtypes " + json.dumps([a.dtype for a in p.parameters]))
+    lines.append("inputs " + json.dumps(list(p.input_nodes)))
+    for i, node in enumerate(p.graph.nodes):
+        if node.op == "leaf" and node.type.size == 1:
+            assert node.value is not None  # a leaf always carries its value
+            lines.append(f"scalar %{i} {node.value.reshape(-1)[0].item()!r}")
+    return "\n".join(lines)
+
+
+__all__ = ["ir_key", "Program", "Array", "Argument", "EntryPoint", "Root", "build"]

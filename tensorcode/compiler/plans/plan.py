@@ -110,7 +110,7 @@ class Entry:
         ``"reference"``). ``approximate`` (default: on unless the environment sets
         ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``,
         ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
-        ``backends/approx.py``; float64 and the reference backend are always exact.
+        ``backends/numba/approx.py``; float64 and the reference backend are always exact.
 
         With ``optimizer`` (an optimizer that offers a fused rule: ``tc.optim.Sgd``,
         ``Adam``, ``AdamW`` or a ``RuleOptimizer``), the entry's roots must be a loss and
@@ -394,8 +394,10 @@ class BoundPlan:
         self.parameters = parameters
         self._slices = plan._root_slices
         self._scalars: Any = None
-        self._fn: Callable[..., Any] = functools.partial(plan._run,
-                                                         *plan._arguments(parameters))
+        # a backend that offers ``bind`` binds the buffers itself (cheaper calls)
+        bind = getattr(plan._program(), "bind", None)
+        self._fn: Callable[..., Any] = bind(*plan._arguments(parameters)) \
+            if bind is not None else functools.partial(plan._run, *plan._arguments(parameters))
 
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
         try:

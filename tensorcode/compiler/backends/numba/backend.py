@@ -38,7 +38,7 @@ import numpy as np
 
 from ....errors import CacheError, TensorCodeError
 from ....version import __version__
-from ...core import ir
+from ...lower.program import ir_key
 from ..counters import cache_dir, count
 from . import native
 from .loops import CODEGEN_VERSION
@@ -96,21 +96,6 @@ def _installed_version(package: str) -> str:
     import importlib.metadata
 
     return importlib.metadata.version(package)
-
-
-def ir_key(program: Program) -> str:
-    """The lowered IR as hashed: text form, parameter offsets, input order, and the
-    contents of the scalars baked into the code (array constants are arguments)."""
-    p = program
-    lines = [ir.describe(p.graph)]
-    lines.append("parameters " + json.dumps(sorted(p.parameter_nodes)))
-    lines.append("parameter_dtypes " + json.dumps([a.dtype for a in p.parameters]))
-    lines.append("inputs " + json.dumps(list(p.input_nodes)))
-    for i, node in enumerate(p.graph.nodes):
-        if node.op == "leaf" and node.type.size == 1:
-            assert node.value is not None  # a leaf always carries its value
-            lines.append(f"scalar %{i} {node.value.reshape(-1)[0].item()!r}")
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------
@@ -634,6 +619,9 @@ class NumbaBackend:
 
 
 BACKEND = NumbaBackend()
+
+# the cache directory's rules, shared with the llvm backend's cache (``backends/llvm``)
+locked, warn_once, check_owned, Untrusted = _locked, _warn_once, _check_owned, _Untrusted
 
 __all__ = ["NumbaBackend", "BACKEND", "CompiledModule", "compiled_module",
            "plans_directory", "environment_key", "ir_key"]
