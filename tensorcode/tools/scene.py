@@ -40,6 +40,7 @@ class Scene(Tool):
     objective: ClassVar[str] = "cross_entropy"
     defaults: ClassVar[dict[str, Any]] = {"observation_size": None, "dim": 32, "hidden": 32,
                                           "buckets": 4096, "seed": 0}
+    size_keys: ClassVar[tuple[str, ...]] = ("observation_size", "dim", "hidden", "buckets")
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
         if config["observation_size"] is None:
