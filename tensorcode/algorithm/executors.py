@@ -22,7 +22,7 @@ import numpy as np
 from ..compiler.backends import BACKENDS, check_backend, reference
 from ..compiler.subset import CompiledProgram
 from ..compiler.tables import Parameters
-from ..errors import CompileError, FeedError, TensorCodeError
+from ..errors import CompileError, FeedError, LoweringError, TensorCodeError
 
 #: the executor names: the backend names, one word per backend
 EXECUTORS = BACKENDS
@@ -141,7 +141,7 @@ class CompiledExecutor(Executor):
         except TensorCodeError:
             raise
         except Exception as exc:  # a backend failure is reported, never hidden
-            raise CompileError(f"lowering the program into a compiled plan failed "
+            raise LoweringError(f"lowering the program into a compiled plan failed "
                                f"({type(exc).__name__}: {exc}); executor='reference' runs "
                                "it with the NumPy interpreter") from exc
         # the plan refuses feeds for inputs it does not read (an output needing none)
@@ -199,6 +199,12 @@ class CompiledExecutor(Executor):
 
     def run_batch(self, parameters: Parameters, feeds: Mapping[str, np.ndarray], n: int
                   ) -> dict[str, np.ndarray]:
+        if not self._feed_symbols:
+            # outputs that read no input are the same for every case; the plan has no
+            # input to count the cases by, so it runs once and each case gets a copy
+            one = self.run(parameters, {})
+            return {name: np.repeat(value[np.newaxis], n, axis=0)
+                    for name, value in one.items()}
         run = self.plan.forward_batch(parameters, {symbol: feeds[name]
                                                    for name, symbol in self._feed_symbols})
         # run_batch allocates its output buffer per call, so its views are the caller's

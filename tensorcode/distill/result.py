@@ -170,8 +170,7 @@ class Distillation:
         stored = fields.mapping("parameters")
         actual = programs.parameters_of(program)
         if set(stored) != set(actual) or not all(
-                np.array_equal(np.asarray(stored[k], dtype=np.float64), actual[k])
-                for k in actual):
+                _same_values(stored[k], actual[k]) for k in actual):
             raise ArtifactError("the record's parameters differ from the artifact's",
                                 record_path, "parameters")
         report = fields.mapping("report")
@@ -193,6 +192,18 @@ class Distillation:
                    design=_caseset_from(record_path, record, "design", inputs, outputs),
                    acceptance=_caseset_from(record_path, record, "acceptance", inputs, outputs),
                    settings=fields.mapping("settings"), abstains=abstains, executor=executor)
+
+
+def _same_values(stored: Any, actual: np.ndarray) -> bool:
+    """Whether a record's parameter value holds exactly the artifact's numbers; a string,
+    a ragged list or an object holds no numbers, so it differs (never a raw error)."""
+    if isinstance(stored, (str, dict)):
+        return False
+    try:
+        values = np.asarray(stored, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return bool(np.array_equal(values, actual))
 
 
 def _caseset_json(cases: CaseSet) -> dict[str, Any]:
