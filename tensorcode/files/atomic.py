@@ -62,11 +62,11 @@ def remove_stale_temporaries(directory: str | os.PathLike, name: str | None = No
     this for its target, so a kill costs disk only until the next save there."""
     removed = 0
     try:
-        entries = list(os.scandir(directory))
+        entries = list(os.scandir(os.fspath(directory)))
     except OSError:
         return 0
     for entry in entries:
-        match = _TEMPORARY.match(entry.name)
+        match = _TEMPORARY.match(str(entry.name))
         if match is None or (name is not None and match["name"] != name) or \
                 _alive(int(match["pid"])):
             continue

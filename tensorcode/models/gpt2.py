@@ -243,7 +243,8 @@ class GptModel:
             self._batches[size] = variant
         table = self.parameters
         if variant._shared_from is not table:
-            variant.set_parameters(Parameters.adopt(variant.network.layout, table.buffers()))
+            variant.set_parameters(Parameters.adopt(variant.network.layout,
+                                                    dict(table.buffers())))
             variant._shared_from = table
         variant._mapped_file = self._mapped_file
         return variant

@@ -11,6 +11,7 @@ extreme size; the rest flip, overwrite, insert, delete or truncate bytes anywher
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import struct
@@ -20,7 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tensorcode.errors import TensorCodeError
+
+REF = "reference"
+#: cases per surface (at least 1,000; ``FUZZ_CASES`` raises it for a longer hunt)
+CASES = max(1000, int(os.environ.get("FUZZ_CASES", "1000")))
+
 
 #: values a structured mutation writes in place of a JSON value
 ODD_VALUES: list[Any] = [
@@ -47,11 +55,15 @@ class Tally:
     slow: list[str] = field(default_factory=list)
     #: the slowest cases, ``(seconds, case)``, for the report
     timings: list[tuple[float, int]] = field(default_factory=list)
+    #: how many documented outcomes each error class gave
+    kinds: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
-        return (f"{self.name}: {self.cases} cases, {self.documented} documented, "
-                f"{self.valid} valid, {len(self.other)} other, {len(self.slow)} over the "
-                "deadline")
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.kinds.items(),
+                                                         key=lambda item: -item[1]))
+        return (f"{self.name}: {self.cases} cases, {self.documented} documented "
+                f"({kinds}), {self.valid} valid, {len(self.other)} other, "
+                f"{len(self.slow)} over the deadline")
 
 
 def _pick_path(node: Any, rng: random.Random) -> list[Any]:
@@ -200,11 +212,13 @@ def run_cases(name: str, cases: int, seed: int, mutate: Callable[[random.Random]
             try:
                 attempt(mutated)
                 tally.valid += 1
-            except TensorCodeError:
+            except TensorCodeError as error:
                 tally.documented += 1
+                kind = type(error).__name__
+                tally.kinds[kind] = tally.kinds.get(kind, 0) + 1
             except Deadline:
                 tally.slow.append(f"case {case}: over {deadline_s} s")
-            except Exception as error:  # noqa: BLE001 - the point is to catch what escapes
+            except Exception as error:
                 where = traceback.extract_tb(error.__traceback__)[-1]
                 tally.other.append(f"case {case}: {type(error).__name__}: {error!s:.200} "
                                    f"({where.filename}:{where.lineno})")
@@ -215,3 +229,40 @@ def run_cases(name: str, cases: int, seed: int, mutate: Callable[[random.Random]
     finally:
         signal.signal(signal.SIGALRM, previous)
     return tally
+
+
+def check(tally: Tally, record_property: Callable[[str, Any], None]) -> None:
+    """Record the counts (printed in the run's summary) and fail on any bad outcome."""
+    record_property("fuzz counts", tally.line())
+    assert not tally.other, "\n".join([tally.line(), *tally.other[:10]])
+    assert not tally.slow, "\n".join([tally.line(), *tally.slow[:10]])
+    assert tally.cases >= CASES
+
+
+# -- the small valid artifacts the surfaces start from ---------------------------------
+PROGRAM = """\
+def route(features, w, threshold):
+    m = features.reshape(2, 3)
+    rows = m.sum(axis=1, keepdims=True)
+    s = (m / (rows + 1.0)).mean(0)
+    best = s.max()
+    total = 0.0
+    for i in range(3):
+        total += s.slice(i, i + 1).reshape() * w.slice(i, i + 1).reshape()
+    route = where(total >= threshold, 1.0, 0.0)
+    covered = where(best > 0.0, 1.0, 0.0)
+    return {"route": route, "covered": covered}
+"""
+INPUTS = {"features": (6,)}
+OUTPUTS = {"route": (), "covered": ()}
+PARAMETERS = {"w": [0.5, -1.0, 2.0], "threshold": 0.25}
+FEATURES = {"features": np.linspace(-1.0, 1.5, 6)}
+
+
+def weights_base() -> dict[str, np.ndarray]:
+    """Tensors of every kind a patch or an edit handles."""
+    rng = np.random.default_rng(0)
+    return {"w": rng.normal(size=(3, 4)).astype(np.float32), "b": np.zeros(4),
+            "w2": rng.normal(size=(2, 5)),
+            "h": np.zeros(3, np.float16), "i": np.arange(3, dtype=np.int64),
+            "m": np.array([True, False])}

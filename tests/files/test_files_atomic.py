@@ -132,7 +132,8 @@ def test_the_next_save_removes_temporaries_of_dead_writers_only(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted([
         "a.json", "tool", f".a.json.tmp-{live}-0123abcd", f".b.json.tmp-{dead}-0123abcd"])
     assert files.remove_stale_temporaries(tmp_path) == 1  # every name, dead writers only
-    assert sorted(os.listdir(tmp_path)) == sorted(["a.json", f".a.json.tmp-{live}-0123abcd", "tool"])
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["a.json", f".a.json.tmp-{live}-0123abcd", "tool"])
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

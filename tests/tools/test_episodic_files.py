@@ -42,7 +42,7 @@ def test_a_flipped_byte_in_the_data_is_refused(saved, where, tmp_path):
     raw[start + where if where >= 0 else where] ^= 0x01
     damaged = tmp_path / "damaged.safetensors"
     damaged.write_bytes(bytes(raw))
-    with pytest.raises(ArtifactError, match="index.sha256.*changed or damaged"):
+    with pytest.raises(ArtifactError, match=r"index\.sha256.*changed or damaged"):
         EpisodicIndex.load(damaged)
 
 
