@@ -52,6 +52,13 @@ class Executor:
                   ) -> dict[str, np.ndarray]:
         raise NotImplementedError  # pragma: no cover - abstract
 
+    def scalar_call(self, parameters: Parameters
+                    ) -> tuple[Callable[[np.ndarray], tuple[float, ...]], tuple[str, ...]] | None:
+        """``(run, output names)`` for a program of one input whose outputs are all
+        scalars: ``run(array)`` returns the outputs as Python floats in that order, with
+        no dict and no NumPy scalar made; ``None`` where the executor has no such path."""
+        return None
+
 
 def _fresh(value: np.ndarray) -> Any:
     """A caller-owned result: a ``numpy.float64`` for a scalar, else a writable copy."""
@@ -190,6 +197,15 @@ class CompiledExecutor(Executor):
             return {name: (outs[k][a] if shape == () else outs[k][a:b].reshape(shape))
                     for name, k, a, b, shape in picks}
         return call_general
+
+    def scalar_call(self, parameters: Parameters
+                    ) -> tuple[Callable[[np.ndarray], tuple[float, ...]], tuple[str, ...]] | None:
+        bound = self.plan.bind(parameters)
+        _, slices = bound.flat
+        if len(self._call_order) != 1 or len(slices) != len(self._output_names):
+            return None
+        run = bound.scalars
+        return None if run is None else (run, self._output_names)
 
     def run(self, parameters: Parameters, feeds: Mapping[str, np.ndarray]
             ) -> dict[str, np.ndarray]:

@@ -25,7 +25,7 @@ from . import program as programs
 from .attempts import CaseSet
 from .cases import COVERED, Case, Contract, normalize_case, normalize_contract, to_json
 from .inputs import check_case
-from .router import Router
+from .router import DEFAULT_MAX_RECORDED, Router
 
 FORMAT = "tensorcode.distillation"
 VERSION = 1
@@ -89,10 +89,13 @@ class Distillation:
         """The program over a leading case axis."""
         return dict(self.program.batch(inputs))
 
-    def router(self, fallback: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> Router:
-        """A ``Router`` serving this program with ``fallback`` for what it does not claim."""
+    def router(self, fallback: Callable[[Mapping[str, Any]], Mapping[str, Any]], *,
+               max_recorded: int = DEFAULT_MAX_RECORDED) -> Router:
+        """A ``Router`` serving this program with ``fallback`` for what it does not claim,
+        keeping the last ``max_recorded`` escalated cases (its requests are checked by
+        ``check_inputs``, the router's default for a program that has one)."""
         return Router(self, fallback, list(self.outputs), record=self._record_case,
-                      validate=self.check_inputs)
+                      max_recorded=max_recorded)
 
     def _record_case(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """A private float64 copy of an escalated case (the caller may reuse its
