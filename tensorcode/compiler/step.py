@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FeedError, TensorCodeError
+from .network import feed_dict
 from .plan import Entry, Plan, feed_error
 from .schedule import build
 from .tables import Gradients, Parameters
@@ -150,7 +151,7 @@ class StepPlan(Plan):
         expected = self._input_types
         fed: dict[int, np.ndarray] = {}
         k_steps = None
-        for symbol, value in (batches or {}).items():
+        for symbol, value in feed_dict(batches).items():
             if not self.network.owns(symbol):
                 self.network.check_feeds({symbol: value})  # raises the precise FeedError
             index = symbol.index
