@@ -205,6 +205,7 @@ class LlvmProgram:
         outputs = tuple(np.empty(n, d) for n, d in self._outputs)
         pointers = head + inputs + self._scratch_pointers() + \
             [_address(o) for o in outputs] + tail
+        assert self._step is not None  # set_step is called only for objects that have it
         status = self._step(self._array_type_of(len(pointers))(*pointers), None, float(lr))
         if status:
             raise IndexError(self.layout.errors[status - 1])
@@ -228,6 +229,7 @@ class LlvmProgram:
         pointers = head + inputs + self._scratch_pointers() + \
             [_address(o) for o in outputs] + tail + [_address(lrs), _address(losses)]
         extents = (ctypes.c_int64 * (1 + len(strides)))(n, *strides)
+        assert self._steps is not None
         status = self._steps(self._array_type_of(len(pointers))(*pointers), extents, 0.0)
         if status:
             raise IndexError(self.layout.errors[status - 1])

@@ -51,13 +51,13 @@ def update_function(module: ir.Module, rule: Any, dtype: str,
     steps, present, lr = fn.args[2 + n_state:]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     tables = {}
-    for column, letter in ((0, "K"), (2, "P"), (3, "N"), (4, "G")):
-        values = [int(t[column]) for t in slots]
-        array_type = ir.ArrayType(I64, max(len(values), 1))
+    for field, letter in ((0, "K"), (2, "P"), (3, "N"), (4, "G")):
+        numbers = [int(t[field]) for t in slots]
+        array_type = ir.ArrayType(I64, max(len(numbers), 1))
         table = ir.GlobalVariable(module, array_type, f"U{letter}_{short}")
         table.linkage = "internal"
         table.global_constant = True
-        table.initializer = ir.Constant(array_type, values or [0])
+        table.initializer = ir.Constant(array_type, numbers or [0])
         tables[letter] = table
     values: dict[int, ir.Value] = {}
     scalar_inputs = {name: inputs[2 + n_state + k] for k, name in
