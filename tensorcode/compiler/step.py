@@ -241,7 +241,7 @@ class BoundStep:
             lr = _check_lr(lr)
         head, tail = self._current()
         plan = self.plan
-        if plan.backend != "numba":
+        if plan.backend == "reference":
             return self._interpreted(lr, list(inputs))
         try:
             loss = plan._program().entry("run_step")(*head, *inputs, *tail, lr)
@@ -254,7 +254,7 @@ class BoundStep:
         lrs = np.ascontiguousarray(lrs, dtype=np.float64)
         head, tail = self._current()
         plan = self.plan
-        if plan.backend != "numba":
+        if plan.backend == "reference":
             losses = []
             for c in range(lrs.shape[0]):
                 case = [x[c if x.shape[0] != 1 else 0] for x in inputs]
