@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -265,22 +265,31 @@ class Trainer:
 
     # -- stepping -----------------------------------------------------------------------
     def step(self, experience: Trace) -> float:
-        """One update on ``experience`` (the mean of its supervised losses); the loss."""
+        """One update on ``experience`` (the mean of its supervised losses); the loss, a
+        ``numpy.float64`` (a float with ``.item()``, as NumPy's and PyTorch's scalars)."""
         lowered, feeds = self._prepare(experience)
         mark = _Mark(self)
         if self._fuses():
             done = self._run_fused([(lowered, feeds, 0)], mark,
                                    _Bank.single(feeds))
             if done is not None:
-                return done[0]
-        return self._run_single([(lowered, feeds, 0)], mark)[0]
+                return np.float64(done[0])
+        return np.float64(self._run_single([(lowered, feeds, 0)], mark)[0])
 
-    def fit(self, experiences: Sequence[Trace], epochs: int = 1, progress: bool = True,
-            shuffle: bool = True) -> list[float]:
+    def fit(self, experiences: Sequence[Trace] | Trace, epochs: int = 1,
+            progress: bool = True, shuffle: bool = True) -> list[float]:
         """``epochs`` passes over ``experiences`` (in an order drawn from the trainer's
-        generator when ``shuffle``), one update each; returns one loss per update. Every
+        generator when ``shuffle``), one update each; returns one loss per update (each a
+        ``numpy.float64``). One experience alone is taken as a list of one. Every
         experience is checked and lowered before the first update. Updates run in calls
-        of up to ``steps_per_call`` (see the module doc): the same trajectory, faster."""
+        of up to ``steps_per_call`` (see the module doc): the same trajectory, faster. A
+        refused update's ``TrainingError`` names it: its number in this fit, its epoch
+        and the experience's position in ``experiences``."""
+        if isinstance(experiences, Trace):
+            experiences = [experiences]
+        elif not isinstance(experiences, Iterable) or isinstance(experiences, (str, bytes)):
+            raise TypeError(f"fit takes a list of experiences (Traces), got "
+                            f"{type(experiences).__name__}")
         experiences = list(experiences)
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise ValueError(f"epochs must be a non-negative int, got {epochs!r}")
@@ -296,6 +305,7 @@ class Trainer:
         items: list[tuple[_Step, dict, int]] = []
         rows = _rows_in_banks(prepared)
         epoch_of: list[int] = []
+        source_of: list[int] = []
         streams: list[dict] = []
         for epoch in range(epochs):
             order = (self.generator.permutation(len(prepared)) if shuffle
@@ -303,6 +313,7 @@ class Trainer:
             if shuffle:
                 streams.append(self.generator.get_state())
             items += [prepared[int(k)] + (rows[int(k)],) for k in order]
+            source_of += [int(k) for k in order]
             epoch_of += [epoch] * len(prepared)
         start = self.steps
         losses: list[float] = []
@@ -317,16 +328,22 @@ class Trainer:
                 if bar is not None and done:
                     bar.update(len(done))
                     bar.set_postfix(loss=f"{done[-1]:.4g}", refresh=False)
-        except BaseException:
-            if shuffle and self.steps - start < len(items):
-                stream = dict(streams[epoch_of[self.steps - start]])
+        except BaseException as error:
+            refused = self.steps - start
+            if shuffle and refused < len(items):
+                stream = dict(streams[epoch_of[refused]])
                 stream["philox"] = self.generator.get_state()["philox"]
                 self.generator.set_state(stream)
+            if isinstance(error, TrainingError) and refused < len(items):
+                raise TrainingError(
+                    f"update {refused + 1} of {len(items)} in this fit (epoch "
+                    f"{epoch_of[refused] + 1}, experiences[{source_of[refused]}]) was refused: "
+                    f"{error}") from None
             raise
         finally:
             if bar is not None:
                 bar.close()
-        return losses
+        return [np.float64(loss) for loss in losses]
 
     def _fuses(self) -> bool:
         """Whether runs of one structure go through ``run_steps``: more than one step per
