@@ -246,7 +246,8 @@ def test_save_writes_the_released_layout(tmp_path, reference_model, ids, expecte
 def test_a_saved_model_loads_as_a_map_of_its_file_and_a_released_one_by_copy(
         tmp_path, released, reference_model):
     gpt2.save(reference_model, tmp_path / "copy")
-    mapped = gpt2.load(tmp_path / "copy", batch=2, backend="reference", strategy="whole")
+    mapped = gpt2.load(tmp_path / "copy", batch=2, backend="reference", strategy="whole",
+                       mapped=True)
     copied = gpt2.load(tmp_path / "copy", batch=2, backend="reference", strategy="whole",
                        mapped=False)
     assert not mapped.parameters.buffers()["float32"].flags.owndata  # save wrote table order
