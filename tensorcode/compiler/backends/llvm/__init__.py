@@ -108,9 +108,9 @@ def prepared(schedule: Schedule, approximate: bool, step: Any = None) -> LlvmPro
     from .codegen import layout_of
 
     if step is not None:
-        from .update import _rule_api
+        from .update import rule_api
 
-        _rule_api()  # a rule this backend can lower, before any work
+        rule_api()  # a rule this backend can lower, before any work
     key = plan_key(schedule, approximate, step)
     with _LOCK:
         found = _PROGRAMS.get(key)
