@@ -50,6 +50,7 @@ from ..files.tensorfile import TensorFile, save_tensors
 from ..nn import init as initializers
 from ..nn.transformer import Gpt, GptConfig, TransformerBlock
 from ..runtime.checkpoint import named_restore, named_restore_file, named_snapshot
+from ..runtime.progress import check_progress, progress_bar
 from .gpt_training import check_layered_layout
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,6 +59,8 @@ if TYPE_CHECKING:  # pragma: no cover
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 STRATEGIES = ("layered", "whole")
+#: the fewest new tokens for which ``generate`` shows a progress bar (on a terminal)
+PROGRESS_TOKENS = 64
 #: buffers some GPT-2 releases store beside the parameters: the causal mask, which the
 #: model records as structure
 _BUFFER_PATH = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
@@ -463,13 +466,15 @@ def select_next(logits: np.ndarray, generator: Any = None, temperature: float = 
 
 
 def generate(model: GptModel, prompt_ids: Any, max_new_tokens: int, generator: Any = None,
-             temperature: float = 1.0, top_k: int | None = None) -> np.ndarray:
+             temperature: float = 1.0, top_k: int | None = None, progress: bool = True
+             ) -> np.ndarray:
     """Continue ``prompt_ids`` (``[T]`` or ``[B, T]``, any number of rows) by
     ``max_new_tokens`` tokens with the compiled decode step; returns the prompt followed
     by the new tokens, shaped like the prompt. Without a generator each token is the
     argmax (greedy); with a ``tc.random.Generator`` each is sampled (``select_next``,
     one draw per row) and ``generator`` advances, so a saved generator state replays
-    the same continuation.
+    the same continuation. A long generation (at least ``PROGRESS_TOKENS`` new tokens)
+    shows a progress bar when stderr is a terminal and ``progress`` is on.
 
     Plans are specialized by shape: ``B`` rows run on ``model.for_batch(B)`` (the model
     itself up to its ``batch``, else one recorded for the next power of two, sharing
@@ -507,13 +512,22 @@ def generate(model: GptModel, prompt_ids: Any, max_new_tokens: int, generator: A
     for k in range(length):
         logits = decoder.step(padded[:, k])
     step = np.zeros(runner.batch, np.int64)
-    for k in range(max_new_tokens):
-        assert logits is not None
-        token = select_next(logits[:rows], generator, temperature, top_k)
-        out.append(token)
-        if k + 1 < max_new_tokens:
-            step[:rows] = token
-            logits = decoder.step(step)
+    bar = progress_bar(max_new_tokens, "generate",
+                       check_progress(progress) and max_new_tokens >= PROGRESS_TOKENS,
+                       unit="token")
+    try:
+        for k in range(max_new_tokens):
+            assert logits is not None
+            token = select_next(logits[:rows], generator, temperature, top_k)
+            out.append(token)
+            if k + 1 < max_new_tokens:
+                step[:rows] = token
+                logits = decoder.step(step)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
     result = np.stack(out, axis=1)
     return result[0] if flat else result
 

@@ -38,7 +38,6 @@ few array views, not a featurization.
 from __future__ import annotations
 
 import math
-import sys
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -53,6 +52,7 @@ from ..errors import ArtifactError, TensorCodeError, TrainingError
 from ..ops.base import Operation
 from ..ops.execute import lower, resolve_backend, rewrap
 from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
+from ..runtime.progress import progress_bar
 from ..runtime.random import Generator
 from .losses import BUILTIN as BUILTIN_LOSSES
 from .losses import LossFn, builtin_target, record_loss
@@ -297,7 +297,7 @@ class Trainer:
             raise TrainingError("fit needs at least one experience")
         prepared = [self._prepare(e) for e in experiences]
         banks = self._banks(prepared) if self._fuses() else {}
-        bar = _ProgressBar(epochs * len(prepared)) if progress and sys.stderr.isatty() else None
+        bar = progress_bar(epochs * len(prepared), "fit", progress, unit="update")
         # every epoch's order up front, so a call may run on into the next epoch: the
         # orders come from the generator's PCG64 stream, the plans' draws from its Philox
         # counter, so drawing them early changes no draw. After a refused update the
@@ -324,10 +324,10 @@ class Trainer:
                     else None
                 if done is None:
                     done = self._run_single(chunk, mark)
-                for loss in done:
-                    losses.append(loss)
-                    if bar is not None:
-                        bar.show(len(losses), loss)
+                losses += done
+                if bar is not None and done:
+                    bar.update(len(done))
+                    bar.set_postfix(loss=f"{done[-1]:.4g}", refresh=False)
         except BaseException as error:
             refused = self.steps - start
             if shuffle and refused < len(items):
@@ -841,24 +841,6 @@ def _check_lr(lr: Any) -> float:
             or lr <= 0:
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
     return float(lr)
-
-
-class _ProgressBar:
-    """A one-line progress bar on a terminal's stderr."""
-
-    def __init__(self, total: int) -> None:
-        self.total = max(total, 1)
-
-    def show(self, done: int, loss: float) -> None:
-        width = 30
-        filled = int(width * done / self.total)
-        sys.stderr.write(f"\rtraining [{'#' * filled}{'.' * (width - filled)}] "
-                         f"{done}/{self.total} loss {loss:.4g}")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 __all__ = ["Trainer"]
