@@ -19,7 +19,8 @@ def net():
     w = tape.parameter(np.array([1.0, 2.0, 3.0], np.float32), name="w")
     y = (x * w).sum()
     network = tape.into_network()
-    plans = {backend: network.entry([y]).lower(backend) for backend in ("numba", "llvm", "reference")}
+    plans = {backend: network.entry([y]).lower(backend)
+             for backend in ("numba", "llvm", "reference")}
     return network, plans, x, unused, y
 
 
