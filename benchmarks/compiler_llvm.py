@@ -170,4 +170,49 @@ def run(quick: bool = False) -> list[Row]:
     return warm_rows(quick) + cold_rows(quick)
 
 
-__all__ = ["run", "cold_rows", "warm_rows"]
+
+
+
+_LARGE = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+import numpy as np
+from tensorcode.models import gpt2
+from tensorcode.nn.transformer import GptConfig
+config = GptConfig(vocab_size=50257, block_size=1024, n_layer=12, n_head=12, n_embd=768)
+model = gpt2.GptModel(config, seed=0, context={context}, cache_length={cache},
+                      backend={backend!r})
+ids = np.zeros((1, {context}), np.int64)
+start, cpu = time.perf_counter(), time.process_time()
+model.logits(ids)
+full_wall, full_cpu = time.perf_counter() - start, time.process_time() - cpu
+start, cpu = time.perf_counter(), time.process_time()
+model.layered().lower_decode()
+decode_wall, decode_cpu = time.perf_counter() - start, time.process_time() - cpu
+print(json.dumps({{"full_cpu": full_cpu, "full_wall": full_wall, "decode_cpu": decode_cpu,
+                  "decode_wall": decode_wall, "numba": "numba" in sys.modules}}))
+"""
+
+
+def large_plan_rows(quick: bool = False) -> list[Row]:
+    """GPT-2 124M's full-context plans (lowered and run once) and its four decode plans,
+    lowered cold in a fresh process with an empty cache: CPU seconds per backend."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tensorcode-llvm-gpt-") as tmp:
+        for backend in BACKENDS:
+            code = _LARGE.format(root=str(ROOT), context=128, cache=256, backend=backend)
+            env = dict(os.environ, TENSORCODE_CACHE_DIR=os.path.join(tmp, backend))
+            result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                    text=True, timeout=3600, env=env)
+            if result.returncode != 0:
+                raise RuntimeError(result.stderr[-2000:])
+            data = json.loads(result.stdout.strip().splitlines()[-1])
+            rows.append(Row(SUITE, "GPT-2 124M cold lowering, full (T=128) + decode", backend,
+                            data["full_cpu"] + data["decode_cpu"], unit="s CPU",
+                            baseline=backend == "numba",
+                            note=f"fresh process, empty cache; full {data['full_cpu']:.1f} s "
+                                 f"CPU ({data['full_wall']:.1f} s wall, one forward run "
+                                 f"included), decode {data['decode_cpu']:.1f} s CPU "
+                                 f"({data['decode_wall']:.1f} s wall)"))
+    return rows
+__all__ = ["run", "cold_rows", "warm_rows", "large_plan_rows"]
