@@ -30,36 +30,31 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily below
-    from . import checkpoint, init, nn, optim, random, tools, training
+    from . import checkpoint, functional, init, nn, optim, random, tools, training
     from .compiler.plans.network import Backward, Network, Run
     from .compiler.plans.plan import Plan
     from .compiler.plans.tables import Gradients, Parameters
     from .compiler.plans.tape import Tape
-    from .compiler.trace.composites import (
-        concat,
-        cross_entropy,
-        gelu,
-        layer_norm,
-        log_softmax,
-        logsumexp,
-        maximum,
-        minimum,
-        mse,
-        one_hot,
-        softmax,
-        stop_gradient,
-        where,
-    )
     from .compiler.trace.expr import Expr
     from .compiler.trace.tape import Adjoints
     from .runtime.experience import InputRef, OutputRef, trace
 
+#: the functional namespace (``tc.exp(x)``, ``tc.sum(x, axis=0)``, ``tc.softmax(x)``):
+#: ``tensorcode.functional.__all__``, derived there from the op registry; written out here
+#: so that ``import tensorcode`` loads nothing, and a test keeps the two lists equal
+_FUNCTIONAL = (
+    "abs", "add", "astype", "bernoulli", "broadcast_to", "categorical", "concat", "cos",
+    "cross_entropy", "div", "dropout", "eq", "exp", "ge", "gelu", "gt", "layer_norm", "le",
+    "log", "log1p", "log_softmax", "logsumexp", "lt", "matmul", "max", "maximum", "mean",
+    "min", "minimum", "mse", "mul", "ne", "neg", "one_hot", "pow", "random_normal",
+    "random_uniform", "relu", "reshape", "sigmoid", "sin", "slice", "softmax", "softplus",
+    "sqrt", "stop_gradient", "sub", "sum", "take", "tanh", "transpose", "where")
+
 #: every public name but the errors, loaded when first read: name -> (module, attribute;
 #: None for the module itself). ``import tensorcode`` runs no NumPy and no compiler code.
 _LAZY: dict[str, tuple[str, str | None]] = {
-    **{name: ("tensorcode.compiler.trace.composites", name) for name in (
-        "concat", "cross_entropy", "gelu", "layer_norm", "log_softmax", "logsumexp",
-        "maximum", "minimum", "mse", "one_hot", "softmax", "stop_gradient", "where")},
+    **{name: ("tensorcode.functional", name) for name in _FUNCTIONAL},
+    "functional": ("tensorcode.functional", None),
     **{name: ("tensorcode.compiler.plans.network", name)
        for name in ("Backward", "Network", "Run")},
     "Plan": ("tensorcode.compiler.plans.plan", "Plan"),
@@ -99,8 +94,7 @@ from .version import __version__  # noqa: E402 - after the lazy table, beside __
 
 __all__ = [
     "Tape", "Expr", "Adjoints", "Network", "Run", "Backward", "Parameters", "Gradients", "Plan",
-    "where", "maximum", "minimum", "concat", "one_hot", "stop_gradient", "logsumexp",
-    "log_softmax", "softmax", "cross_entropy", "layer_norm", "gelu", "mse",
+    *_FUNCTIONAL, "functional",
     "nn", "init", "checkpoint", "random", "optim", "training", "tools",
     "trace", "OutputRef", "InputRef",
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",

@@ -34,7 +34,7 @@ from ..lower.passes import canonical_order, optimize
 from ..lower.program import Program
 from ..lower.program import build as build_program
 from ..lower.schedule import Schedule, Sources, build
-from .network import gradients_table
+from .network import feed_dict, gradients_table
 from .tables import Gradients
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -256,6 +256,8 @@ class Plan:
         the plan's draws; a plan that does not ignores ``generator``."""
         if getattr(parameters, "layout", None) is not self._layout:
             self.network.check_parameters(parameters)
+        if feeds and type(feeds) is not dict:
+            feeds = feed_dict(feeds)
         if feeds:
             checked = self.network.check_feeds(feeds)
             for index in checked:
@@ -285,7 +287,7 @@ class Plan:
         fed: dict[int, np.ndarray] = {}
         n = None
         expected = self._input_types
-        for symbol, value in (feeds or {}).items():
+        for symbol, value in feed_dict(feeds).items():
             if not self.network.owns(symbol):
                 self.network.check_feeds({symbol: value})  # raises the precise FeedError
             index = symbol.index

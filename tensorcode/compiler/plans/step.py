@@ -41,6 +41,7 @@ from ...errors import FeedError, TensorCodeError
 from ..backends.counters import count
 from ..lower.schedule import build
 from ..lower.update import StepSpec, UpdateRule
+from .network import feed_dict
 from .plan import Entry, Plan, feed_error
 from .tables import Gradients, Parameters
 
@@ -93,7 +94,7 @@ class StepPlan(Plan):
     def __init__(self, entry: Entry, schedule: Any, backend: str, origins: dict[int, int],
                  approximate: bool, spec: StepSpec, optimizer: Any) -> None:
         super().__init__(entry, schedule, backend, origins, approximate,
-                         step=spec if backend != "reference" else None)
+                         step=spec)
         self.spec = spec
         self.rule = spec.rule
         self.optimizer = optimizer
@@ -149,7 +150,7 @@ class StepPlan(Plan):
         expected = self._input_types
         fed: dict[int, np.ndarray] = {}
         k_steps = None
-        for symbol, value in (batches or {}).items():
+        for symbol, value in feed_dict(batches).items():
             if not self.network.owns(symbol):
                 self.network.check_feeds({symbol: value})  # raises the precise FeedError
             index = symbol.index

@@ -126,7 +126,15 @@ class Expr:
         return self.type.rank
 
     def __repr__(self) -> str:
-        return f"Expr(%{self.index} : {self.type})"
+        """``Expr(%2 input "x" : f64[4])``: the node, what it is (an input, a parameter, a
+        constant or the op that computed it), its name when it has one, and its type."""
+        nodes = getattr(self.builder, "_nodes", None)
+        if nodes is None or not 0 <= self.index < len(nodes):
+            return f"Expr(%{self.index} : {self.type})"
+        node = nodes[self.index]
+        kind = "constant" if node.op == "leaf" else node.op
+        name = f' "{node.name}"' if node.name else ""
+        return f"Expr(%{self.index} {kind}{name} : {self.type})"
 
     __hash__ = object.__hash__
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ShapeError, TensorCodeError
+from ...errors import ShapeError, TensorCodeError, TrainingError
 from ..core import registry as primitives
-from ..core.ir import Node, Type, freeze_attrs
+from ..core.ir import Graph, Node, Type, closure, freeze_attrs
 from . import composites  # noqa: F401 - gives Expr its composite methods
-from .autodiff import gradients
+from .autodiff import gradients, needs_gradient
 from .expr import Builder, Expr, as_array, check_broadcast_mode
 
 
@@ -218,7 +218,8 @@ class Recorder(Builder):
 
     # -- gradients -----------------------------------------------------------------------
     def differentiate(self, loss: Expr, wrt: Iterable[Expr], *,
-                      inputs: Iterable[Expr] = ()) -> Adjoints:
+                      inputs: Iterable[Expr] = (), allow_disconnected: bool = False
+                      ) -> Adjoints:
         """Record reverse-mode gradients of the scalar ``loss`` as more nodes on this
         tape; a parameter the loss does not reach gets an explicit zeros node.
         ``inputs`` (float ``tape.input`` symbols) also get their gradients recorded: the
@@ -243,6 +244,8 @@ class Recorder(Builder):
                 raise TensorCodeError(
                     f"differentiate: wrt[{k}] {p!r}{name} is {kind}, not a parameter; "
                     "gradients are taken with respect to tape.parameter(...) symbols")
+        if (wrt or fed) and not allow_disconnected:
+            _check_reached(self._nodes, loss, {p.index for p in [*wrt, *fed]})
         with self.broadcasting("numpy"):  # the rules' broadcasts are their definition
             grads = gradients(self._nodes, loss.index, [p.index for p in [*wrt, *fed]],
                               self, lambda i: self._exprs[i])
@@ -263,6 +266,37 @@ class Recorder(Builder):
         """The parameter symbols recorded so far (from node ``since`` on), in order."""
         return [self._exprs[i] for i in range(since, len(self._nodes))
                 if self._nodes[i].op == "parameter"]
+
+
+
+def _check_reached(nodes: Sequence[Node], loss: Expr, wrt: set[int]) -> None:
+    """``TrainingError`` unless some of ``wrt`` reaches ``loss`` through differentiable
+    ops; the message says what cuts the path (a detach, or steps without gradients)."""
+    loss_type = nodes[loss.index].type
+    if loss_type.shape != () or not loss_type.is_float or any(
+            not nodes[i].type.is_float for i in wrt):
+        return  # ``gradients`` refuses these with its own message
+    if needs_gradient(nodes, wrt, loss.index)[loss.index]:
+        return
+    reached = set(closure(Graph(tuple(nodes[:loss.index + 1])), [loss.index]))
+    if not reached & wrt:
+        raise TrainingError(
+            f"differentiate: the loss {loss!r} does not depend on any of the symbols "
+            "differentiated against (disconnected), so every gradient would be zero; "
+            "differentiate a loss computed from them (or pass allow_disconnected=True)")
+    detached = [i for i in sorted(reached) if nodes[i].op == "detach"
+                and needs_gradient(nodes, wrt, nodes[i].inputs[0])[nodes[i].inputs[0]]]
+    if detached:
+        raise TrainingError(
+            f"differentiate: the loss {loss!r} reaches the parameters only through "
+            f"detach/stop_gradient (%{detached[0]}), which stops gradients, so every "
+            "gradient would be zero. Expr.detach() is JAX's stop_gradient, not the Rust "
+            "guide's .detach() (which makes a handle): differentiate the expression "
+            "itself, e.g. tape.differentiate(error * error, ...)")
+    raise TrainingError(
+        f"differentiate: the loss {loss!r} depends on the parameters only through steps "
+        "without gradients (comparisons, integer or recorded values), so every gradient "
+        "would be zero: it is nondifferentiable")
 
 
 __all__ = ["Recorder", "Eager", "Adjoints"]

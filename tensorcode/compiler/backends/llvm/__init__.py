@@ -30,7 +30,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ....errors import CacheError, CompileError
+from ....errors import CacheError
 from ...lower.program import ir_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,13 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _PROGRAMS: dict[str, Any] = {}
 _LOCK = threading.Lock()
-
-#: the files whose code decides what a plan's object does (their digest is in the key)
-_SOURCES = ("backends/llvm/codegen.py", "backends/llvm/ops.py", "backends/llvm/rows.py",
-            "backends/llvm/random.py", "backends/llvm/types.py", "backends/llvm/objects.py",
-            "backends/numba/loops.py", "backends/numba/approx.py", "lower/schedule.py",
-            "lower/fusion.py", "lower/kernels.py", "core/philox.py", "core/registry.py")
-
 
 @functools.cache
 def environment_key() -> str:
@@ -58,11 +51,9 @@ def environment_key() -> str:
     from ....version import __version__
     from .objects import OPT_LEVEL
 
-    root = pathlib.Path(__file__).resolve().parents[2]
     digest = hashlib.sha256()
-    for name in _SOURCES:
-        path = root / name
-        digest.update(path.read_bytes() if path.exists() else name.encode())
+    for path in _generator_files():
+        digest.update(path.read_bytes())
     try:
         cpu = llvm.get_host_cpu_name() + ":" + llvm.get_host_cpu_features().flatten()
     except Exception:  # pragma: no cover - an LLVM without feature detection
@@ -73,8 +64,31 @@ def environment_key() -> str:
                        "opt": OPT_LEVEL, "generator": digest.hexdigest()}, sort_keys=True)
 
 
+def _generator_files() -> list[pathlib.Path]:
+    """The source files whose code decides what a plan's object does: this backend's
+    modules and the modules they take loop layouts, kernels, schedules, fusion, the
+    float32 approximations and the Philox constants from (found through the objects
+    imported, so the list follows the modules wherever they live)."""
+    import inspect
+
+    from . import codegen, objects, ops, random, rows, types, update
+
+    modules = {codegen, objects, ops, random, rows, types, update, ops.approx, random.philox}
+    for thing in (codegen.fused_layout, codegen.Schedule, codegen.Kernel):
+        modules.add(sys.modules[thing.__module__])
+    schedule = sys.modules[codegen.Schedule.__module__]
+    for name in ("fuse", "primitives"):
+        found = getattr(schedule, name, None)
+        if found is not None:
+            modules.add(found if inspect.ismodule(found) else sys.modules[found.__module__])
+    return sorted({pathlib.Path(str(inspect.getsourcefile(m))) for m in modules})
+
+
 def plan_key(program: Program, approximate: bool) -> str:
+    step = program.step
     text = f"llvm\n{environment_key()}\napproximate={approximate}\n{ir_key(program)}"
+    if step is not None:
+        text += f"\nstep\n{step.key()}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -85,18 +99,20 @@ class LlvmBackend:
     approximates = True
 
     def prepare(self, program: Program, approximate: bool) -> LlvmProgram:
-        if program.step is not None:
-            raise CompileError("the llvm backend does not lower fused optimizer steps yet; "
-                               "lower the step plan with backend='numba'")
         return prepared(program, approximate)
 
 
 def prepared(program: Program, approximate: bool) -> LlvmProgram:
-    """The loaded program of ``program`` (see the module docstring). The code generator
-    still renders the schedule the program was built from (``program.schedule``)."""
+    """The loaded program of ``program`` (a step plan's with its update; see the module
+    docstring). The code generator still renders the schedule the program was built from
+    (``program.schedule``) and its ``StepSpec``."""
     from .codegen import layout_of
 
-    schedule = program.schedule
+    schedule, step = program.schedule, program.step
+    if step is not None:
+        from .update import rule_api
+
+        rule_api()  # a rule this backend can lower, before any work
     key = plan_key(program, approximate)
     with _LOCK:
         found = _PROGRAMS.get(key)
@@ -104,14 +120,14 @@ def prepared(program: Program, approximate: bool) -> LlvmProgram:
             _count("memory_hits")
             return found
         layout = layout_of(schedule)
-        addresses = _addresses(schedule, approximate, key)
-        made = _program(schedule, approximate, key, layout, addresses)
+        addresses = _addresses(schedule, approximate, key, step)
+        made = _program(schedule, approximate, key, layout, addresses, step)
         _PROGRAMS[key] = made
         return made
 
 
 def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
-             addresses: dict[str, int]) -> LlvmProgram:
+             addresses: dict[str, int], step: Any = None) -> LlvmProgram:
     from .program import LlvmProgram
 
     s, g = schedule, schedule.graph
@@ -127,8 +143,16 @@ def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
     def source() -> str:
         from .codegen import render
 
-        return str(render(schedule, approximate)[0])
-    return LlvmProgram(key, layout, addresses, input_shapes, head_sizes, picks, source)
+        return str(render(schedule, approximate, step)[0])
+    made = LlvmProgram(key, layout, addresses, input_shapes, head_sizes, picks, source)
+    if step is not None:
+        slots = list(getattr(step, "updated", step.slots))
+        sizes = {d: max([offset + n for _, dt, offset, n, _ in slots if dt == d], default=0)
+                 for d in s.sources.parameter_dtypes}
+        made.set_step(step.loss, len(step.rule.state_keys),
+                      [sizes[d] for d in s.sources.parameter_dtypes],
+                      max([t[0] + 1 for t in step.slots], default=0))
+    return made
 
 
 def _count(name: str, n: int = 1) -> None:
@@ -137,12 +161,12 @@ def _count(name: str, n: int = 1) -> None:
     count(name, n)
 
 
-def _compile(schedule: Schedule, approximate: bool, key: str) -> bytes:
+def _compile(schedule: Schedule, approximate: bool, key: str, step: Any = None) -> bytes:
     from .codegen import render
     from .objects import compile_object
 
     start = time.perf_counter()
-    module, _ = render(schedule, approximate)
+    module, _ = render(schedule, approximate, step)
     rendered = time.perf_counter()
     data = compile_object(module)
     done = time.perf_counter()
@@ -156,7 +180,8 @@ def _compile(schedule: Schedule, approximate: bool, key: str) -> bytes:
     return data
 
 
-def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int]:
+def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None
+               ) -> dict[str, int]:
     """The entry points' addresses: the cache entry's object when it is valid, else a
     fresh compile (written to the cache when it can be used)."""
     from ..numba.backend import locked, plans_directory, warn_once
@@ -170,7 +195,7 @@ def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int
         warn_once("untrusted-cache", f"tensorcode: {error}; compiling plans in memory "
                                       "(see docs/compiler.md, 'Trusting a cache directory')")
         _count("memory_compiled")
-        return load(_compile(schedule, approximate, key))
+        return load(_compile(schedule, approximate, key, step))
     with locked(directory / f"l_{key}.lock"):
         problem = None
         try:
@@ -191,7 +216,7 @@ def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int
             warn_once(key + ":llvm", f"tensorcode: plan cache entry "
                                       f"{cache.entry_path(directory, key)} was not used "
                                       f"({problem}); recompiling it")
-        data = _compile(schedule, approximate, key)
+        data = _compile(schedule, approximate, key, step)
         addresses = load(data)
         cache.write(directory, key, data)
         return addresses

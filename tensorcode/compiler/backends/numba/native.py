@@ -413,7 +413,7 @@ HANDOFF_CALLS = 1000
 
 
 class NativeProgram:
-    """A ``backends.Program`` whose ``run`` and ``entry("run_step")`` call the native
+    """A ``backends.Compiled`` whose ``run`` and ``step()`` call the native
     object; everything else (and a re-run of a call the native code reported failed)
     goes to the Numba module, built on first need by ``module``. After
     ``HANDOFF_CALLS`` native calls the plan's calls go to that module too: checking the
