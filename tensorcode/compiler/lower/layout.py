@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from ..core import registry as primitives
 from .kernels import FusedKernel, Strided, broadcast_access, c_strides
 from .schedule import Schedule
 
@@ -58,7 +59,7 @@ def fused_layout(g: Any, kernel: FusedKernel) -> FusedLayout:
     space = tuple(kernel.space)
     loads: dict[int, Any] = kernel.loads
     members = kernel.nodes
-    reductions = [i for i in members if g.nodes[i].op in ("sum", "mean", "max", "min")]
+    reductions = [i for i in members if primitives.is_reduction(g.nodes[i].op)]
     vectors: list[list[int]] = []
     load_keys = [j for j, loc in loads.items() if isinstance(loc, Strided)]
     for j in load_keys:

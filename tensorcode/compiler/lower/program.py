@@ -52,12 +52,15 @@ class Array:
 @dataclass(frozen=True)
 class Argument:
     """One argument of an entry point: ``name`` in the generated code, ``dtype``,
-    ``ndim`` (0: a scalar) and whether the code writes it."""
+    ``ndim`` (an array's; a 0-d input is an array too), whether the code writes it, and
+    whether it is a plain number (``scalar``: a step's learning rate) rather than an
+    array."""
 
     name: str
     dtype: str
     ndim: int
     writable: bool = False
+    scalar: bool = False
 
 
 @dataclass(frozen=True)
@@ -153,7 +156,7 @@ class Program:
         if self.step is None:
             return None
         return EntryPoint("run_step", _arguments(self.sources)
-                          + self._step_tail(Argument("lr", "float64", 0)))
+                          + self._step_tail(Argument("lr", "float64", 0, scalar=True)))
 
     @property
     def run_steps(self) -> EntryPoint | None:

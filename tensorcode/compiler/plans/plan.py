@@ -30,7 +30,7 @@ from ..backends.counters import cache_dir, compile_stats, count
 from ..core import ir
 from ..core import registry as primitives
 from ..core.ir import Graph, Node
-from ..lower.passes import canonical_order, optimize
+from ..lower.passes import canonical_order, dce, optimize
 from ..lower.program import Program
 from ..lower.program import build as build_program
 from ..lower.schedule import Schedule, Sources, build
@@ -42,7 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .network import Network
     from .tables import Parameters
 
-ARTIFACT_FORMAT = "tensorcode.plan/1"
 
 # ---------------------------------------------------------------------------------------
 # entries
@@ -72,8 +71,6 @@ class Entry:
 
     def describe(self) -> str:
         """The entry's program before lowering: what the roots depend on."""
-        from ..lower.passes import dce
-
         return ir.describe(dce(self.graph()))
 
     def optimized(self) -> tuple[Graph, Sources]:

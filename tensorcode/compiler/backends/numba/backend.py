@@ -308,7 +308,7 @@ def signature(entry: EntryPoint) -> tuple:
 
     def numba_type(argument: Argument) -> Any:
         scalar = getattr(types, argument.dtype)
-        if argument.ndim == 0:
+        if argument.scalar:
             return scalar
         return types.Array(scalar, argument.ndim, "C", readonly=not argument.writable)
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ...core import philox
+from ...core import registry as primitives
 from ...core.dtypes import DTYPES, NUMPY_SOURCE
 from ...core.ir import number_literal
 from ...lower.kernels import (
@@ -249,7 +250,7 @@ class Generator:
             e.line(f"v{j} = {self.access(loads[j], load_vec[j], names)}")
         for i in members:
             node = g.nodes[i]
-            if node.op in ("sum", "mean", "max", "min"):
+            if primitives.is_reduction(node.op):
                 x = f"v{node.inputs[0]}"
                 if i in rows:
                     row, base = rows[i]

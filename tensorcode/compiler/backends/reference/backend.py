@@ -58,9 +58,12 @@ class Interpreted:
 
     def run(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
         """``run(P.., C.., X..)``: the output arenas, one per dtype."""
+        self._check(args[self._first_input:], False)
+        return self._evaluate(args)
+
+    def _evaluate(self, args: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
         p = self.program
         inputs = args[self._first_input:]
-        self._check(inputs, False)
         g = p.graph
         buffers = dict(zip((a.dtype for a in p.parameters), args))
         values: dict[int, np.ndarray] = {}
@@ -85,8 +88,8 @@ class Interpreted:
         n = max((x.shape[0] for x in inputs if x.shape[0] != 1), default=1)
         outs = [np.empty((n, a.size), a.dtype) for a in self.program.outputs]
         for c in range(n):
-            case = [x[c if x.shape[0] != 1 else 0] for x in inputs]
-            for k, out in enumerate(self.run(*head, *case)):
+            case = tuple(np.asarray(x[c if x.shape[0] != 1 else 0]) for x in inputs)
+            for k, out in enumerate(self._evaluate(head + case)):
                 outs[k][c] = out
         return tuple(outs)
 
