@@ -3,10 +3,10 @@
 ``generate(schedule, spec)`` returns the source appended to the plan's module
 (``numba_module.generate``) when the plan is a step plan (``compiler/step.py``):
 
-- ``update_<dtype>(U, O, S.., steps, present, lr)``: one dtype's update, a loop over
-  the dtype's slots (per-slot scalars such as Adam's bias corrections computed once per
-  slot) around the rule's element loop (``compiler/update.py``), which writes the new
-  parameters into ``U`` and the new state into the state buffers in place;
+- ``rule_<dtype>``: the rule's update function (``numba_update.function_lines``), and
+  ``update_<dtype>(U, O, S.., steps, present, lr)`` calling it over the slots the loss
+  reaches (their tables are literals of the module), reading the gradients from the
+  output arena ``O`` and writing the new parameters and state in place;
 - ``update(U_.., O_.., S_.., steps, present, lr)``: every dtype's update;
 - ``run_step(P_.., C.., X.., U_.., S_.., steps, present, lr)``: ``body`` (the loss and the
   gradients, into fresh output arenas), then ``update``; returns the loss as a number;
@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from ..kernels import Arena
 from ..schedule import Schedule
-from ..update import FLOATS, Literals, StepSpec
+from ..update import FLOATS, StepSpec
 from .numba import NP, array_name, scratch_sizes
+from .numba_update import Literals, function_lines
 
 _SHORT = {"float32": "f32", "float64": "f64"}
 
@@ -59,29 +60,20 @@ def generate(schedule: Schedule, spec: StepSpec) -> list[str]:
     helpers: list[str] = []
     functions: list[str] = []
     for d in dtypes:
-        slots = [t for t in spec.slots if t[1] == d]
+        slots = [t for t in spec.updated if t[1] == d]
         short = _SHORT[d]
         tables = {"K": [t[0] for t in slots], "P": [t[2] for t in slots],
                   "N": [t[3] for t in slots], "G": [t[4] for t in slots]}
         for letter, values in tables.items():
             lines.append(f"U{letter}_{short} = np.array({[int(v) for v in values]!r}, "
                          "np.int64)")
-        emitted = rule.emit(d, literal)
-        states = [f"s{j}" for j in range(len(rule.state_keys))]
+        states = "".join(f"s{j}, " for j in range(len(rule.state_keys)))
+        functions += function_lines(rule, d, f"rule_{short}", literal)
         name = f"update_{short}"
-        helpers.append(name)
-        fn = [f"def {name}(U, O, {''.join(x + ', ' for x in states)}steps, present, lr):"]
-        fn += [f"    {line}" for line in emitted.setup]
-        fn.append(f"    for q in range({len(slots)}):")
-        fn += [f"        k = UK_{short}[q]", f"        start = UP_{short}[q]",
-               f"        n = UN_{short}[q]", f"        gs = UG_{short}[q]",
-               "        p_ = U[start:start + n]", "        g_ = O[gs:gs + n]"]
-        fn += [f"        {x}_ = {x}[start:start + n]" for x in states]
-        fn += [f"        {line}" for line in emitted.slot]
-        fn.append("        for i in range(n):")
-        fn += [f"            {line}" for line in emitted.element]
-        fn += [f"        {line}" for line in emitted.finish]
-        functions += fn + [""]
+        helpers += [f"rule_{short}", name]
+        functions += [f"def {name}(U, O, {states}steps, present, lr):",
+                      f"    rule_{short}(U, O, U, {states}UK_{short}, UP_{short}, UN_{short}, "
+                      f"UG_{short}, steps, present, lr)", ""]
     lines += literal.lines
     lines.append("")
     lines += functions

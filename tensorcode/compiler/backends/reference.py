@@ -10,13 +10,15 @@ graph at every call, so it never approximates and never touches the plan cache.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import primitives
+from .. import update as update_rule
 from ..ir import Graph, closure
+from ..update import UpdateRule
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..schedule import Schedule
@@ -122,6 +124,37 @@ class ReferenceBackend:
     def prepare(self, schedule: Schedule, approximate: bool) -> None:
         """No program: the plan evaluates its optimized graph with ``evaluate``."""
         return None
+
+    def update(self, rule: UpdateRule, dtype: str) -> Callable[..., None]:
+        """An optimizer's eager update for ``dtype``, interpreted: the calling convention
+        of ``numba_update.eager`` (``P, G, U, S.., K, PS, N, GS, steps, present, lr``),
+        computed by ``update.evaluate`` over the listed slots' elements."""
+        count = len(rule.state_keys)
+
+        def run(P: np.ndarray, G: np.ndarray, U: np.ndarray, *rest: Any) -> None:
+            states = rest[:count]
+            K, PS, N, GS, steps, present, lr = rest[count:]
+            if K.shape[0] == 0:
+                return
+            elements = _spans(PS, N)
+            new = update_rule.evaluate(
+                rule, dtype, P[elements], G[_spans(GS, N)], [s[elements] for s in states],
+                float(lr), N, steps[K] + 1.0, (present[K] == 0).astype(np.float64))
+            U[elements] = new[0]
+            for buffer, value in zip(states, new[1:]):
+                buffer[elements] = value
+            steps[K] += 1.0
+            if rule.keeps_state:
+                present[K] = 1
+        return run
+
+
+def _spans(starts: np.ndarray, sizes: np.ndarray) -> Any:
+    """The element indices of the slots ``starts``/``sizes`` (a slice when they lie end
+    to end, as they do unless a slot is skipped)."""
+    if starts.shape[0] == 1 or bool(np.all(starts[1:] == starts[:-1] + sizes[:-1])):
+        return slice(int(starts[0]), int(starts[-1] + sizes[-1]))
+    return np.concatenate([np.arange(a, a + n) for a, n in zip(starts, sizes)])
 
 
 BACKEND = ReferenceBackend()
