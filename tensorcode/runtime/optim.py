@@ -754,18 +754,22 @@ def _difference(own: Layout, other: Layout) -> str:
                 for s in layout.slots}
 
     mine, theirs = named(own), named(other)
+
+    def listed(names: list[str]) -> str:
+        return ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+
     missing = [n for n in mine if n not in theirs]
     extra = [n for n in theirs if n not in mine]
     parts = []
     if missing:
-        parts.append(f"missing {', '.join(missing[:8])}" + (" ..." if len(missing) > 8 else ""))
+        parts.append(f"missing {listed(missing)}, which it owns")
     if extra:
-        parts.append(f"extra {', '.join(extra[:8])}" + (" ..." if len(extra) > 8 else ""))
+        parts.append(f"extra {listed(extra)}, which it does not own")
     changed = [f"{n} ({mine[n][1]}{list(mine[n][0])} -> {theirs[n][1]}{list(theirs[n][0])})"
                for n in mine if n in theirs and mine[n] != theirs[n]]
     if changed:
         parts.append(f"changed {', '.join(changed[:4])}")
-    return f" ({'; '.join(parts)})" if parts else ""
+    return f" (that table has {'; '.join(parts)})" if parts else ""
 
 
 def _check_float(dtype: str) -> None:

@@ -102,7 +102,7 @@ class Trainer:
     """Trains operations on supervised experiences; see ``from_ops`` and ``from_tool``."""
 
     def __init__(self, operations: Mapping[str, Operation], optimizer: Any = None,
-                 lr: float = 0.01, losses: Mapping[str, LossFn] | None = None,
+                 lr: float | None = None, losses: Mapping[str, LossFn] | None = None,
                  backend: str | None = None, seed: int = 0, tool: Any = None,
                  steps_per_call: int = STEPS_PER_CALL) -> None:
         self.operations = _check_operations(operations)
@@ -112,7 +112,6 @@ class Trainer:
             if id(op) not in seen:
                 seen.add(id(op))
                 self._owners.append((name, op))
-        self.lr = _check_lr(lr)
         self.steps_per_call = _check_steps_per_call(steps_per_call)
         self.losses = dict(losses or {})
         for name, fn in self.losses.items():
@@ -145,12 +144,16 @@ class Trainer:
             payloads += current
         self._parameters = Parameters.from_payloads(self._layout, payloads)
         self.optimizer = self._make_optimizer(optimizer)
+        # the rate given here, else the one the optimizer was built with, else 0.01
+        if lr is None:
+            lr = getattr(self.optimizer, "constructed_lr", None)
+        self.lr = _check_lr(0.01 if lr is None else lr)
         self._steps: dict[tuple, _Step] = {}
 
     # -- construction -------------------------------------------------------------------
     @classmethod
     def from_ops(cls, operations: Mapping[str, Operation], optimizer: Any = None,
-                 lr: float = 0.01, losses: Mapping[str, LossFn] | None = None,
+                 lr: float | None = None, losses: Mapping[str, LossFn] | None = None,
                  backend: str | None = None, seed: int = 0,
                  steps_per_call: int = STEPS_PER_CALL) -> Trainer:
         """Train an explicitly supervised program (``trace()`` + ``supervise()``); the
@@ -159,7 +162,7 @@ class Trainer:
                    seed=seed, steps_per_call=steps_per_call)
 
     @classmethod
-    def from_tool(cls, tool: Tool, optimizer: Any = None, lr: float = 0.001,
+    def from_tool(cls, tool: Tool, optimizer: Any = None, lr: float | None = None,
                   losses: Mapping[str, LossFn] | None = None, backend: str | None = None,
                   seed: int = 0, steps_per_call: int = STEPS_PER_CALL) -> Trainer:
         """Train a tool's declared operations on its declared objective, with its
@@ -175,6 +178,8 @@ class Trainer:
         losses = {**dict(getattr(tool, "losses", None) or {}), **dict(losses or {})}
         trainer = cls(operations, optimizer=optimizer, lr=lr, losses=losses, backend=backend,
                       seed=seed, tool=tool, steps_per_call=steps_per_call)
+        if lr is None and getattr(trainer.optimizer, "constructed_lr", None) is None:
+            trainer.lr = 0.001  # a tool's default rate
         tool.set_training(True)
         return trainer
 
