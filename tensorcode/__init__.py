@@ -2,8 +2,10 @@
 lower them to fast CPU executors.
 
 The public surface is small: ``Tape`` records, ``Network`` runs, ``Parameters`` is the
-caller's state; ``tc.nn``, ``tc.init``, ``tc.checkpoint`` and ``tc.random`` hold the
-building blocks. Every public name but the errors loads on first use (PEP 562), so
+caller's state; ``tc.nn``, ``tc.init``, ``tc.optim``, ``tc.checkpoint`` and ``tc.random``
+hold the building blocks, ``tc.training`` and ``tc.tools`` the Trainer and the owned tools;
+each is a real module (``import tensorcode.optim`` works as ``import torch.optim`` does).
+Every public name but the errors loads on first use (PEP 562), so
 ``import tensorcode`` imports neither NumPy nor the compiler until a name is read, and
 never numba. The runtime's modules load on first use too, so ``import
 tensorcode.compiler`` (which runs this file first) loads the compiler alone: dependencies
@@ -28,7 +30,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily below
-    from . import nn
+    from . import checkpoint, init, nn, optim, random, tools, training
     from .compiler.functions import (
         concat,
         cross_entropy,
@@ -48,8 +50,6 @@ if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily
     from .compiler.plan import Plan
     from .compiler.tables import Gradients, Parameters
     from .compiler.tape import Adjoints, Expr, Tape
-    from .nn import init
-    from .runtime import checkpoint, optim, random
     from .runtime.experience import InputRef, OutputRef, trace
 
 #: every public name but the errors, loaded when first read: name -> (module, attribute;
@@ -64,10 +64,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Parameters": ("tensorcode.compiler.tables", "Parameters"),
     **{name: ("tensorcode.compiler.tape", name) for name in ("Adjoints", "Expr", "Tape")},
     "nn": ("tensorcode.nn", None),
-    "init": ("tensorcode.nn.init", None),
-    "checkpoint": ("tensorcode.runtime.checkpoint", None),
-    "random": ("tensorcode.runtime.random", None),
-    "optim": ("tensorcode.runtime.optim", None),
+    # the importable modules of the surface (``import tensorcode.optim`` works too)
+    **{name: (f"tensorcode.{name}", None) for name in (
+        "init", "checkpoint", "random", "optim", "training", "tools")},
     "trace": ("tensorcode.runtime.experience", "trace"),
     "OutputRef": ("tensorcode.runtime.experience", "OutputRef"),
     "InputRef": ("tensorcode.runtime.experience", "InputRef"),
@@ -97,7 +96,7 @@ __all__ = [
     "Tape", "Expr", "Adjoints", "Network", "Run", "Backward", "Parameters", "Gradients", "Plan",
     "where", "maximum", "minimum", "concat", "one_hot", "stop_gradient", "logsumexp",
     "log_softmax", "softmax", "cross_entropy", "layer_norm", "gelu", "mse",
-    "nn", "init", "checkpoint", "random", "optim",
+    "nn", "init", "checkpoint", "random", "optim", "training", "tools",
     "trace", "OutputRef", "InputRef",
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "ArtifactError", "PatchError", "DistillationError", "TrainingError", "__version__",

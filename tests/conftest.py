@@ -32,6 +32,9 @@ else:
     os.environ[_INHERITED] = _CACHE
     atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 os.environ["TENSORCODE_CACHE_DIR"] = _CACHE
+# the key of the llvm plan cache's authentication tags lives outside the cache, in a
+# directory of its own beside it (never the user's own secret)
+os.environ.setdefault("TENSORCODE_CACHE_SECRET", os.path.join(_CACHE + "-secret", "key"))
 # A native plan object (compiler/backends/numba_native.py) costs a further compile per
 # plan and only serves later processes; the suite builds them only where a test turns
 # them on (tests/compiler/test_native_plans.py, for its own processes).
@@ -53,3 +56,22 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
             return super()._split_scope(nodeid)
 
     return FileScheduling(config, log)
+
+
+#: the fuzz harness's counts per surface (tests/files/test_fuzz_*.py record them as the
+#: ``fuzz counts`` user property; under xdist the reports carry them to the controller)
+_FUZZ_COUNTS: list[str] = []
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    if report.when == "call":
+        _FUZZ_COUNTS.extend(value for name, value in getattr(report, "user_properties", ())
+                            if name == "fuzz counts")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the fuzz counts in every run's summary, so a regression is visible."""
+    if _FUZZ_COUNTS:
+        terminalreporter.section("fuzz counts (cases, documented, valid)")
+        for line in sorted(_FUZZ_COUNTS):
+            terminalreporter.write_line(line)

@@ -19,6 +19,8 @@ LAYERS: dict[str, int] = {
     "errors": 0, "files": 0, "grammars": 0,
     "compiler": 1,
     "runtime": 2, "nn": 2, "interop": 2, "text": 2,
+    # the public addresses of runtime and nn modules (``import tensorcode.optim``)
+    "optim": 2, "checkpoint": 2, "random": 2, "init": 2,
     "ops": 3, "algorithm": 3, "distill": 3, "weights": 3, "training": 3, "integrations": 3,
     "plot": 3, "guide": 3, "tools": 3, "models": 3, "serve": 3, "distributed": 3,
     "commands": 4, "cli": 4,

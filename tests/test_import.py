@@ -46,11 +46,45 @@ def test_every_public_name_resolves(name):
 
 
 def test_lazy_names_are_the_defining_modules_objects():
+    import tensorcode.optim
     from tensorcode.compiler.tape import Tape
-    from tensorcode.runtime import optim
 
     assert tensorcode.Tape is Tape
-    assert tensorcode.optim is optim
+    assert tensorcode.optim is sys.modules["tensorcode.optim"]
+
+
+#: the public module -> the module that implements it (the public one re-exports its __all__)
+SURFACE_MODULES = {"optim": "tensorcode.runtime.optim",
+                   "checkpoint": "tensorcode.runtime.checkpoint",
+                   "random": "tensorcode.runtime.random", "init": "tensorcode.nn.init",
+                   "training": "tensorcode.training", "tools": "tensorcode.tools"}
+
+
+@pytest.mark.parametrize("name", sorted(SURFACE_MODULES))
+def test_surface_modules_import_like_torch_optim(name):
+    """``import tensorcode.optim`` works (as ``import torch.optim`` does), and in a fresh
+    process ``tc.training`` resolves without importing it by hand."""
+    code = (f"import tensorcode.{name} as m, tensorcode as tc, sys; "
+            f"print(m is tc.{name} is sys.modules['tensorcode.{name}'])")
+    assert _fresh(code) == "True"
+    code = f"import tensorcode as tc; print(tc.{name}.__name__)"
+    assert _fresh(code) == f"tensorcode.{name}"
+
+
+@pytest.mark.parametrize("name", sorted(SURFACE_MODULES))
+def test_surface_modules_export_their_implementations_names(name):
+    import importlib
+
+    public = importlib.import_module(f"tensorcode.{name}")
+    home = importlib.import_module(SURFACE_MODULES[name])
+    assert public.__all__ == home.__all__ and public.__all__
+    for attribute in public.__all__:
+        assert getattr(public, attribute) is getattr(home, attribute), attribute
+
+
+def test_tc_init_is_the_short_spelling_of_tc_nn_init():
+    assert tensorcode.init.xavier is tensorcode.nn.init.xavier
+    assert tensorcode.init.__all__ == tensorcode.nn.init.__all__
 
 
 def test_unknown_name_is_an_attribute_error():

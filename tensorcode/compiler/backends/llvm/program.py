@@ -1,0 +1,243 @@
+"""The handle a plan calls: an LLVM plan's entry points through ``ctypes``.
+
+Every entry point has the one C signature ``i32 (ptr arrays, ptr extents, double lr)``
+(``codegen.ENTRY_TYPE``): ``arrays`` the data pointers in ``Layout.arguments`` order.
+``LlvmProgram`` checks what it is handed as Numba's dispatcher and the generated checks
+would (``TypeError`` for a wrong type, dtype or layout, ``ValueError`` naming input
+``#k`` for a wrong shape), allocates fresh output arenas per call (results never alias)
+and keeps one scratch arena per thread (scratch never leaves a call). A nonzero status
+is the message ``Layout.errors`` holds for it, raised as ``IndexError`` (the plan turns
+it into its documented ``FeedError``). Nothing keeps a caller's array past the call; a
+bound call keeps the arrays it was bound to, as the bound plan does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .codegen import Layout
+
+_ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double)
+
+
+def _address(array: np.ndarray) -> int:
+    return int(array.__array_interface__["data"][0])
+
+
+class LlvmProgram:
+    """A ``backends.Program`` over a loaded LLVM plan object."""
+
+    def __init__(self, key: str, layout: Layout, addresses: dict[str, int],
+                 input_shapes: Sequence[tuple[int, ...]], head_sizes: Sequence[int],
+                 picks: Sequence[tuple[int, int]], source: Callable[[], str]) -> None:
+        self.key = key
+        self.layout = layout
+        self._source = source
+        self._run = _ENTRY(addresses["tc_run"])  # a ctypes call releases the GIL
+        self._batch_fn = _ENTRY(addresses["tc_batch"])
+        self._step = _ENTRY(addresses["tc_step"]) if "tc_step" in addresses else None
+        self._steps = _ENTRY(addresses["tc_steps"]) if "tc_steps" in addresses else None
+        roles = [a.role for a in layout.arguments]
+        self._head = [(np.dtype(a.dtype), size) for a, size in
+                      zip([a for a in layout.arguments if a.role in ("parameter", "constant")],
+                          head_sizes)]
+        self._inputs = [(np.dtype(a.dtype), tuple(shape)) for a, shape in
+                        zip([a for a in layout.arguments if a.role == "input"], input_shapes)]
+        self._scratch = [(n, np.dtype(d)) for d, n in layout.scratch.items()]
+        self._outputs = [(n, np.dtype(d)) for d, n in layout.outputs.items()]
+        self._count = len(roles)
+        self._array_type = ctypes.c_void_p * max(self._count, 1)
+        self._local = threading.local()
+        self.output_dtypes = list(layout.outputs)
+        self.module = None
+        self._picks = list(picks)  # (output arena, offset) of each root, for ``scalars``
+
+    @property
+    def source(self) -> str:
+        """The plan's LLVM IR (rendered again on request)."""
+        return self._source()
+
+    # -- checks ------------------------------------------------------------------------
+    def _head_pointers(self, head: Sequence[Any]) -> list[int]:
+        if len(head) != len(self._head):
+            raise TypeError(f"the plan takes {len(self._head)} parameter and constant "
+                            f"buffers, got {len(head)}")
+        pointers = []
+        for k, (value, (dtype, size)) in enumerate(zip(head, self._head)):
+            if type(value) is not np.ndarray or value.dtype != dtype or \
+                    not value.flags.c_contiguous or value.size < size:
+                raise TypeError(f"no matching definition for argument {k}: expected a "
+                                f"C-contiguous {dtype.name} array of at least {size} "
+                                "elements")
+            pointers.append(_address(value))
+        return pointers
+
+    def _input_pointers(self, inputs: Sequence[Any], batch: bool = False
+                        ) -> tuple[list[int], list[int], int]:
+        """Pointers of ``inputs``, and for a batch each input's stride between cases
+        and the number of cases."""
+        if len(inputs) != len(self._inputs):
+            raise TypeError(f"the plan takes {len(self._inputs)} inputs, got {len(inputs)}")
+        pointers, strides, n = [], [], 1
+        if batch:
+            for value in inputs:
+                if isinstance(value, np.ndarray) and value.ndim and value.shape[0] != 1:
+                    n = value.shape[0]
+        for k, (value, (dtype, shape)) in enumerate(zip(inputs, self._inputs)):
+            if type(value) is not np.ndarray or value.dtype != dtype or \
+                    not value.flags.c_contiguous:
+                raise TypeError(f"no matching definition for input #{k}: expected a "
+                                f"C-contiguous {dtype.name} array")
+            if batch:
+                if value.shape[1:] != shape or (value.shape[0] != n and value.shape[0] != 1):
+                    raise ValueError(f"input #{k}: expected shape {list(shape)} after the "
+                                     "case axis")
+                strides.append(0 if value.shape[0] == 1 else int(np.prod(shape, dtype=np.int64)))
+            elif value.shape != shape:
+                raise ValueError(f"input #{k}: expected shape {list(shape)}")
+            pointers.append(_address(value))
+        return pointers, strides, n
+
+    def _scratch_pointers(self) -> list[int]:
+        local = self._local
+        pointers = getattr(local, "scratch", None)
+        if pointers is None:
+            local.arrays = [np.empty(max(n, 1), d) for n, d in self._scratch]
+            pointers = local.scratch = [_address(a) for a in local.arrays]
+        return pointers
+
+    def _call(self, entry: Any, pointers: list[int], extents: Any = None) -> None:
+        status = entry(self._array_type(*pointers), extents, 0.0)
+        if status:
+            raise IndexError(self.layout.errors[status - 1])
+
+    # -- entry points ------------------------------------------------------------------
+    def run(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The plan's ``run``: the output arenas, one per dtype."""
+        split = len(self._head)
+        head = self._head_pointers(args[:split])
+        inputs, _, _ = self._input_pointers(args[split:])
+        outputs = tuple(np.empty(n, d) for n, d in self._outputs)
+        self._call(self._run, head + inputs + self._scratch_pointers()
+                   + [_address(o) for o in outputs])
+        return outputs
+
+    def bind(self, *head: np.ndarray) -> Callable[..., tuple[np.ndarray, ...]]:
+        """``run`` with the parameter and constant buffers fixed (checked once)."""
+        pointers = self._head_pointers(head)
+        kept = tuple(head)  # the bound plan's own buffers, alive as long as it is
+
+        def call(*inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+            assert kept is not None
+            addresses, _, _ = self._input_pointers(inputs)
+            outputs = tuple(np.empty(n, d) for n, d in self._outputs)
+            self._call(self._run, pointers + addresses + self._scratch_pointers()
+                       + [_address(o) for o in outputs])
+            return outputs
+        return call
+
+    def scalars(self) -> Callable[..., tuple]:
+        """``run`` returning every root as a Python number (all-scalar plans)."""
+        def numbers(*args: np.ndarray) -> tuple:
+            outs = self.run(*args)
+            return tuple(outs[k][offset].item() for k, offset in self._picks)
+        return numbers
+
+    def batch(self) -> Callable[..., tuple[np.ndarray, ...]]:
+        """``run`` over N cases: inputs with a leading case axis (or 1, shared)."""
+        def run_batch(*args: np.ndarray) -> tuple[np.ndarray, ...]:
+            split = len(self._head)
+            head = self._head_pointers(args[:split])
+            inputs, strides, n = self._input_pointers(args[split:], batch=True)
+            outputs = tuple(np.empty((n, size), d) for size, d in self._outputs)
+            extents = (ctypes.c_int64 * (1 + len(strides)))(n, *strides)
+            self._call(self._batch_fn, head + inputs + self._scratch_pointers()
+                       + [_address(o) for o in outputs], extents)
+            return outputs
+        return run_batch
+
+    # -- a step plan's entry points -------------------------------------------------
+    def set_step(self, loss: tuple[str, int], states: int, parameter_sizes: Sequence[int],
+                 slots: int) -> None:
+        """Make this a step plan's program: the loss root's (dtype, offset), the number
+        of state tables, the elements each writable parameter buffer must hold and the
+        number of slots."""
+        self._loss = (self.output_dtypes.index(loss[0]), loss[1], np.dtype(loss[0]))
+        dtypes = [dtype for dtype, _ in self._head[:len(parameter_sizes)]]
+        self._tail = [(d, n) for d, n in zip(dtypes, parameter_sizes)]
+        self._tail += [(d, n) for _ in range(states) for d, n in zip(dtypes, parameter_sizes)]
+        self._tail += [(np.dtype("float64"), slots), (np.dtype("uint8"), slots)]
+
+    def _tail_pointers(self, tail: Sequence[Any]) -> list[int]:
+        if len(tail) != len(self._tail):
+            raise TypeError(f"the step takes {len(self._tail)} parameter, state and step "
+                            f"buffers, got {len(tail)}")
+        pointers = []
+        for k, (value, (dtype, size)) in enumerate(zip(tail, self._tail)):
+            if type(value) is not np.ndarray or value.dtype != dtype or \
+                    not value.flags.c_contiguous or not value.flags.writeable or \
+                    value.size < size:
+                raise TypeError(f"no matching definition for step buffer {k}: expected a "
+                                f"writable C-contiguous {dtype.name} array of at least "
+                                f"{size} elements")
+            pointers.append(_address(value))
+        return pointers
+
+    def entry(self, name: str) -> Any:
+        """A step plan's ``run_step`` or ``run_steps`` (the Numba backend's signatures:
+        parameters, constants, inputs, writable parameters, states, step counts, state
+        flags, then ``lr`` or the K learning rates)."""
+        if not hasattr(self, "_loss") or name not in ("run_step", "run_steps"):
+            raise NotImplementedError(f"this plan has no {name} entry point")
+        return self.run_step if name == "run_step" else self.run_steps
+
+    def run_step(self, *args: Any) -> float:
+        *arrays, lr = args
+        split, inputs_end = len(self._head), len(self._head) + len(self._inputs)
+        head = self._head_pointers(arrays[:split])
+        inputs, _, _ = self._input_pointers(arrays[split:inputs_end])
+        tail = self._tail_pointers(arrays[inputs_end:])
+        outputs = tuple(np.empty(n, d) for n, d in self._outputs)
+        pointers = head + inputs + self._scratch_pointers() + \
+            [_address(o) for o in outputs] + tail
+        assert self._step is not None  # set_step is called only for objects that have it
+        status = self._step(self._array_type_of(len(pointers))(*pointers), None, float(lr))
+        if status:
+            raise IndexError(self.layout.errors[status - 1])
+        k, offset, _ = self._loss
+        return float(outputs[k][offset])
+
+    def run_steps(self, *args: Any) -> np.ndarray:
+        *arrays, lrs = args
+        lrs = np.ascontiguousarray(lrs, dtype=np.float64)
+        split, inputs_end = len(self._head), len(self._head) + len(self._inputs)
+        head = self._head_pointers(arrays[:split])
+        inputs, strides, n = self._input_pointers(arrays[split:inputs_end], batch=True)
+        n = lrs.shape[0]
+        for k, value in enumerate(arrays[split:inputs_end]):
+            if value.shape[0] not in (1, n):
+                raise ValueError(f"input #{k}: expected shape [K or 1, "
+                                 f"{', '.join(map(str, self._inputs[k][1]))}] for K steps")
+        tail = self._tail_pointers(arrays[inputs_end:])
+        outputs = tuple(np.empty(size, d) for size, d in self._outputs)
+        losses = np.empty(n, self._loss[2])
+        pointers = head + inputs + self._scratch_pointers() + \
+            [_address(o) for o in outputs] + tail + [_address(lrs), _address(losses)]
+        extents = (ctypes.c_int64 * (1 + len(strides)))(n, *strides)
+        assert self._steps is not None
+        status = self._steps(self._array_type_of(len(pointers))(*pointers), extents, 0.0)
+        if status:
+            raise IndexError(self.layout.errors[status - 1])
+        return losses
+
+    @staticmethod
+    def _array_type_of(n: int) -> Any:
+        return ctypes.c_void_p * n
+
+
+__all__ = ["LlvmProgram"]
