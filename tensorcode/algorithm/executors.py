@@ -14,6 +14,7 @@ results are keyed by output name.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -114,8 +115,6 @@ class ReferenceExecutor(Executor):
 
 
 def _plan_module() -> Any:
-    import importlib
-
     try:  # lazy: plans import numba, which ``import tensorcode`` never does
         plan = importlib.import_module("tensorcode.compiler.plan")
     except ImportError as exc:

@@ -22,7 +22,11 @@ import numpy as np
 
 from ..errors import FeedError
 from ..files.strict_json import JsonLimits, decode
-from .cases import Case, Contract
+
+#: the declared inputs (or outputs): ``{name: shape}``
+Contract = dict[str, tuple[int, ...]]
+#: one case: ``{name: float64 array of the declared shape}``
+Case = dict[str, np.ndarray]
 
 #: documents larger than this are refused before they are parsed
 MAX_DOCUMENT_BYTES = 1 << 20

@@ -15,14 +15,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from .. import algorithm as algorithms
+from ..algorithm import Algorithm
+from ..compiler.subset import parse_reply as parse
 from ..errors import CompileError
 from .cases import COVERED, Case, Contract
 
 
 def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
     """``(source, parameters)`` from an author's reply (``CompileError`` if none)."""
-    from ..compiler.subset import parse_reply as parse
-
     source, parameters = parse(text)
     return source, dict(parameters or {})
 
@@ -36,8 +37,6 @@ def compile_program(source: str, parameters: Mapping[str, Any] | None, inputs: C
     ``abstains: False``. Any other rejection re-raises the first ``CompileError``, the
     one about the full contract, because that is the message the author can act on.
     """
-    from .. import algorithm as algorithms
-
     full = {**outputs, COVERED: ()}
     try:
         return algorithms.compile(source, inputs=inputs, outputs=full,
@@ -65,9 +64,7 @@ def check_executor(executor: str) -> None:
 
 
 def load_algorithm(path: Any, executor: str) -> Any:
-    """A saved algorithm artifact, imported lazily so distill loads without it."""
-    from ..algorithm import Algorithm
-
+    """A saved algorithm artifact, loaded for ``executor``."""
     return Algorithm.load(path, executor=executor)
 
 

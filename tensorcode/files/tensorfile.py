@@ -16,7 +16,9 @@ import json
 import math
 import os
 import pathlib
+import queue
 import struct
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -81,8 +83,6 @@ class _Hasher:
         self._queue: queue.Queue[memoryview | None] | None = None
         self._started = False
         if threaded:
-            import queue
-            import threading
             self._queue = queue.Queue()
             self._thread = threading.Thread(target=self._work, args=(self._queue,), daemon=True)
             if not deferred:

@@ -5,33 +5,13 @@ plate draws. ``examples/guide/*.py`` run them one by one; ``tensorcode demo`` ru
 
 from __future__ import annotations
 
+import argparse
 import importlib
-from dataclasses import dataclass, field
-from typing import Any
+import pathlib
 
-
-@dataclass
-class GuideResult:
-    """What one guide example produced: ``lines`` to print, ``data`` for its plate
-    (curves, samples, surfaces), and ``claims`` the tests check (named numbers)."""
-
-    name: str
-    title: str
-    lines: list[str]
-    data: dict[str, Any] = field(default_factory=dict)
-    claims: dict[str, Any] = field(default_factory=dict)
-
-
-#: guide example modules in the order the guide tells them
-GUIDE: list[str] = [
-    "spec_and_state",
-    "learning_rates",
-    "two_optimizers",
-    "xor",
-    "noisy_sine",
-    "two_moons",
-    "named_checkpoint",
-]
+from ..plot.render import require_matplotlib
+from .plates import plates
+from .result import GUIDE, GuideResult
 
 
 def load(name: str):
@@ -58,8 +38,6 @@ def available() -> list[str]:
 def run_example(name: str, argv: list[str] | None = None) -> GuideResult:
     """Command-line entry of ``examples/guide/<name>.py``: run one example, print its
     lines, and with ``--plot PATH`` write its plate (needs the ``plot`` extra)."""
-    import argparse
-
     parser = argparse.ArgumentParser(prog=f"examples/guide/{name}.py",
                                      description=(load(name).__doc__ or "").strip().splitlines()[0])
     parser.add_argument("--plot", metavar="PATH",
@@ -67,16 +45,10 @@ def run_example(name: str, argv: list[str] | None = None) -> GuideResult:
                              "has one, goes beside it as <stem>_loss<suffix>)")
     args = parser.parse_args(argv)
     if args.plot:  # before training: a missing extra is said at once, not after the run
-        from ..plot.render import require_matplotlib
-
         require_matplotlib()
     result = load(name).run()
     print("\n".join(result.lines))
     if args.plot:
-        import pathlib
-
-        from .plates import plates
-
         built = plates(result)
         if not built:
             print(f"{name} is told in text and has no plate; nothing written")
@@ -87,3 +59,6 @@ def run_example(name: str, argv: list[str] | None = None) -> GuideResult:
             plot.save(path)
             print(f"plate written to {path}")
     return result
+
+
+__all__ = ["GUIDE", "GuideResult", "load", "available", "run_example"]

@@ -12,7 +12,7 @@ import numpy as np
 
 import tensorcode as tc
 
-from . import GuideResult
+from .result import GuideResult
 
 RATES = (0.005, 0.02, 0.05)
 

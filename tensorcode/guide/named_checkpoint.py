@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tensorcode as tc
 
-from . import GuideResult
+from .result import GuideResult
 
 
 def run(quick: bool = False) -> GuideResult:

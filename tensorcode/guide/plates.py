@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..plot import Cells, Line, Plot, PlotError, Points
-from . import GUIDE, GuideResult
+from .result import GUIDE, GuideResult
 
 #: guide examples told in text only: they have no plate
 TEXT_ONLY: tuple[str, ...] = ("spec_and_state", "named_checkpoint")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tensorcode as tc
 
-from . import GuideResult
+from .result import GuideResult
 
 SAMPLES = [(1.0, 2.0), (2.0, 4.0), (3.0, 6.0)]
 

@@ -12,8 +12,8 @@ import numpy as np
 
 import tensorcode as tc
 
-from . import GuideResult
 from ._training import descend, gradient_reader
+from .result import GuideResult
 
 X_SPAN = (-1.5, 2.5)
 Y_SPAN = (-1.0, 1.5)

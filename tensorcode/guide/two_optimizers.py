@@ -11,8 +11,8 @@ import numpy as np
 
 import tensorcode as tc
 
-from . import GuideResult
 from ._training import gradient_reader
+from .result import GuideResult
 
 
 def run(quick: bool = False, steps: int = 400, backend: str | None = None) -> GuideResult:

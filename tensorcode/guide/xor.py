@@ -11,7 +11,7 @@ import numpy as np
 
 import tensorcode as tc
 
-from . import GuideResult
+from .result import GuideResult
 
 MINIBATCHES = [
     (np.array([[0.0, 0.0], [0.0, 1.0]], np.float32), np.array([[-1.0], [1.0]], np.float32)),

@@ -34,10 +34,11 @@ import os
 import pathlib
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ..compiler.draws import check_sampling
 from ..compiler.network import Network
 from ..compiler.plan import BoundPlan, Plan
 from ..compiler.tables import Gradients, Parameters
@@ -49,10 +50,8 @@ from ..files.tensorfile import TensorFile, save_tensors
 from ..nn import init as initializers
 from ..nn.transformer import Gpt, GptConfig, TransformerBlock
 from ..runtime.checkpoint import named_restore, named_restore_file, named_snapshot
-from .gpt_training import check_layered_layout
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .gpt_training import LayeredTraining
+from ..runtime.random import Generator, sample
+from .gpt_training import LayeredTraining, check_layered_layout
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -217,8 +216,6 @@ class GptModel:
         """The layered training step (one compiled block forward and one block backward
         for every layer; ``tensorcode.models.gpt_training``)."""
         if self._training is None:
-            from .gpt_training import LayeredTraining
-
             self._training = LayeredTraining(self)
         return self._training
 
@@ -411,8 +408,6 @@ def select_next(logits: np.ndarray, generator: Any = None, temperature: float = 
     the same generator state draws the same tokens on every backend and run)."""
     if generator is None:
         return np.argmax(logits, axis=-1).astype(np.int64)
-    from ..runtime.random import sample
-
     return np.asarray(sample(logits, generator, temperature=temperature, top_k=top_k),
                       dtype=np.int64)
 
@@ -428,9 +423,6 @@ def generate(model: GptModel, prompt_ids: Any, max_new_tokens: int, generator: A
             max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
     if generator is not None:  # options checked before anything runs
-        from ..compiler.draws import check_sampling
-        from ..runtime.random import Generator
-
         check_sampling(temperature, top_k, None)
         if not isinstance(generator, Generator):
             raise FeedError(f"generate: generator must be a tc.random.Generator, got "

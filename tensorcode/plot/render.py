@@ -11,14 +11,13 @@ from __future__ import annotations
 import importlib
 import os
 import pathlib
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..files import atomic_write
 from .errors import MissingExtraError, PlotError
-from .figure import Plot
-from .layers import Cells, Line, Points
+from .layers import Cells, Layer, Line, Points
 
 #: file suffix -> matplotlib format name
 FORMATS = {".png": "png", ".svg": "svg"}
@@ -42,7 +41,29 @@ def require_matplotlib() -> Any:
     return module
 
 
-def draw_figure(plot: Plot) -> Any:
+class Drawable(Protocol):
+    """What drawing reads of a plot (``figure.Plot`` is one; its ``figure``, ``save`` and
+    ``show`` call this module, so this module names the fields instead of the class)."""
+
+    @property
+    def layers(self) -> tuple[Layer, ...]: ...
+    @property
+    def title_text(self) -> str | None: ...
+    @property
+    def x_label_text(self) -> str | None: ...
+    @property
+    def y_label_text(self) -> str | None: ...
+    @property
+    def logarithmic_y(self) -> bool: ...
+    @property
+    def with_colorbar(self) -> bool: ...
+    @property
+    def pixels(self) -> tuple[int, int]: ...
+    @property
+    def dpi(self) -> int: ...
+
+
+def draw_figure(plot: Drawable) -> Any:
     """A new Agg-backed ``Figure`` with ``plot`` drawn on it."""
     matplotlib = require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -56,7 +77,7 @@ def draw_figure(plot: Plot) -> Any:
     return figure
 
 
-def draw_on(figure: Any, plot: Plot, matplotlib: Any | None = None) -> Any:
+def draw_on(figure: Any, plot: Drawable, matplotlib: Any | None = None) -> Any:
     """Draw ``plot`` on a fresh axes of ``figure`` (any matplotlib figure); the axes."""
     matplotlib = matplotlib or require_matplotlib()
     axes = figure.add_subplot()
@@ -127,7 +148,7 @@ def _format_of(path: pathlib.Path) -> str:
     return file_format
 
 
-def save_plot(plot: Plot, path: str | os.PathLike) -> pathlib.Path:
+def save_plot(plot: Drawable, path: str | os.PathLike) -> pathlib.Path:
     """Write ``plot`` to ``path`` (format by suffix); see ``write_figure``."""
     path = pathlib.Path(path)
     _format_of(path)
@@ -149,7 +170,7 @@ def write_figure(figure: Any, path: str | os.PathLike, dpi: int = 100) -> pathli
     return path
 
 
-def show_plot(plot: Plot) -> None:
+def show_plot(plot: Drawable) -> None:
     """Show ``plot`` through pyplot's backend, if that backend can display anything."""
     require_matplotlib()
     try:
