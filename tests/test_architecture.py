@@ -16,7 +16,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "tensorcode"
 #: each top-level part of the package and its layer; a module may import its own layer
 #: and the layers below it, never one above
 LAYERS: dict[str, int] = {
-    "errors": 0, "files": 0, "grammars": 0,
+    "errors": 0, "extras": 0, "files": 0, "grammars": 0,
     "compiler": 1,
     "runtime": 2, "nn": 2, "interop": 2, "text": 2,
     # the public addresses of runtime and nn modules (``import tensorcode.optim``)

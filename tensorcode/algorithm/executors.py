@@ -115,14 +115,8 @@ class ReferenceExecutor(Executor):
 
 
 def _plan_module() -> Any:
-    try:  # lazy: plans import numba, which ``import tensorcode`` never does
-        plan = importlib.import_module("tensorcode.compiler.plan")
-    except ImportError as exc:
-        raise CompileError(
-            "the numba executor needs compiled plans (tensorcode.compiler.plan), which "
-            f"this installation cannot provide ({exc}); pass executor='reference' to run "
-            "with the NumPy interpreter instead") from None
-    return plan
+    # loaded on first use: plans import numba, which ``import tensorcode`` never does
+    return importlib.import_module("tensorcode.compiler.plan")
 
 
 class CompiledExecutor(Executor):

@@ -10,7 +10,6 @@ small Chatbot trained on a shipped dialogue).
 from __future__ import annotations
 
 import argparse
-import importlib
 import pathlib
 import time
 
@@ -24,15 +23,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="where to save the distilled router (default: ./tensorcode-demo)")
     parser.add_argument("--only", action="append", choices=guide.GUIDE,
                         help="run only this guide example (repeatable)")
-
-
-def _distill_example():
-    try:
-        return importlib.import_module("tensorcode.distill.tickets")
-    except ModuleNotFoundError as error:
-        if error.name and "tensorcode.distill" in error.name:
-            return None
-        raise
 
 
 def main(args: argparse.Namespace) -> int:
@@ -56,12 +46,12 @@ def main(args: argparse.Namespace) -> int:
                 print(f"plate written to {path}")
         print()
     if not args.only:
-        tickets = _distill_example()
-        if tickets is not None:
-            save_dir = pathlib.Path(args.output) / "ticket-router"
-            print("== distilled ticket router")
-            print("\n".join(tickets.run_example(save_dir)))
-            print(f"Serve it over HTTP: tensorcode serve {save_dir} (see docs/serving.md)")
+        from ..distill import tickets
+
+        save_dir = pathlib.Path(args.output) / "ticket-router"
+        print("== distilled ticket router")
+        print("\n".join(tickets.run_example(save_dir)))
+        print(f"Serve it over HTTP: tensorcode serve {save_dir} (see docs/serving.md)")
         _tools_section(pathlib.Path(args.output) / "tools")
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -51,16 +52,11 @@ def compile_program(source: str, parameters: Mapping[str, Any] | None, inputs: C
 
 
 def check_executor(executor: str) -> None:
-    """Refuse up front an executor this installation cannot build, so that the failure
-    is reported to the caller instead of being fed back to the author as a compile
-    error of every attempt."""
+    """Load the numba executor's compiler up front (it imports numba, a required
+    dependency): a broken installation fails here, at the caller, instead of being fed
+    back to the author as a compile error of every attempt."""
     if executor == "numba":
-        try:
-            from ..compiler import plan  # noqa: F401  (imports numba)
-        except ImportError as error:
-            raise CompileError(f"the numba executor needs tensorcode.compiler.plan, which "
-                               f"cannot be imported here ({error}); pass "
-                               "executor='reference'") from None
+        importlib.import_module("tensorcode.compiler.plan")
 
 
 def load_algorithm(path: Any, executor: str) -> Any:

@@ -20,16 +20,13 @@ import queue
 import struct
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from ..errors import ArtifactError
 from .atomic import atomic_write
 from .strict_json import JsonLimits, decode
-
-if TYPE_CHECKING:  # pragma: no cover
-    import queue
 
 #: NumPy dtype name <-> safetensors dtype code
 DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64",

@@ -13,15 +13,13 @@ from typing import Any
 
 import numpy as np
 
-try:
-    import torch
-except ModuleNotFoundError as error:  # pragma: no cover - exercised only without torch
-    raise ModuleNotFoundError("tensorcode.interop.torch needs PyTorch: pip install "
-                              "torch==2.13.0", name=error.name) from error
-
 from ..compiler.tables import Parameters
 from ..errors import TensorCodeError
+from ..extras import require
 from ..runtime.optim import Adam, AdamW, Optimizer, Sgd
+
+require("torch", "tensorcode.interop.torch")  # the extra's error, before the plain import
+import torch  # noqa: E402  (typed; present, require just checked)
 
 #: which torch.optim class a built-in optimizer's state belongs to
 TORCH_CLASSES = {"Sgd": "SGD", "Adam": "Adam", "AdamW": "AdamW"}

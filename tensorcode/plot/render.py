@@ -8,20 +8,22 @@ pyplot, because showing is what pyplot's backends are for.
 
 from __future__ import annotations
 
-import importlib
 import os
 import pathlib
 from typing import Any, Protocol
 
 import numpy as np
 
+from ..extras import require
 from ..files import atomic_write
-from .errors import MissingExtraError, PlotError
+from .errors import PlotError
 from .layers import Cells, Layer, Line, Points
 
 #: file suffix -> matplotlib format name
 FORMATS = {".png": "png", ".svg": "svg"}
 
+#: what needed matplotlib, in the missing-extra message
+PURPOSE = "drawing a plot"
 #: matplotlib backends that draw to files only; ``show`` refuses them
 _FILE_ONLY_BACKENDS = {"agg", "cairo", "pdf", "pgf", "ps", "svg", "template"}
 
@@ -32,12 +34,9 @@ def require_matplotlib() -> Any:
     Any import failure counts, not only an absent package: a matplotlib whose own
     dependencies are broken cannot draw either, and the cause is kept in the message.
     """
-    try:
-        module = importlib.import_module("matplotlib")
-        importlib.import_module("matplotlib.figure")
-        importlib.import_module("matplotlib.backends.backend_agg")
-    except ImportError as error:
-        raise MissingExtraError(error) from error
+    module = require("matplotlib", PURPOSE)
+    require("matplotlib.figure", PURPOSE)
+    require("matplotlib.backends.backend_agg", PURPOSE)
     return module
 
 
@@ -173,10 +172,7 @@ def write_figure(figure: Any, path: str | os.PathLike, dpi: int = 100) -> pathli
 def show_plot(plot: Drawable) -> None:
     """Show ``plot`` through pyplot's backend, if that backend can display anything."""
     require_matplotlib()
-    try:
-        import matplotlib.pyplot as pyplot
-    except ImportError as error:
-        raise MissingExtraError(error) from error
+    pyplot = require("matplotlib.pyplot", PURPOSE)
     backend = str(pyplot.get_backend()).lower()
     if backend in _FILE_ONLY_BACKENDS:
         raise PlotError(f"there is no display to show the plot on (matplotlib's backend "

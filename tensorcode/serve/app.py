@@ -36,8 +36,8 @@ import numpy as np
 
 from ..distill.inputs import InputError, read_document
 from ..errors import TensorCodeError
+from ..extras import require
 from .escalations import EscalationLog
-from .extra import require
 from .metrics import UNKNOWN, Metrics, reason_class
 from .reload import Routers, Source
 from .served import ServedRouter, claimed_template, json_value

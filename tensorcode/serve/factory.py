@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TensorCodeError
+from .app import create_app
+from .escalations import EscalationLog
+from .fallback import TeacherFallback
 
 SETTINGS = "TENSORCODE_SERVE_SETTINGS"
 
 
 def app_from_environment() -> Any:
     """The application the command's settings describe (uvicorn's ``factory=True``)."""
-    from .app import create_app
-    from .escalations import EscalationLog
-    from .fallback import TeacherFallback
-
     logger = logging.getLogger("tensorcode.serve")
     if not logger.handlers:  # reload outcomes next to uvicorn's lines
         handler = logging.StreamHandler()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .extra import require
+from ..extras import require
 
 UNKNOWN = "(unknown)"
 #: seconds: 50 us to 2.5 s, dense where a compiled call and a loopback request land
@@ -66,8 +66,7 @@ class Metrics:
         prometheus = self._prometheus
         registry = self.registry
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            from prometheus_client import multiprocess
-
+            multiprocess = require("prometheus_client.multiprocess", "serving metrics")
             registry = prometheus.CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
         return prometheus.generate_latest(registry), prometheus.CONTENT_TYPE_LATEST
