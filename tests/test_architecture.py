@@ -18,10 +18,11 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "tensorcode"
 LAYERS: dict[str, int] = {
     "errors": 0, "extras": 0, "files": 0, "grammars": 0,
     "compiler": 1,
-    "runtime": 2, "nn": 2, "interop": 2, "text": 2,
+    "runtime": 2, "nn": 2, "text": 2,
     # the public addresses of runtime and nn modules (``import tensorcode.optim``)
     "optim": 2, "checkpoint": 2, "random": 2, "init": 2,
-    "ops": 3, "algorithm": 3, "distill": 3, "weights": 3, "training": 3, "integrations": 3,
+    "operations": 3, "ops": 3, "algorithm": 3, "distill": 3, "weights": 3, "training": 3,
+    "integrations": 3, "interop": 3,
     "plot": 3, "guide": 3, "tools": 3, "models": 3, "serve": 3, "distributed": 3,
     "commands": 4, "cli": 4,
 }
@@ -110,7 +111,8 @@ def test_the_compiler_loads_without_the_runtime_or_any_product():
             "c.__path__, 'tensorcode.compiler.')]; "
             "print(sorted(m for m in sys.modules if m.startswith(('tensorcode.runtime', "
             "'tensorcode.distill', 'tensorcode.training', 'tensorcode.weights', "
-            "'tensorcode.algorithm', 'tensorcode.ops', 'tensorcode.nn', 'tensorcode.commands'))))")
+            "'tensorcode.algorithm', 'tensorcode.operations', 'tensorcode.nn', "
+            "'tensorcode.commands'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=300)
     assert out.stdout.strip() == "[]"

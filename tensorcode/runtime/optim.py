@@ -6,7 +6,7 @@ tables. The built-ins (``Sgd``, ``Adam``, ``AdamW``) follow PyTorch's single-ten
 update equations in PyTorch's order of operations, so a trajectory recorded with
 ``torch.optim`` in float64 is reproduced to rounding, and their ``state_dict()`` uses
 PyTorch's exact layout, keys and group defaults, so state moves both ways
-(``tensorcode.interop.torch``).
+(``tensorcode.integrations.torch``).
 
 The hyperparameters are explicit at the call site and the learning rate is an argument
 of every step: the loop owns it, not the optimizer. The built-ins update each dtype's

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithm.artifact import dumps
+from ..algorithm.algorithm_file import dumps
 from ..distill.cases import COVERED, Case, claims
 from ..distill.inputs import check_batch, check_case
 from ..distill.result import ARTIFACT, Distillation

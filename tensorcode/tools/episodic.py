@@ -36,8 +36,8 @@ from ..compiler.tape import Expr, Tape
 from ..errors import ArtifactError, ShapeError, StaleWeightsError
 from ..files import Fields, load_tensors, parse_json, save_tensors
 from ..nn import init as initializers
-from ..ops.base import Operation, row_bucket
-from ..ops.layers import checked_seed, positive_int
+from ..operations.base import Operation, row_bucket
+from ..operations.layers import checked_seed, positive_int
 from .features import FEATURES, pad_texts
 from .scorer import MASKED_LOGIT
 

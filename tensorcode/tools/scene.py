@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import TrainingError
-from ..ops.base import Operation
+from ..operations.base import Operation
 from . import checks
 from .base import ConfigError, Tool
 from .decision import softmax_rows

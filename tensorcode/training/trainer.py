@@ -43,8 +43,8 @@ from ..compiler.step import StepPlan
 from ..compiler.tables import Gradients, Parameters
 from ..compiler.tape import Expr, Tape
 from ..errors import ArtifactError, TensorCodeError, TrainingError
-from ..ops.base import Operation
-from ..ops.execute import lower, resolve_backend, rewrap
+from ..operations.base import Operation
+from ..operations.execute import lower, resolve_backend, rewrap
 from ..runtime import checkpoint, optim
 from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
 from ..runtime.optim import Optimizer
@@ -678,7 +678,7 @@ def _check_operations(operations: Any) -> dict[str, Operation]:
                              f"{name!r}")
         if not isinstance(op, Operation):
             raise TypeError(f"operation {name!r} is a {type(op).__name__}, not a "
-                            "tensorcode.ops.Operation")
+                            "tensorcode.operations.Operation")
     return dict(operations)
 
 
