@@ -93,8 +93,9 @@ def draw_on(figure: Any, plot: Drawable, matplotlib: Any | None = None) -> Any:
         if isinstance(layer, Cells):
             last = (_draw_cells(axes, layer, matplotlib), layer)
         elif isinstance(layer, Points):
-            axes.scatter(layer.xs, layer.ys, s=18, label=layer.label_text, color=color,
-                         edgecolors="white", linewidths=0.5, zorder=3)
+            axes.scatter(layer.xs, layer.ys, s=22, label=layer.label_text, color=color,
+                         edgecolors=_color(layer.edge_name, matplotlib),
+                         marker=layer.marker_name, linewidths=0.7, zorder=3)
         elif isinstance(layer, Line):
             axes.plot(layer.xs, layer.ys, label=layer.label_text, color=color,
                       linewidth=1.6, zorder=2)
