@@ -8,6 +8,9 @@ with a loop, slices, reductions and ``where``. Workloads, each measured in this 
   path), the reference executor (the NumPy interpreter), plain Python, NumPy, a hand-written
   Numba function (what a compiled call can cost on this machine) and PyTorch (in its
   own process, when installed);
+- a ``Router`` over the compiled program against the program's own call, for a covered
+  case given as an array and as a list (the issue's target: the Router at most 1.5x the
+  program, input validation included), timed alternately in rounds;
 - a batch of cases (throughput, million cases per second): ``Algorithm.batch`` through
   the compiled plan, vectorized NumPy, a hand-written Numba loop, vectorized PyTorch,
   and the reference executor on a smaller batch.
@@ -217,6 +220,9 @@ def run(quick: bool) -> list[Row]:
     rows.append(Row(SUITE, single, "numba (hand-written)", us(lambda: numba_one(inputs)), "us",
                     note="@njit function written for this router, dict in/out"))
 
+    if compiled is not None:
+        rows.extend(_router_rows(compiled, features, repeat, number))
+
     def throughput(fn, count: int) -> float:
         seconds = median_time(fn, repeat=max(3, repeat // 3), warmup=2, number=1)
         return count / seconds / 1e6
@@ -261,3 +267,46 @@ def run(quick: bool) -> list[Row]:
                     note=("plan cache: " + json.dumps({k: v for k, v in stats.items() if v}))
                     if compiled is not None else "numba executor unavailable"))
     return rows
+
+
+def _router_rows(compiled, features: np.ndarray, repeat: int, number: int) -> list[Row]:
+    """``Router`` calls against the compiled program's call, alternated round by round so
+    that load on a shared machine falls on both alike; the note states the ratio."""
+    from tensorcode.distill import Router
+
+    router = Router(compiled, lambda inputs: {"route": 0.0}, ["route"])
+    claimed = features.copy()
+    claimed[0] = 1.0  # covered: the program answers
+    rows = []
+    for form, value in (("array", claimed), ("list", claimed.tolist())):
+        inputs = {"features": value}
+        assert router(inputs)["path"] == "program"
+        program_us, router_us = _alternated([lambda: compiled(inputs), lambda: router(inputs)],
+                                            repeat * 10, max(1, number // 10))
+        workload = f"Router call, covered ({form} in)"
+        ratio = router_us / program_us
+        rows.append(Row(SUITE, workload, "tensorcode Router", router_us, "us", baseline=True,
+                        note=f"Router / program = {ratio:.2f}x (target <= 1.5x): validation, "
+                             "the compiled call, the path and the count",
+                        extra={"router_over_program": ratio}))
+        given = "a float64 array" if form == "array" else "a list"
+        rows.append(Row(SUITE, workload, "compiled program", program_us, "us",
+                        note=f"Algorithm call, a dict of {given} in (its own checks only)"))
+    return rows
+
+
+def _alternated(functions, repeat: int, number: int) -> list[float]:
+    """Median microseconds per call of each function, timed in alternating rounds."""
+    import statistics
+
+    for fn in functions:
+        for _ in range(50):
+            fn()
+    samples: list[list[float]] = [[] for _ in functions]
+    for _ in range(repeat):
+        for fn, kept in zip(functions, samples):
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            kept.append((time.perf_counter() - start) / number * 1e6)
+    return [statistics.median(kept) for kept in samples]

@@ -54,6 +54,13 @@ class CompileError(SourceLocated, TensorCodeError):
     """A program or graph could not be compiled (with its place in the source, if any)."""
 
 
+class LoweringError(CompileError):
+    """The front end accepted a program but a backend failed to lower it to a plan: a
+    TensorCode limitation, not a mistake in the program (``executor="reference"`` runs it).
+    Distillation reports it as such instead of telling the author the program did not
+    compile."""
+
+
 class BackendError(TensorCodeError, ValueError):
     """A backend name that is not one of ``tensorcode.compiler.backends.BACKENDS``."""
 
@@ -129,7 +136,8 @@ class StaleWeightsError(TensorCodeError):
 
 __all__ = [
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
-    "BackendError", "ArtifactError", "PatchError", "DistillationError", "TrainingError",
+    "LoweringError", "BackendError", "ArtifactError", "PatchError", "DistillationError",
+    "TrainingError",
     "CacheError",
     "WorkerError",
     "RandomError",

@@ -165,6 +165,22 @@ class Algorithm:
         feeds, _ = self._feeds(inputs, batch=False)
         return self._call(feeds)
 
+    def validated_call(self) -> Any:
+        """The compiled call for one case, without ``__call__``'s checks:
+        ``call(feeds) -> outputs`` where ``feeds`` is a dict of exactly the input names,
+        each a C-contiguous float64 array of its declared shape (what
+        ``distill.inputs.check_case`` returns). For callers such as ``Router`` that check
+        every request against the contract themselves: those checks cost as much as a
+        small compiled call."""
+        return self._call
+
+    def validated_scalars(self) -> tuple[Any, tuple[str, ...]] | None:
+        """``(run, output names)`` when the program reads one input and every output is a
+        scalar, on an executor with that path: ``run(array)`` takes the validated input
+        array (as ``validated_call``'s feeds) and returns the outputs as Python floats in
+        the order of the names; else ``None``. The cheapest call there is, for ``Router``."""
+        return self._executor.scalar_call(self._table)
+
     def batch(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """The outputs for N cases: each input has a leading axis of N cases and each
         output comes back as ``[N, *shape]``."""

@@ -23,7 +23,7 @@ import numpy as np
 from ..compiler.backends import BACKENDS, check_backend, reference
 from ..compiler.subset import CompiledProgram
 from ..compiler.tables import Parameters
-from ..errors import CompileError, FeedError, TensorCodeError
+from ..errors import FeedError, LoweringError, TensorCodeError
 
 #: the executor names: the backend names, one word per backend
 EXECUTORS = BACKENDS
@@ -52,6 +52,13 @@ class Executor:
     def run_batch(self, parameters: Parameters, feeds: Mapping[str, np.ndarray], n: int
                   ) -> dict[str, np.ndarray]:
         raise NotImplementedError  # pragma: no cover - abstract
+
+    def scalar_call(self, parameters: Parameters
+                    ) -> tuple[Callable[[np.ndarray], tuple[float, ...]], tuple[str, ...]] | None:
+        """``(run, output names)`` for a program of one input whose outputs are all
+        scalars: ``run(array)`` returns the outputs as Python floats in that order, with
+        no dict and no NumPy scalar made; ``None`` where the executor has no such path."""
+        return None
 
 
 def _fresh(value: np.ndarray) -> Any:
@@ -134,7 +141,7 @@ class CompiledExecutor(Executor):
         except TensorCodeError:
             raise
         except Exception as exc:  # a backend failure is reported, never hidden
-            raise CompileError(f"lowering the program into a compiled plan failed "
+            raise LoweringError(f"lowering the program into a compiled plan failed "
                                f"({type(exc).__name__}: {exc}); executor='reference' runs "
                                "it with the NumPy interpreter") from exc
         # the plan refuses feeds for inputs it does not read (an output needing none)
@@ -184,6 +191,15 @@ class CompiledExecutor(Executor):
                     for name, k, a, b, shape in picks}
         return call_general
 
+    def scalar_call(self, parameters: Parameters
+                    ) -> tuple[Callable[[np.ndarray], tuple[float, ...]], tuple[str, ...]] | None:
+        bound = self.plan.bind(parameters)
+        _, slices = bound.flat
+        if len(self._call_order) != 1 or len(slices) != len(self._output_names):
+            return None
+        run = bound.scalars
+        return None if run is None else (run, self._output_names)
+
     def run(self, parameters: Parameters, feeds: Mapping[str, np.ndarray]
             ) -> dict[str, np.ndarray]:
         run = self.plan.forward(parameters, {symbol: feeds[name]
@@ -192,6 +208,12 @@ class CompiledExecutor(Executor):
 
     def run_batch(self, parameters: Parameters, feeds: Mapping[str, np.ndarray], n: int
                   ) -> dict[str, np.ndarray]:
+        if not self._feed_symbols:
+            # outputs that read no input are the same for every case; the plan has no
+            # input to count the cases by, so it runs once and each case gets a copy
+            one = self.run(parameters, {})
+            return {name: np.repeat(value[np.newaxis], n, axis=0)
+                    for name, value in one.items()}
         run = self.plan.forward_batch(parameters, {symbol: feeds[name]
                                                    for name, symbol in self._feed_symbols})
         # run_batch allocates its output buffer per call, so its views are the caller's

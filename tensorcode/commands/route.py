@@ -3,7 +3,9 @@
 Each input line is a JSON object of the program's inputs (``{"features": [0, 1, ...]}``);
 each output line is the answer: the program's outputs with ``"escalated": false`` when
 it claims the input, or ``"escalated": true`` with the outputs ``null`` and a
-``"reason"`` when it abstains or fails, so the caller sends that input to its fallback.
+``"reason"`` when it abstains or fails, so the caller sends that input to its fallback;
+``"path"`` names the path as the ``Router`` does (``program``, ``fallback_abstained``,
+``fallback_error``, ``refused``).
 A line that cannot be read or answered (not UTF-8, not JSON, nested deeper than the
 strict reader's limit, a number out of range, longer than ``MAX_LINE_CHARS`` bytes, a
 case the input contract refuses) gives ``{"error": ...}``, keeping one answer per line;
@@ -22,6 +24,9 @@ import numpy as np
 
 from ..errors import TensorCodeError
 from . import add_backend_flag
+
+#: the ``path`` of a refused line (``distill.router.REFUSED``, not imported at start-up)
+REFUSED = "refused"
 
 #: input lines longer than this are refused rather than parsed
 MAX_LINE_CHARS = 1 << 20
@@ -54,11 +59,11 @@ def main(args: argparse.Namespace) -> int:
             document = _answer(program, outputs, line, counts)
         except TensorCodeError as error:
             counts["refused"] += 1
-            document = {"error": f"line {number}: {error}"}
+            document = {"error": f"line {number}: {error}", "path": REFUSED}
         except Exception as error:
             counts["refused"] += 1
             document = {"error": f"line {number}: cannot be answered "
-                                 f"({type(error).__name__}: {error})"}
+                                 f"({type(error).__name__}: {error})", "path": REFUSED}
         out.write(json.dumps(document) + "\n")
         out.flush()
     if not args.quiet:
@@ -74,18 +79,19 @@ def _answer(program: Any, outputs: list[str], line: str | bytes, counts: dict[st
             ) -> dict[str, Any]:
     """The output document for one input line (``TensorCodeError`` when it is refused)."""
     from ..distill.inputs import read_document
-    from ..distill.router import decide
+    from ..distill.router import decide, path_of
 
     inputs = program.check_inputs(read_document(line, MAX_LINE_CHARS))
     answer, reason = decide(program, outputs, inputs)
     if answer is None:
         counts["escalated"] += 1
         document: dict[str, Any] = dict.fromkeys(outputs)
-        document.update({"escalated": True, "reason": reason})
+        document.update({"escalated": True, "reason": reason, "path": path_of(reason)})
         return document
     counts["answered"] += 1
     document = {name: _json_value(value) for name, value in answer.items()}
     document["escalated"] = False
+    document["path"] = path_of(None)
     return document
 
 

@@ -423,8 +423,10 @@ class BoundPlan:
         self._slices = plan._root_slices
         self._scalars: Any = None
         self._fn: Callable[..., Any]
-        if plan.backend == "numba":
-            self._fn = functools.partial(plan._run, *plan._arguments(parameters))
+        if plan.backend != "reference":
+            bind = getattr(plan._program(), "bind", None)
+            self._fn = bind(*plan._arguments(parameters)) if bind is not None else \
+                functools.partial(plan._run, *plan._arguments(parameters))
         else:
             def fn(*inputs):
                 problem = _bound_input_problem(plan, inputs)
@@ -456,7 +458,7 @@ class BoundPlan:
             return None
         if self._scalars is None:
             plan = self.plan
-            if plan.backend == "numba":
+            if plan.backend != "reference":
                 import functools
                 self._scalars = functools.partial(plan._program().scalars(),
                                                   *plan._arguments(self.parameters))

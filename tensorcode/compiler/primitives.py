@@ -343,9 +343,15 @@ def _reduce_infer(name: str, floats_only: bool) -> InferRule:
         (x,) = types
         if floats_only:
             require_float(name, x)
-        axes = normalize_axes(name, attrs.get("axis"), x.rank)
-        if tuple(attrs.get("axis", ())) != axes:
-            raise ShapeError(f"{name}: axis attr must be normalized, got {attrs.get('axis')}")
+        if "axis" not in attrs or not isinstance(attrs["axis"], tuple):
+            raise ShapeError(f"{name}: the axis attr must be a tuple of axes, got "
+                             f"{attrs.get('axis')!r:.80}")
+        if not isinstance(attrs.get("keepdims"), bool):
+            raise ShapeError(f"{name}: the keepdims attr must be true or false, got "
+                             f"{attrs.get('keepdims')!r:.80}")
+        axes = normalize_axes(name, attrs["axis"], x.rank)
+        if tuple(attrs["axis"]) != axes:
+            raise ShapeError(f"{name}: axis attr must be normalized, got {attrs['axis']}")
         if name in ("max", "min") and any(x.shape[a] == 0 for a in axes):
             raise ShapeError(f"{name}: cannot reduce an empty axis of shape {list(x.shape)}")
         if attrs.get("keepdims"):

@@ -59,9 +59,12 @@ def require_int(op: str, what: str, t: Type) -> None:
 def normalize_axis(op: str, axis: int, rank: int) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise ShapeError(f"{op}: axis must be an int, got {axis!r}")
-    if not -rank <= axis < max(rank, 1):
+    if rank == 0:
+        raise ShapeError(f"{op}: axis {axis} does not exist on a scalar (rank 0); a scalar "
+                         "has no axis to name, so drop the axis argument")
+    if not -rank <= axis < rank:
         raise ShapeError(f"{op}: axis {axis} is out of range for rank {rank}")
-    return int(axis) % max(rank, 1)
+    return int(axis) % rank
 
 
 def normalize_axes(op: str, axis: Any, rank: int) -> tuple[int, ...]:

@@ -94,7 +94,7 @@ class StepPlan(Plan):
     def __init__(self, entry: Entry, schedule: Any, backend: str, origins: dict[int, int],
                  approximate: bool, spec: StepSpec, optimizer: Any) -> None:
         super().__init__(entry, schedule, backend, origins, approximate,
-                         step=spec if backend == "numba" else None)
+                         step=spec if backend != "reference" else None)
         self.spec = spec
         self.rule = spec.rule
         self.optimizer = optimizer

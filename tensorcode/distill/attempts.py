@@ -7,11 +7,12 @@ feeds the result back, until a program is acceptable or the attempts run out.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..errors import TensorCodeError
+from ..errors import LoweringError, TensorCodeError
 from ..integrations.model import ModelRequest, ask
 from . import program as programs
 from .cases import Case, Contract
@@ -43,7 +44,9 @@ class Scored(NamedTuple):
 @dataclass
 class Attempt:
     """One reply and what became of it. ``stage`` is how far it got: ``author`` (the
-    author failed), ``parse``, ``compile`` (``error`` says why) or ``scored``."""
+    author failed), ``parse``, ``compile`` (``error`` says why), ``lower`` (the program
+    compiled but the backend could not lower it: TensorCode's limitation, not the
+    author's mistake) or ``scored``."""
 
     number: int
     prompt: str
@@ -141,22 +144,32 @@ def search(*, task: str, inputs: Contract, outputs: Contract, author: Any, attem
            design: CaseSet, examples: int, atol: float, rtol: float, feedback_cases: int,
            min_coverage: float, executor: str, spec: str, phase: str = "distill",
            first_number: int = 1, starting: Mapping[str, Any] | None = None,
-           history: Sequence[Attempt] = ()) -> list[Attempt]:
+           history: Sequence[Attempt] = (), deadline: float | None = None
+           ) -> list[Attempt]:
     """Run up to ``attempts`` author attempts on the design cases; returns them all.
 
     The loop ends early at an acceptable attempt, or when the author itself fails (the
     failure is recorded as the last attempt and the attempts so far are kept).
+    ``deadline`` bounds the whole search in seconds: each request carries what is left
+    of it (``ModelRequest.deadline``), and once it has passed no further attempt starts
+    (the attempt that would have is recorded with an error saying so).
     """
     shown = list(zip(design.cases, design.targets))[:max(0, examples)]
     made: list[Attempt] = []
+    ends = None if deadline is None else time.monotonic() + deadline
     for number in range(first_number, first_number + attempts):
         prompt = build_prompt(task=task, inputs=inputs, outputs=outputs, spec=spec,
                               examples=shown, history=[*history, *made], atol=atol, rtol=rtol,
                               min_coverage=min_coverage, starting=starting)
         attempt = Attempt(number=number, prompt=prompt, phase=phase)
         made.append(attempt)
+        remaining = None if ends is None else ends - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            attempt.error = (f"not asked: the deadline of {deadline:g} s for this call "
+                             "passed before the attempt started")
+            break
         try:
-            attempt.reply = ask(author, ModelRequest(prompt=prompt,
+            attempt.reply = ask(author, ModelRequest(prompt=prompt, deadline=remaining,
                                                      metadata={"attempt": number}))
         except Exception as error:  # the author is outside TensorCode; record and stop
             attempt.error = f"the author failed: {type(error).__name__}: {error}"
@@ -169,6 +182,12 @@ def search(*, task: str, inputs: Contract, outputs: Contract, author: Any, attem
             attempt.stage = "compile"
             program, abstains = programs.compile_program(source, parameters, inputs, outputs,
                                                          executor)
+        except LoweringError as error:
+            attempt.stage = "lower"
+            attempt.error = (f"the program compiled, but TensorCode's {executor} backend "
+                             f"could not lower it (a TensorCode limitation, not a mistake in "
+                             f"the program): {error}")
+            continue
         except TensorCodeError as error:
             attempt.error = f"did not compile: {error}"
             continue
@@ -196,7 +215,14 @@ def failure_message(attempts: Sequence[Attempt], min_coverage: float) -> str:
         else:
             lines.append(f"attempt {a.number}: {a.error}")
     compiled = any(a.stage == "scored" for a in attempts)
-    head = (f"no attempt reached the required design coverage of {min_coverage:g}"
-            if compiled else "no attempt produced a program that compiles")
+    if attempts and all(a.reply is None for a in attempts):
+        head = "no attempt got an answer from the author"
+    elif compiled:
+        head = f"no attempt reached the required design coverage of {min_coverage:g}"
+    elif any(a.stage == "lower" for a in attempts):
+        head = ("no attempt produced a program this backend could run (a program compiled "
+                "but the backend failed to lower it; executor='reference' runs it)")
+    else:
+        head = "no attempt produced a program that compiles"
     return (head + "; every attempt is in error.attempts (prompt, reply, error):\n  "
             + "\n  ".join(lines or ["no attempt was made (attempts=0?)"]))

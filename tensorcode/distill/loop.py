@@ -33,7 +33,7 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
             min_coverage: float = 0.0, truth: Sequence[Mapping[str, Any]] | None = None,
             atol: float = 1e-6, rtol: float = 1e-6, feedback_cases: int = 8,
             examples: int = 64, executor: str = DEFAULT_BACKEND, split: str = "input",
-            runner: Any = None) -> Distillation:
+            runner: Any = None, deadline: float | None = None) -> Distillation:
     """Distill the teacher's behaviour on ``workload`` into a subset program.
 
     Exactly one of ``targets`` (one output dict per workload case) or ``oracle`` (called
@@ -48,10 +48,16 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
     callable from prompt text to reply text. Raises ``DistillationError`` (carrying every
     attempt) when no attempt compiles or none reaches ``min_coverage``. ``runner``: where
     attempts are scored over cases (``None``: here; see ``programs.accepts_runner``).
+    ``deadline`` bounds the author loop in seconds: each request is told what is left
+    (``ModelRequest.deadline``, which ``OpenAICompatibleModel`` honours on top of its own
+    per-completion ``deadline``) and no attempt starts after it has passed.
     """
     if not isinstance(task, str) or not task.strip():
         raise TensorCodeError("task must be a non-empty description of what to compute")
     _check_settings(attempts, min_coverage, atol, rtol, feedback_cases, examples, executor)
+    if deadline is not None and not (isinstance(deadline, (int, float))
+                                     and not isinstance(deadline, bool) and deadline > 0):
+        raise TensorCodeError(f"deadline must be positive seconds or None, got {deadline!r}")
     if split not in SPLITS:
         raise TensorCodeError(f"split must be one of {list(SPLITS)}, got {split!r}")
     input_contract = normalize_contract(inputs, "inputs")
@@ -82,7 +88,7 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
     made = search(task=task, inputs=input_contract, outputs=outputs, author=author,
                   attempts=attempts, design=design, examples=examples, atol=atol, rtol=rtol,
                   feedback_cases=feedback_cases, min_coverage=min_coverage, executor=executor,
-                  spec=SUBSET_SPEC)
+                  spec=SUBSET_SPEC, deadline=deadline)
     chosen = select(made, min_coverage)
     if chosen is None:
         raise DistillationError(failure_message(made, min_coverage), made)

@@ -19,7 +19,7 @@ import numpy as np
 from .. import algorithm as algorithms
 from ..algorithm import Algorithm
 from ..compiler.subset import parse_reply as parse
-from ..errors import CompileError
+from ..errors import CompileError, LoweringError
 from .cases import COVERED, Case, Contract
 
 
@@ -42,10 +42,14 @@ def compile_program(source: str, parameters: Mapping[str, Any] | None, inputs: C
     try:
         return algorithms.compile(source, inputs=inputs, outputs=full,
                                   parameters=parameters or None, executor=executor), True
+    except LoweringError:
+        raise  # the program is fine; a backend failed (reported as such, never retried)
     except CompileError as first:
         try:
             program = algorithms.compile(source, inputs=inputs, outputs=outputs,
                                          parameters=parameters or None, executor=executor)
+        except LoweringError:
+            raise
         except CompileError:
             raise first from None
         return program, False

@@ -25,7 +25,7 @@ from . import program as programs
 from .attempts import CaseSet
 from .cases import COVERED, Case, Contract, normalize_case, normalize_contract, to_json
 from .inputs import check_case
-from .router import Router
+from .router import DEFAULT_MAX_RECORDED, Router
 
 FORMAT = "tensorcode.distillation"
 VERSION = 1
@@ -89,10 +89,13 @@ class Distillation:
         """The program over a leading case axis."""
         return dict(self.program.batch(inputs))
 
-    def router(self, fallback: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> Router:
-        """A ``Router`` serving this program with ``fallback`` for what it does not claim."""
+    def router(self, fallback: Callable[[Mapping[str, Any]], Mapping[str, Any]], *,
+               max_recorded: int = DEFAULT_MAX_RECORDED) -> Router:
+        """A ``Router`` serving this program with ``fallback`` for what it does not claim,
+        keeping the last ``max_recorded`` escalated cases (its requests are checked by
+        ``check_inputs``, the router's default for a program that has one)."""
         return Router(self, fallback, list(self.outputs), record=self._record_case,
-                      validate=self.check_inputs)
+                      max_recorded=max_recorded)
 
     def _record_case(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """A private float64 copy of an escalated case (the caller may reuse its
@@ -170,8 +173,7 @@ class Distillation:
         stored = fields.mapping("parameters")
         actual = programs.parameters_of(program)
         if set(stored) != set(actual) or not all(
-                np.array_equal(np.asarray(stored[k], dtype=np.float64), actual[k])
-                for k in actual):
+                _same_values(stored[k], actual[k]) for k in actual):
             raise ArtifactError("the record's parameters differ from the artifact's",
                                 record_path, "parameters")
         report = fields.mapping("report")
@@ -193,6 +195,18 @@ class Distillation:
                    design=_caseset_from(record_path, record, "design", inputs, outputs),
                    acceptance=_caseset_from(record_path, record, "acceptance", inputs, outputs),
                    settings=fields.mapping("settings"), abstains=abstains, executor=executor)
+
+
+def _same_values(stored: Any, actual: np.ndarray) -> bool:
+    """Whether a record's parameter value holds exactly the artifact's numbers; a string,
+    a ragged list or an object holds no numbers, so it differs (never a raw error)."""
+    if isinstance(stored, (str, dict)):
+        return False
+    try:
+        values = np.asarray(stored, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return bool(np.array_equal(values, actual))
 
 
 def _caseset_json(cases: CaseSet) -> dict[str, Any]:

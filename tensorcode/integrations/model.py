@@ -31,7 +31,9 @@ class ModelRequest:
     ``prompt`` is the user message; ``system`` an optional system message;
     ``max_tokens`` and ``temperature`` are passed through when set (``None`` leaves the
     server's default); ``metadata`` is for the caller's bookkeeping (the distillation
-    loop puts the attempt number there) and is never sent.
+    loop puts the attempt number there) and is never sent. ``deadline``, when set, is
+    how many seconds the whole request may take (``distill`` passes what is left of its
+    own deadline); a model that can bound its wait honours it.
     """
 
     prompt: str
@@ -39,10 +41,16 @@ class ModelRequest:
     max_tokens: int | None = None
     temperature: float | None = 0.0
     metadata: dict[str, Any] = field(default_factory=dict)
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, str):
             raise TypeError(f"ModelRequest.prompt must be text, got {type(self.prompt).__name__}")
+        if self.deadline is not None and not (
+                isinstance(self.deadline, (int, float)) and not isinstance(self.deadline, bool)
+                and self.deadline > 0):
+            raise ModelError(f"ModelRequest.deadline must be positive seconds or None, got "
+                             f"{self.deadline!r}")
 
 
 @runtime_checkable

@@ -25,6 +25,8 @@ RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 #: the longest pause a server's Retry-After header may impose between tries
 MAX_RETRY_AFTER_S = 30.0
+#: the longest one ``complete`` call may take, every try and pause included
+DEFAULT_DEADLINE_S = 180.0
 
 
 class OpenAICompatibleModel:
@@ -33,13 +35,17 @@ class OpenAICompatibleModel:
     ``base_url`` is the API root (``http://localhost:8000/v1``); ``timeout`` bounds each
     HTTP request in seconds; ``retries`` is how many more tries a transient failure gets
     (so at most ``retries + 1`` requests per ``complete``); ``backoff`` is the first
-    pause in seconds, doubled after each failure. ``requests_made`` counts HTTP requests.
+    pause in seconds, doubled after each failure. ``deadline`` bounds one ``complete``
+    as a whole (every try and pause together, in seconds), so a server that never
+    answers costs at most that long rather than ``(retries + 1) * timeout`` plus the
+    pauses; a request's own ``ModelRequest.deadline`` shortens it further.
+    ``requests_made`` counts HTTP requests.
     """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None,
                  timeout: float = 120.0, retries: int = 2, backoff: float = 1.0,
                  max_tokens: int | None = None, temperature: float | None = 0.0,
-                 system: str | None = None) -> None:
+                 system: str | None = None, deadline: float = DEFAULT_DEADLINE_S) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ModelError(f"base_url must be an http:// or https:// URL such as "
                              f"'http://localhost:8000/v1', got {base_url!r}")
@@ -49,10 +55,13 @@ class OpenAICompatibleModel:
             raise ModelError(f"retries must be a non-negative integer, got {retries!r}")
         if not (timeout > 0):
             raise ModelError(f"timeout must be positive seconds, got {timeout!r}")
+        if not (isinstance(deadline, (int, float)) and deadline > 0):
+            raise ModelError(f"deadline must be positive seconds, got {deadline!r}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key
         self.timeout = float(timeout)
+        self.deadline = float(deadline)
         self.retries = retries
         self.backoff = float(backoff)
         self.max_tokens = max_tokens
@@ -95,12 +104,21 @@ class OpenAICompatibleModel:
         pause = self.backoff
         last: str = ""
         status: int | None = None
+        limit = self.deadline if request.deadline is None else min(self.deadline,
+                                                                   request.deadline)
+        ends = time.monotonic() + limit
+        tries = 0
         for attempt in range(1, self.retries + 2):
+            remaining = ends - time.monotonic()
+            if remaining <= 0:
+                break
             http = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
             self.requests_made += 1
+            tries = attempt
             wait = pause
+            timeout = min(self.timeout, remaining)
             try:
-                with urllib.request.urlopen(http, timeout=self.timeout) as response:
+                with urllib.request.urlopen(http, timeout=timeout) as response:
                     payload = response.read(MAX_RESPONSE_BYTES + 1)
                     status = response.status
                 if len(payload) > MAX_RESPONSE_BYTES:
@@ -121,19 +139,27 @@ class OpenAICompatibleModel:
                     wait = max(wait, retry_after)
             except TimeoutError:
                 status = None
-                last = f"no answer within {self.timeout:g} s"
+                last = f"no answer within {timeout:g} s"
             except urllib.error.URLError as error:
                 status = None
                 if isinstance(error.reason, (socket.timeout, TimeoutError)):
-                    last = f"no answer within {self.timeout:g} s"
+                    last = f"no answer within {timeout:g} s"
                 else:
                     last = f"could not connect: {error.reason}"
             except (ConnectionError, HTTPException) as error:
                 status = None
                 last = f"the connection failed: {error!r}"
             if attempt <= self.retries:
+                remaining = ends - time.monotonic()
+                if wait >= remaining:
+                    break  # the pause alone would pass the deadline
                 time.sleep(wait)
                 pause *= 2
+        if tries < self.retries + 1:
+            raise ModelError(f"{self.url}: {last or 'no try was made'} (after {tries} "
+                             f"{'try' if tries == 1 else 'tries'}, stopped at the deadline of "
+                             f"{limit:g} s for one completion); check that the server is up, "
+                             "or raise deadline", status, tries)
         raise ModelError(f"{self.url}: {last} (after {self.retries + 1} tries); check that the "
                          "server is up, or raise timeout/retries", status, self.retries + 1)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TensorCodeError
+from ..errors import ArtifactError, TensorCodeError
 from ..files import atomic_write_bytes, read_json
 from ..files.strict_json import JsonLimits
 from . import experience_codecs as codecs_module
@@ -514,6 +514,24 @@ def load_experience(path: Any, operations: Mapping[str, Any],
     return _build(document, operations, allow, path)
 
 
+def _check_signature(operation: Any, k: int, name: str, args: list, path: Any) -> None:
+    """A loaded call's recorded inputs must fit its operation's signature (the arrays its
+    ``convert`` accepts), so ``replay`` and the Trainer never hand an operation inputs
+    that raise its own ``TypeError``; refused with ``ArtifactError`` naming the call."""
+    if getattr(operation, "replay", "pure") != "pure":
+        return  # an external call is never recomputed: its inputs are only a record
+    convert = getattr(operation, "convert", None)
+    if convert is None:
+        return
+    try:
+        convert(args)
+    except (TypeError, ValueError, IndexError, KeyError, OverflowError,
+            TensorCodeError) as error:
+        raise ArtifactError(f"call {k} ({name}, a {type(operation).__name__}) records "
+                            f"inputs its operation does not take: {error}", path=path,
+                            field=f"calls[{k}].inputs") from None
+
+
 def _build(document: dict, operations: Mapping[str, Any], allow: dict, path: Any) -> Trace:
     session = Trace()
     for k, call in enumerate(document["calls"]):
@@ -527,8 +545,11 @@ def _build(document: dict, operations: Mapping[str, Any], allow: dict, path: Any
                 inputs.append(InputRef(k, p, snapshot(value)))
         output = snapshot(codecs_module.decode(call["output"], allow, path,
                                                f"calls[{k}].output"))
-        session._calls.append(Call(k, operations[call["operation"]], tuple(inputs), output,
-                                   session.id))
+        operation = operations[call["operation"]]
+        _check_signature(operation, k, call["operation"],
+                         [session._calls[i.call].value if isinstance(i, OutputRef) else i.value
+                          for i in inputs], path)
+        session._calls.append(Call(k, operation, tuple(inputs), output, session.id))
         session._stamps.append(stamp(output))
         if _tracked(output):
             session._by_id[id(output)] = k

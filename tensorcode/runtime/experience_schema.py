@@ -65,8 +65,8 @@ def validate_document(document: Any, operations: Mapping[str, Any], allow: dict,
         field = f"calls[{k}]"
         if not isinstance(call, dict) or set(call) != {"operation", "inputs", "output"}:
             fail(field, "expected {operation, inputs, output}")
-        if call["operation"] not in bindings:
-            fail(f"{field}.operation", f"names {call['operation']!r}, which the file's "
+        if not isinstance(call["operation"], str) or call["operation"] not in bindings:
+            fail(f"{field}.operation", f"names {call['operation']!r:.80}, which the file's "
                                        "operations do not bind")
         if not isinstance(call["inputs"], list):
             fail(f"{field}.inputs", "expected a list")

@@ -12,10 +12,16 @@ A subclass provides:
 - ``defaults`` (the config keys and their default values) and ``check_config(config)``
   (validate and normalize, raising ``ConfigError`` naming the key);
 - ``build_operations()`` (the operations, built from ``self.config``);
-- ``output(inputs)`` (the tensor the objective supervises, computed by calling the
-  operations, so a trace records it) and ``check_target(inputs, target)`` (a target in
-  the form the objective's loss takes, or ``TrainingError`` saying what was wrong);
-- its own prediction methods (``decide``, ``match``, ``plan``, ...);
+- ``supervised_output(inputs)`` (the tensor the objective supervises, computed by calling
+  the operations, so a trace records it; item slots padded to a power of two) and
+  ``check_target(inputs, target)`` (a target in the form the objective's loss takes, or
+  ``TrainingError`` saying what was wrong);
+- ``item_counts(inputs)`` (how many items each input supplied), so ``output(inputs)``
+  answers for exactly those: the supervised output with the padding trimmed;
+- its own prediction methods (``decide``, ``match``, ``plan``, ...), and ``prediction``
+  naming the one ``tool(inputs)`` runs (as ``model(x)`` runs a ``torch.nn.Module``'s
+  forward). Calling a tool predicts; only a ``Trainer`` (``capture``, ``step``, ``fit``)
+  trains;
 - optionally ``losses`` (in-process loss callables its objective names),
   ``buffers()`` / ``load_buffers()`` (state saved with the model but not trained by the
   trainer, such as a calibration) and ``set_training(mode)`` (a policy other than "every
@@ -73,6 +79,8 @@ class Tool:
     defaults: ClassVar[dict[str, Any]] = {}
     #: in-process loss callables the objective may name (given to the trainer)
     losses: ClassVar[dict[str, Any]] = {}
+    #: the prediction method ``tool(inputs)`` runs ("decide", "match", ...)
+    prediction: ClassVar[str] = ""
 
     def __init__(self, config: Mapping[str, Any] | None = None, *, backend: str | None = None,
                  **overrides: Any) -> None:
@@ -105,9 +113,30 @@ class Tool:
         """The operations holding the tool's parameters, by stable name."""
         raise NotImplementedError(f"{type(self).__name__} builds no operations")
 
-    def output(self, inputs: Any) -> Any:
-        """The output the objective supervises, computed by calling the operations."""
+    def supervised_output(self, inputs: Any) -> Any:
+        """The output the objective supervises, computed by calling the operations (item
+        slots padded to a power of two, so a few plans serve every item count)."""
         raise NotImplementedError(f"{type(self).__name__} has no supervised output")
+
+    def item_counts(self, inputs: Any) -> tuple[list[int], bool]:
+        """``(items supplied per input, is_batch)``: what ``output`` trims to."""
+        raise NotImplementedError(f"{type(self).__name__} does not count its items")
+
+    def output(self, inputs: Any) -> np.ndarray:
+        """The supervised output for exactly the items supplied: ``[n]`` for one input,
+        ``[rows, most items]`` for a batch (a row with fewer items keeps the padding
+        value beyond its count: ``-1e9`` for logits, 0 for outcomes). It predicts; it
+        never trains."""
+        padded = np.asarray(self.supervised_output(inputs))
+        counts, _ = self.item_counts(inputs)
+        return padded[..., :max(counts)]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The tool's prediction (the method ``prediction`` names), as ``model(x)`` runs
+        a ``torch.nn.Module``'s forward. It never trains: a ``Trainer`` does."""
+        if not self.prediction:
+            raise TypeError(f"{type(self).__name__} names no prediction method")
+        return getattr(self, self.prediction)(*args, **kwargs)
 
     def check_target(self, inputs: Any, target: Any) -> Any:
         """``target`` in the form the objective's loss takes; ``TrainingError`` if

@@ -131,6 +131,7 @@ class Chatbot(Tool):
     ``max_reply`` (characters), ``temperature``, ``top_k`` (0: no cut), ``seed``."""
 
     objective: ClassVar[str] = "masked_cross_entropy"
+    prediction: ClassVar[str] = "reply"
     losses: ClassVar[dict[str, Any]] = {"masked_cross_entropy": masked_cross_entropy}
     defaults: ClassVar[dict[str, Any]] = {"alphabet": ALPHABET, "context": 8, "dim": 16,
                                           "hidden": 64, "max_reply": 60, "temperature": 0.5,
@@ -220,11 +221,15 @@ class Chatbot(Tool):
         windows, _ = self.teacher_windows(inputs, targets)
         return self.operations["model"](windows)
 
-    def output(self, inputs: Any) -> Any:
+    def supervised_output(self, inputs: Any) -> Any:
         """Not defined from the inputs alone: the supervised output is teacher-forced."""
         raise TrainingError("a Chatbot's supervised output reads the target replies "
                             "(teacher forcing): use teacher_forced(inputs, targets), or "
                             "Trainer.from_tool(chatbot).capture(inputs, targets, ...)")
+
+    def output(self, inputs: Any) -> Any:
+        """Not defined from the inputs alone (see ``supervised_output``)."""
+        return self.supervised_output(inputs)
 
     def check_target(self, inputs: Any, target: Any) -> Any:
         """One-hot rows ``[padded positions, vocab]`` (zero rows for padding)."""

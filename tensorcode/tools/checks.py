@@ -1,7 +1,10 @@
 """Checks the tools share: config values, supplied choices and distribution targets.
 
 Config problems raise ``ConfigError`` naming the key; malformed inputs ``TypeError`` or
-``ValueError`` naming the field; malformed targets ``TrainingError`` naming the value.
+``ValueError`` naming the field, except numeric vectors (observations, states,
+features), which raise the package's errors as tensors do: ``ShapeError`` for a wrong
+length, ``DTypeError`` for values that are not numbers, ``TrainingError`` for NaN or
+infinity; malformed targets ``TrainingError`` naming the value.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TrainingError
+from ..errors import DTypeError, ShapeError, TrainingError
 from ..training.losses import DISTRIBUTION_TOLERANCE, check_distribution
 from .base import ConfigError
 from .scorer import item_bucket
@@ -94,19 +97,25 @@ def query_and_items(item: Mapping[str, Any], query_key: str, list_key: str, wher
 
 
 def vector(value: Any, size: int, where: str) -> list[float]:
-    """A finite numeric vector of ``size`` entries, as a list (what experiences store)."""
+    """A finite numeric vector of ``size`` entries, as a list (what experiences store):
+    ``DTypeError`` for values that are not numbers, ``ShapeError`` for another length or
+    rank, ``TrainingError`` for NaN or infinity."""
     if isinstance(value, (str, bytes, Mapping)):
-        raise TypeError(f"{where} must be {size} numbers, got {type(value).__name__}")
+        raise DTypeError(f"{where} must be {size} numbers, got {type(value).__name__}")
     try:
         array = np.asarray(value)
     except ValueError:
-        raise TypeError(f"{where} must be {size} numbers") from None
-    if array.dtype.kind not in "fiu" or array.shape != (size,):
-        raise TypeError(f"{where} must be {size} numbers, got {array.dtype}"
-                        f"{list(array.shape)}")
+        raise ShapeError(f"{where} must be {size} numbers, got a ragged sequence") from None
+    if array.dtype.kind not in "fiu":
+        raise DTypeError(f"{where} must be {size} numbers, got {array.dtype} values")
+    if array.shape != (size,):
+        raise ShapeError(f"{where} must be a vector of {size} numbers, got shape "
+                         f"{list(array.shape)}")
     if not np.all(np.isfinite(array)):
-        raise ValueError(f"{where} holds NaN or infinity")
-    return [float(x) for x in array]
+        bad = int(np.flatnonzero(~np.isfinite(array))[0])
+        raise TrainingError(f"{where}[{bad}] is {array[bad]}: inputs must be finite "
+                            "(NaN or infinity is refused)")
+    return array.astype(np.float64).tolist()
 
 
 def choice_target(target: Any, names: Sequence[str], kind: str, allow_distribution: bool

@@ -57,6 +57,7 @@ class Decision(Tool):
     rows), ``seed``."""
 
     objective: ClassVar[str] = "cross_entropy"
+    prediction: ClassVar[str] = "decide"
     defaults: ClassVar[dict[str, Any]] = {"dim": 32, "hidden": 32, "buckets": 4096,
                                           "seed": 0}
 
@@ -86,9 +87,13 @@ class Decision(Tool):
             ids.append(names)
         return contexts, texts, ids, batch
 
-    def output(self, inputs: Any) -> Any:
+    def supervised_output(self, inputs: Any) -> Any:
         """Logits ``[n_padded]`` (or ``[rows, n_padded]``), padded hypotheses at -1e9."""
         return self._score(self._parse(inputs))
+
+    def item_counts(self, inputs: Any) -> tuple[list[int], bool]:
+        _, texts, _, batch = self._parse(inputs)
+        return [len(t) for t in texts], batch
 
     def _score(self, parsed: tuple) -> Any:
         contexts, texts, _, batch = parsed

@@ -114,6 +114,7 @@ class Investigator(Tool):
     ``retrieval_encoder`` (null, or ``{"dim", "buckets", "scale"}``)."""
 
     objective: ClassVar[str] = "cross_entropy"
+    prediction: ClassVar[str] = "answer"
     defaults: ClassVar[dict[str, Any]] = {"dim": 32, "hidden": 32, "buckets": 4096,
                                           "seed": 0, "retrieval_encoder": None}
 
@@ -169,7 +170,7 @@ class Investigator(Tool):
             return mode, inputs["inputs"]
         return "rank", inputs
 
-    def output(self, inputs: Any) -> Any:
+    def supervised_output(self, inputs: Any) -> Any:
         mode, inner = self.mode_of(inputs)
         if mode == "retrieval":
             queries, documents = self._retrieval(inner)
@@ -178,6 +179,28 @@ class Investigator(Tool):
         op = self.operations[{"verification": "verifier", "proposal": "proposer",
                               "rank": "ranker"}[mode]]
         return op(queries, items) if batch else op(queries[0], items[0])
+
+    def item_counts(self, inputs: Any) -> tuple[list[int], bool]:
+        mode, inner = self.mode_of(inputs)
+        if mode == "retrieval":
+            queries, documents = self._retrieval(inner)
+            return [len(documents)] * len(queries), True
+        _, _, names, batch = self._parse(mode, inner)
+        return [len(n) for n in names], batch
+
+    def answer(self, inputs: Any) -> Any:
+        """What ``investigator(inputs)`` runs: the prediction of the mode ``inputs``
+        name (plain inputs rank): ``verify``,
+        ``propose`` or ``rank``; retrieval gives the trimmed query-document scores
+        (``output``). It never trains."""
+        mode, inner = self.mode_of(inputs)
+        if mode == "verification":
+            return self.verify(inner)
+        if mode == "proposal":
+            return self.propose(inner)
+        if mode == "rank":
+            return self.rank(inner)
+        return self.output(inputs)
 
     def check_target(self, inputs: Any, target: Any) -> Any:
         mode, inner = self.mode_of(inputs)

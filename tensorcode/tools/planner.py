@@ -56,6 +56,7 @@ class Planner(Tool):
     ``buckets``, ``seed``."""
 
     objective: ClassVar[str] = "candidate_mse"
+    prediction: ClassVar[str] = "plan"
     losses: ClassVar[dict[str, Any]] = {"candidate_mse": candidate_mse}
     defaults: ClassVar[dict[str, Any]] = {"state_size": None, "candidate_size": None,
                                           "dim": 32, "hidden": 32, "buckets": 4096,
@@ -101,11 +102,18 @@ class Planner(Tool):
             candidates.append(row)
         return states, candidates, ids, batch
 
-    def output(self, inputs: Any) -> Any:
+    def supervised_output(self, inputs: Any) -> Any:
         """Predicted outcomes ``[n_padded]`` (or ``[rows, n_padded]``; padding is 0)."""
-        states, candidates, _, batch = self._parse(inputs)
+        return self._score(self._parse(inputs))
+
+    def _score(self, parsed: tuple) -> Any:
+        states, candidates, _, batch = parsed
         scorer = self.operations["scorer"]
         return scorer(states, candidates) if batch else scorer(states[0], candidates[0])
+
+    def item_counts(self, inputs: Any) -> tuple[list[int], bool]:
+        _, _, ids, batch = self._parse(inputs)
+        return [len(i) for i in ids], batch
 
     def check_target(self, inputs: Any, target: Any) -> Any:
         _, _, ids, batch = self._parse(inputs)
@@ -132,8 +140,9 @@ class Planner(Tool):
 
     def predict_outcomes(self, inputs: Any) -> dict[str, float] | list[dict[str, float]]:
         """``{candidate_id: predicted outcome}`` in the order supplied."""
-        _, _, ids, batch = self._parse(inputs)
-        values = np.atleast_2d(np.asarray(self.output(inputs)))
+        parsed = self._parse(inputs)
+        ids, batch = parsed[2], parsed[3]
+        values = np.atleast_2d(np.asarray(self._score(parsed)))
         result = [{cid: float(v) for cid, v in zip(row_ids, row)}
                   for row_ids, row in zip(ids, values)]
         return result if batch else result[0]

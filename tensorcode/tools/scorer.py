@@ -31,7 +31,7 @@ import numpy as np
 from .. import nn
 from ..compiler.functions import maximum
 from ..compiler.tape import Expr, Tape
-from ..errors import ShapeError
+from ..errors import ShapeError, TrainingError
 from ..nn import init as initializers
 from ..operations.base import Operation, row_bucket
 from ..operations.layers import checked_seed, positive_int
@@ -190,7 +190,7 @@ class PairScorer(Operation):
         if array.dtype.kind not in "fiu":
             raise TypeError(f"{name}: expected numbers, got {array.dtype} values")
         if not np.all(np.isfinite(array)):
-            raise ValueError(f"{name}: holds NaN or infinity")
+            raise TrainingError(f"{name}: holds NaN or infinity; inputs must be finite")
         return np.asarray(array, np.float32)
 
     def _queries(self, queries: list) -> list[np.ndarray]:

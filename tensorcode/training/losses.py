@@ -24,16 +24,18 @@ LossFn = Callable[[Expr, Any], Expr]
 BUILTIN = ("cross_entropy", "mse")
 #: how far (absolute, summed in float64) a distribution target may be from summing to one
 DISTRIBUTION_TOLERANCE = 1e-6
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
 def check_distribution(values: Any, classes: int, what: str = "the distribution") -> np.ndarray:
     """``values`` as float32 when it is a distribution over ``classes``: a flat list of
     ``classes`` finite, nonnegative numbers summing to one within
     ``DISTRIBUTION_TOLERANCE``; otherwise ``TrainingError`` naming the offending values."""
+    _require_numbers(values, what)
     try:
         array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TrainingError(f"{what} must be a list of numbers, got {values!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise TrainingError(f"{what} must be a list of numbers, got {values!r:.200}") from None
     if array.ndim != 1 or array.shape[0] != classes:
         raise TrainingError(f"{what} needs {classes} entries, got shape {list(array.shape)}")
     bad = [(k, float(v)) for k, v in enumerate(array) if not math.isfinite(v) or v < 0]
@@ -46,6 +48,29 @@ def check_distribution(values: Any, classes: int, what: str = "the distribution"
         raise TrainingError(f"{what} sums to {total!r}, not 1 (tolerance "
                             f"{DISTRIBUTION_TOLERANCE}): {array.tolist()[:8]}")
     return array.astype(np.float32)
+
+
+def _require_numbers(values: Any, what: str) -> None:
+    """Refuse entries that NumPy would coerce to numbers but are not numbers: strings
+    (``'0.2'``) and booleans (``True``) are a mistake in a probability target, not 0.2 and
+    1.0."""
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind not in "fiu":
+            raise TrainingError(f"{what} must hold numbers, got an array of {values.dtype}; "
+                                "pass floats such as [0.2, 0.3, 0.5]")
+        return
+    if not isinstance(values, (list, tuple)):
+        raise TrainingError(f"{what} must be a list of numbers, got "
+                            f"{type(values).__name__}")
+    for k, value in enumerate(values):
+        if isinstance(value, (list, tuple, np.ndarray)):
+            _require_numbers(value, f"{what} (row {k})")
+            continue
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+                value, (int, float, np.integer, np.floating)):
+            raise TrainingError(f"{what} must hold numbers, but entry [{k}] is {value!r:.80} "
+                                f"({type(value).__name__}); pass floats such as "
+                                "[0.2, 0.3, 0.5]")
 
 
 def soft_cross_entropy(logits: Expr, distribution: Expr) -> Expr:
@@ -77,6 +102,9 @@ def class_indices(target: Any, operation: Any, rows: int | None) -> np.ndarray:
             except KeyError as error:
                 raise TrainingError(str(error.args[0])) from None
         elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            if not _INT64_MIN <= int(value) <= _INT64_MAX:
+                raise TrainingError(f"cross_entropy: class index {int(value):.3g} is out of "
+                                    "range; a class index lies in [0, classes)")
             indices.append(int(value))
         else:
             raise TrainingError(f"cross_entropy targets are class indices or label strings, "
@@ -148,6 +176,7 @@ def builtin_target(name: str, shape: tuple[int, ...], dtype: str, target: Any, o
     lowered step only needs the arrays."""
     if name == "cross_entropy":
         if len(shape) in (1, 2) and _is_distribution(target, shape):
+            _require_numbers(target, "the distribution target")
             rows = np.asarray(target).reshape((-1, shape[-1]))
             checked = np.stack([check_distribution(row, shape[-1],
                                                    f"the distribution target of row {k}")

@@ -25,13 +25,21 @@ exact update and the ones before it are kept. Updates that are not fused share o
 snapshot of the optimizer state per call instead of one per update: a refused update
 puts back that snapshot and redoes the updates before it (a step is deterministic, so
 they come out bit for bit the same). Either way the trajectory equals one update at a
-time, bit for bit.
+time, bit for bit. ``step`` takes the same fused path (one ``run_steps`` call of K=1).
+
+An experience is prepared once: its calls converted to feeds (texts featurized and
+padded, targets checked and converted) on the first ``fit`` or ``step`` that sees it,
+then reused while it lives and keeps the same calls, supervisions and operation modes.
+A ``fit`` stacks the feeds of each structure once (``_Bank``), and each ``run_steps``
+call takes its rows in one gather, so the per-update work around the plan call is a
+few array views, not a featurization.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -149,6 +157,12 @@ class Trainer:
         self._parameters = Parameters.from_payloads(self._layout, payloads)
         self.optimizer = self._make_optimizer(optimizer)
         self._steps: dict[tuple, _Step] = {}
+        # each experience's prepared feeds, kept while the experience lives: a later fit
+        # or step on it pays no featurizing, padding or target conversion again
+        self._prepared: weakref.WeakKeyDictionary[Trace, tuple[tuple, tuple[_Step, dict]]] = \
+            weakref.WeakKeyDictionary()
+        # the last fit's experiences and their feeds stacked per structure (``_Bank``)
+        self._bank: tuple[list, dict[int, _Bank]] | None = None
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -166,11 +180,15 @@ class Trainer:
                   losses: Mapping[str, LossFn] | None = None, backend: str | None = None,
                   seed: int = 0, steps_per_call: int = STEPS_PER_CALL) -> Trainer:
         """Train a tool's declared operations on its declared objective, with its
-        training-mode policy applied."""
+        training-mode policy applied. ``backend`` defaults to the tool's own (a tool built
+        with ``backend="reference"`` trains on the reference backend), and so does the
+        default optimizer's."""
         for attribute in ("operations", "objective", "set_training", "output|predict"):
             if not any(hasattr(tool, name) for name in attribute.split("|")):
                 raise TypeError(f"{type(tool).__name__} is not a Tool: it lacks "
                                 f"{attribute!r} (see tensorcode.training.Tool)")
+        if backend is None:
+            backend = getattr(tool, "backend", None)
         operations = tool.operations
         if callable(operations):
             operations = operations()
@@ -235,7 +253,9 @@ class Trainer:
         check_target = getattr(self.tool, "check_target", None)
         if check_target is not None:
             targets = check_target(inputs, targets)
-        compute = getattr(self.tool, "output", None) or self.tool.predict
+        # the padded supervised output (a tool's ``output`` trims the padding)
+        compute = (getattr(self.tool, "supervised_output", None)
+                   or getattr(self.tool, "output", None) or self.tool.predict)
         session = trace()
         if teacher is not None:
             prediction = session.run(lambda: teacher(inputs, raw_targets))
@@ -247,8 +267,14 @@ class Trainer:
     # -- stepping -----------------------------------------------------------------------
     def step(self, experience: Trace) -> float:
         """One update on ``experience`` (the mean of its supervised losses); the loss."""
-        prepared = self._prepare(experience)
-        return self._run_single([prepared], _Mark(self))[0]
+        lowered, feeds = self._prepare(experience)
+        mark = _Mark(self)
+        if self._fuses():
+            done = self._run_fused([(lowered, feeds, 0)], mark,
+                                   _Bank.single(feeds))
+            if done is not None:
+                return done[0]
+        return self._run_single([(lowered, feeds, 0)], mark)[0]
 
     def fit(self, experiences: Sequence[Trace], epochs: int = 1, progress: bool = True,
             shuffle: bool = True) -> list[float]:
@@ -262,12 +288,14 @@ class Trainer:
         if not experiences:
             raise TrainingError("fit needs at least one experience")
         prepared = [self._prepare(e) for e in experiences]
+        banks = self._banks(prepared) if self._fuses() else {}
         bar = _ProgressBar(epochs * len(prepared)) if progress and sys.stderr.isatty() else None
         # every epoch's order up front, so a call may run on into the next epoch: the
         # orders come from the generator's PCG64 stream, the plans' draws from its Philox
         # counter, so drawing them early changes no draw. After a refused update the
         # stream is put back to just after its epoch's order, as if drawn epoch by epoch.
-        items: list[tuple[_Step, dict]] = []
+        items: list[tuple[_Step, dict, int]] = []
+        rows = _rows_in_banks(prepared)
         epoch_of: list[int] = []
         streams: list[dict] = []
         for epoch in range(epochs):
@@ -275,14 +303,15 @@ class Trainer:
                      else range(len(prepared)))
             if shuffle:
                 streams.append(self.generator.get_state())
-            items += [prepared[int(k)] for k in order]
+            items += [prepared[int(k)] + (rows[int(k)],) for k in order]
             epoch_of += [epoch] * len(prepared)
         start = self.steps
         losses: list[float] = []
         try:
             for fused, chunk in _chunks(items, self.steps_per_call, self._fuses()):
                 mark = _Mark(self)
-                done = self._run_fused(chunk, mark) if fused else None
+                done = self._run_fused(chunk, mark, banks[id(chunk[0][0])]) if fused \
+                    else None
                 if done is None:
                     done = self._run_single(chunk, mark)
                 for loss in done:
@@ -319,17 +348,18 @@ class Trainer:
             lowered.plan = plan
         return plan
 
-    def _run_fused(self, chunk: list[tuple[_Step, dict]], mark: _Mark) -> list[float] | None:
+    def _run_fused(self, chunk: list[tuple[_Step, dict, int]], mark: _Mark, bank: _Bank
+                   ) -> list[float] | None:
         """The updates of ``chunk`` (one structure) in one ``run_steps`` call, committed
         when every loss and the final parameters are finite; None after putting the
-        optimizer back otherwise (the caller then runs them one by one)."""
+        optimizer back otherwise (the caller then runs them one by one). Their feeds are
+        rows of ``bank``, taken in one gather (a view when the rows are consecutive)."""
         lowered = chunk[0][0]
         plan = self._step_plan(lowered)
         if plan is None:
             return None
         count = len(chunk)
-        batches = {symbol: np.stack([feeds[symbol] for _, feeds in chunk])
-                   for symbol in chunk[0][1]}
+        batches = bank.take([row for _, _, row in chunk])
         if plan.takes_randomness:
             batches[lowered.key] = self.generator.key_states(count, plan.random_blocks)
         # the step overwrites the table it is given: a copy, adopted only when it holds
@@ -350,19 +380,19 @@ class Trainer:
         self.steps += count
         return [float(loss) for loss in losses]
 
-    def _run_single(self, chunk: list[tuple[_Step, dict]], mark: _Mark) -> list[float]:
+    def _run_single(self, chunk: list[tuple[_Step, dict, int]], mark: _Mark) -> list[float]:
         """The updates of ``chunk`` one at a time, sharing ``mark`` (one snapshot): an
         update refused before it changed anything raises at once, the earlier ones kept;
         one refused after the optimizer changed its state puts ``mark`` back and redoes
         the earlier ones first."""
         losses = []
-        for position, (lowered, feeds) in enumerate(chunk):
+        for position, (lowered, feeds, _) in enumerate(chunk):
             try:
                 losses.append(self._update(lowered, feeds))
             except _Refused as refused:
                 mark.restore()
                 for again in chunk[:position]:
-                    self._update(*again)
+                    self._update(again[0], again[1])
                 raise refused.error from None
         return losses
 
@@ -404,12 +434,40 @@ class Trainer:
 
     # -- replay on a tape ---------------------------------------------------------------
     def _prepare(self, experience: Trace) -> tuple[_Step, dict]:
+        """The lowered structure of ``experience`` and its feeds: converted (featurized,
+        padded, targets checked) on the first call, then reused while the experience
+        has the same calls and supervisions and the operations the same modes. Every
+        call still checks that no captured output changed since capture."""
         if not isinstance(experience, Trace):
             raise TypeError(f"expected an experience (a Trace), got {type(experience).__name__}")
         if not experience.supervisions:
             raise TrainingError("this experience has no supervision; call "
                                 "session.supervise(output, target, source=...) first")
         experience.validate()
+        signature = (len(experience.calls), len(experience.supervisions),
+                     tuple(self.modes().values()))
+        cached = self._prepared.get(experience)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        prepared = self._convert(experience)
+        self._prepared[experience] = (signature, prepared)
+        return prepared
+
+    def _banks(self, prepared: list[tuple[_Step, dict]]) -> dict[int, _Bank]:
+        """The feeds of ``prepared`` stacked per structure (keyed by the structure's id),
+        reused when a fit runs on the same prepared experiences as the last one."""
+        last = self._bank
+        if last is not None and len(last[0]) == len(prepared) and all(
+                a is b for a, b in zip(last[0], prepared)):
+            return last[1]
+        groups: dict[int, list[dict]] = {}
+        for lowered, feeds in prepared:
+            groups.setdefault(id(lowered), []).append(feeds)
+        banks = {key: _Bank.stack(found) for key, found in groups.items()}
+        self._bank = (list(prepared), banks)
+        return banks
+
+    def _convert(self, experience: Trace) -> tuple[_Step, dict]:
         index_of = {id(op): k for k, (_, op) in enumerate(self._owners)}
         needed: set[int] = set()
         for record in experience.supervisions:
@@ -692,31 +750,60 @@ def _nonfinite_slots(table: Parameters) -> list[str]:
             for s, v in zip(table.layout.slots, table.payloads()) if not np.all(np.isfinite(v))]
 
 
-def _chunks(items: list[tuple[_Step, dict]], size: int, fuse: bool
-            ) -> Iterator[tuple[bool, list[tuple[_Step, dict]]]]:
+def _chunks(items: list[tuple[_Step, dict, int]], size: int, fuse: bool
+            ) -> Iterator[tuple[bool, list[tuple[_Step, dict, int]]]]:
     """``items`` in order, as ``(fused, chunk)`` of at most ``size`` updates: with ``fuse``,
-    each run of two or more consecutive updates of one structure is a fused chunk; the
-    other updates are grouped as they come."""
-    pending: list[tuple[_Step, dict]] = []
+    each run of consecutive updates of one structure is a fused chunk (a lone update
+    too: one ``run_steps`` call of K=1 costs less than the unfused step); without it, the
+    updates are grouped as they come."""
+    if not fuse:
+        for start in range(0, len(items), size):
+            yield False, items[start:start + size]
+        return
     start = 0
     while start < len(items):
         stop = start + 1
-        if fuse:
-            while stop < len(items) and stop - start < size and items[stop][0] is items[start][0]:
-                stop += 1
-        if stop - start > 1:
-            if pending:
-                yield False, pending
-                pending = []
-            yield True, items[start:stop]
-        else:
-            pending.append(items[start])
-            if len(pending) >= size:
-                yield False, pending
-                pending = []
+        while stop < len(items) and stop - start < size and items[stop][0] is items[start][0]:
+            stop += 1
+        yield True, items[start:stop]
         start = stop
-    if pending:
-        yield False, pending
+
+
+def _rows_in_banks(prepared: list[tuple[_Step, dict]]) -> list[int]:
+    """Each prepared experience's row in its structure's ``_Bank``."""
+    seen: dict[int, int] = {}
+    rows = []
+    for lowered, _ in prepared:
+        row = seen.get(id(lowered), 0)
+        rows.append(row)
+        seen[id(lowered)] = row + 1
+    return rows
+
+
+class _Bank:
+    """The feeds of every experience of one structure, stacked once (one array per fed
+    symbol, one row per experience): a run of updates takes its rows in one gather
+    instead of stacking the experiences' arrays again for every call."""
+
+    def __init__(self, arrays: dict[Any, np.ndarray]) -> None:
+        self.arrays = arrays
+
+    @classmethod
+    def stack(cls, feeds: list[dict]) -> _Bank:
+        return cls({symbol: np.stack([f[symbol] for f in feeds]) for symbol in feeds[0]})
+
+    @classmethod
+    def single(cls, feeds: dict) -> _Bank:
+        return cls({symbol: np.asarray(array)[None] for symbol, array in feeds.items()})
+
+    def take(self, rows: list[int]) -> dict[Any, np.ndarray]:
+        """The feeds of ``rows``, K on the leading axis: a view for consecutive rows."""
+        start, count = rows[0], len(rows)
+        if rows[-1] == start + count - 1 and all(
+                r == start + k for k, r in enumerate(rows)):
+            return {s: a[start:start + count] for s, a in self.arrays.items()}
+        index = np.asarray(rows, np.intp)
+        return {s: a.take(index, axis=0) for s, a in self.arrays.items()}
 
 
 def _check_steps_per_call(steps: Any) -> int:

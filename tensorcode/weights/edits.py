@@ -452,6 +452,11 @@ def _integer_values(lines, statement, current: np.ndarray, numbers: list,
             amounts.append(int(number.text))
             continue
         amount = number.value * scale
+        if not math.isfinite(amount):
+            raise _error(lines, f"{number.text} (x scale {scale!r}) overflows: tensor "
+                         f"{statement.name!r} holds {dtype.name} values from {low} to "
+                         f"{high}; use a smaller value or the tensor's own scale",
+                         number.line, number.column)
         if amount != math.floor(amount) or abs(amount) > 2 ** 53:
             raise _error(lines, f"tensor {statement.name!r} holds {dtype.name} values but "
                          f"{number.text} (x scale {scale!r}) is not an exact integer",

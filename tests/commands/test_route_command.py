@@ -59,5 +59,6 @@ def test_D_every_line_gets_an_answer_or_an_error(saved):
     documents = [json.loads(a) for a in answers]
     for number, document in enumerate(documents[:-1], start=1):
         assert document["error"].startswith(f"line {number}: "), document
-    assert documents[-1] == {"route": 1.0, "escalated": False}
+    assert documents[-1] == {"route": 1.0, "escalated": False, "path": "program"}
+    assert all(document["path"] == "refused" for document in documents[:-1])
     assert status == 1 and "8 lines, 1 answered, 0 escalated" in err and "7 refused" in err

@@ -14,11 +14,11 @@ from tensorcode.errors import BackendError
 
 
 def test_one_list_of_names_and_one_error_for_an_unknown_backend():
-    assert backends.BACKENDS == ("numba", "reference")
+    assert backends.BACKENDS == ("numba", "llvm", "reference")
     assert backends.DEFAULT_BACKEND in backends.BACKENDS
     for name in backends.BACKENDS:
         assert backends.check_backend(name) == name
-    with pytest.raises(BackendError, match=r"'compiled'.*\['numba', 'reference'\]"):
+    with pytest.raises(BackendError, match=r"'compiled'.*\['numba', 'llvm', 'reference'\]"):
         backends.check_backend("compiled")
     assert issubclass(BackendError, ValueError) and issubclass(BackendError, tc.TensorCodeError)
     with pytest.raises(BackendError, match="backend must be one of"):

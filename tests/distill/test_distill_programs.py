@@ -96,6 +96,9 @@ def test_loading_never_evaluates_or_parses_the_source(tmp_path, monkeypatch):
 @pytest.mark.parametrize("tamper, message", [
     ("artifact_bytes", "SHA-256"),
     ("record_parameters", "parameters differ"),
+    ("parameter_string", "parameters differ"),
+    ("parameter_ragged", "parameters differ"),
+    ("parameter_object", "parameters differ"),
     ("record_format", "format"),
     ("record_cases", "acceptance"),
     ("artifact_op", "op"),
@@ -114,6 +117,12 @@ def test_tampered_directories_are_refused(tmp_path, tamper, message):
         artifact.write_bytes(artifact.read_bytes().replace(b"2.0", b"3.0", 1))
     elif tamper == "record_parameters":
         record["parameters"]["slope"] = 5.0
+    elif tamper == "parameter_string":
+        record["parameters"]["slope"] = "2.0x"
+    elif tamper == "parameter_ragged":
+        record["parameters"]["slope"] = [[1.0], [1.0, 2.0]]
+    elif tamper == "parameter_object":
+        record["parameters"]["slope"] = {"v": 2.0}
     elif tamper == "record_format":
         record["format"] = "something.else"
     elif tamper == "record_cases":

@@ -101,11 +101,12 @@ def test_route_command_serves_the_saved_program(example, monkeypatch, capsys):
     captured = capsys.readouterr()
     answers = [json.loads(line) for line in captured.out.splitlines()]
     assert status == 1  # two lines were refused
-    assert answers[0] == {"route": 1.0, "escalated": False}
-    assert answers[1] == {"route": None, "escalated": True, "reason": "abstained"}
+    assert answers[0] == {"route": 1.0, "escalated": False, "path": "program"}
+    assert answers[1] == {"route": None, "escalated": True, "reason": "abstained",
+                          "path": "fallback_abstained"}
     assert "not JSON" in answers[2]["error"] and "line 3" in answers[2]["error"]
-    assert "shape [2]" in answers[3]["error"]
-    assert answers[4] == {"route": 3.0, "escalated": False}
+    assert "shape [2]" in answers[3]["error"] and answers[3]["path"] == "refused"
+    assert answers[4] == {"route": 3.0, "escalated": False, "path": "program"}
     assert "5 lines, 2 answered, 1 escalated" in captured.err
 
 

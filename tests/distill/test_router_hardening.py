@@ -57,7 +57,7 @@ def test_12_malformed_requests_stay_out_of_cases_and_rate():
 
     ran = []
     router = Router(strict, counting_fallback(ran), ["y"])
-    assert router({"x": 1.0}) == {"y": 2.0, "escalated": False}
+    assert router({"x": 1.0}) == {"y": 2.0, "escalated": False, "path": "program"}
     assert router({"x": -1.0})["escalated"] is True
     with pytest.raises(FeedError):
         router({"x": 1.0, "z": 2.0})  # the program itself refuses it: not an escalation
@@ -120,10 +120,17 @@ def test_15_lists_and_integer_arrays_are_converted_before_the_compiled_call(comp
         assert compiled({"features": given}) == expected
         # one compiled call, given float64 arrays: no failed dispatch on the raw value
         assert seen == [{"features": ("ndarray", np.dtype(np.float64))}]
+    run, names = compiled.validated_scalars()
+    given_to_plan = []
+
+    def scalar_spy(array):
+        given_to_plan.append((type(array).__name__, array.dtype))
+        return run(array)
+
+    monkeypatch.setattr(compiled, "validated_scalars", lambda: (scalar_spy, names))
     router = Router(compiled, lambda inputs: {"route": 9.0}, ["route"])
-    seen.clear()
     assert router({"features": features.tolist()})["route"] == expected["route"]
-    assert seen == [{"features": ("ndarray", np.dtype(np.float64))}]
+    assert given_to_plan == [("ndarray", np.dtype(np.float64))]
 
 
 # 16 -------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import struct
 
-import matplotlib  # noqa: F401  (the test extra installs the plot extra)
+import matplotlib
 import numpy as np
 import pytest
 
@@ -149,7 +149,6 @@ def test_two_moons_class_markers_stand_out_on_every_colour_of_the_surface():
     """Each class's fill is far from every colour of the RdBu surface (so neither
     disappears on a saturated end or on the white boundary), outlined in black, and the
     two classes differ in shape as well as colour."""
-    import matplotlib
 
     figure = draw(synthetic("two_moons")).figure()
     axes, _colorbar = figure.axes

@@ -166,7 +166,7 @@ def test_points_take_an_edge_colour_and_a_marker_shape():
     np.testing.assert_allclose(first.get_edgecolors()[0][:3], 1.0)  # white unless told
     np.testing.assert_allclose(second.get_edgecolors()[0][:3], 0.0)
     assert len(first.get_paths()[0].vertices) != len(second.get_paths()[0].vertices)
-    with pytest.raises(PlotError, match="Points.marker: expected one of"):
+    with pytest.raises(PlotError, match=r"Points\.marker: expected one of"):
         Points.xy([0], [0]).marker("star")
     with pytest.raises(PlotError, match="not a matplotlib color"):
         Plot().layer(Points.xy([0], [0]).edge("no-such-colour")).figure()

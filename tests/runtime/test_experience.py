@@ -356,6 +356,8 @@ def tamper(path, document):
     ("overflowing float32", "calls[1].output"),
     ("bad supervision call", "supervision[0].call"),
     ("qualified name", "operations.encoder.qualified_name"),
+    ("operation is a list", "calls[0].operation"),
+    ("operation is an object", "calls[1].operation"),
 ])
 def test_every_validation_failure_raises_and_constructs_nothing(saved, case, field):
     path, operations, document = saved
@@ -385,6 +387,10 @@ def test_every_validation_failure_raises_and_constructs_nothing(saved, case, fie
         document["supervision"][0]["call"] = 9
     elif case == "qualified name":
         document["operations"]["encoder"]["qualified_name"] = "evil.Module"
+    elif case == "operation is a list":
+        document["calls"][0]["operation"] = ["encoder"]
+    elif case == "operation is an object":
+        document["calls"][1]["operation"] = {"name": "head"}
     tamper(path, document)
     Point.built = 0
     with pytest.raises(ArtifactError) as error:
@@ -392,6 +398,39 @@ def test_every_validation_failure_raises_and_constructs_nothing(saved, case, fie
     assert error.value.field == field
     assert str(path) in str(error.value)
     assert Point.built == 0
+
+
+def _linear_experience(tmp_path):
+    layer = LinearOperation(3, 2, seed=1, backend=REF)
+    encoder = TextEncoder(6, buckets=128, seed=1, backend=REF)
+    session = trace()
+    session.run(lambda: layer(np.ones((1, 3), np.float32)))
+    session.run(lambda: encoder("a text"))
+    operations = {"layer": layer, "encoder": encoder}
+    path = tmp_path / "calls.json"
+    session.save(path, operations=operations)
+    return path, operations, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("call, inputs, fragment", [
+    (0, [], "takes one input"),
+    (0, [{"value": {"t": "str", "v": "not a tensor"}}], "Linear"),
+    (0, [{"value": {"t": "array", "dtype": "float32", "shape": [1, 5],
+                    "v": [1.0, 2.0, 3.0, 4.0, 5.0]}}], "Linear"),
+    (1, [{"value": {"t": "none"}}], "TextEncoder"),
+    (1, [{"value": {"t": "str", "v": "one"}}, {"value": {"t": "str", "v": "two"}}],
+     "takes one input"),
+    (1, [{"ref": 0}], "TextEncoder"),
+])
+def test_loaded_calls_are_checked_against_their_operations_signature(tmp_path, call, inputs,
+                                                                      fragment):
+    path, operations, document = _linear_experience(tmp_path)
+    document["calls"][call]["inputs"] = inputs
+    tamper(path, document)
+    with pytest.raises(ArtifactError, match=fragment) as error:
+        load_experience(path, operations=operations)
+    assert error.value.field == f"calls[{call}].inputs"
+    assert f"call {call}" in str(error.value)
 
 
 def test_valid_file_constructs_the_allowlisted_record(saved):

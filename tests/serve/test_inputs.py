@@ -91,7 +91,8 @@ def test_router_validates_before_the_program_and_records_no_refusal():
 
     router = Router(program, lambda inputs: {"y": 99.0}, ["y"],
                     validate=lambda inputs: check_case(inputs, CONTRACT))
-    assert router({"x": [1, 2, 3], "s": 2}) == {"y": 2.0, "escalated": False}
+    assert router({"x": [1, 2, 3], "s": 2}) == {"y": 2.0, "escalated": False,
+                                                "path": "program"}
     assert router({"x": [1, 2, 3], "s": -1})["escalated"] is True
     with pytest.raises(InputError):
         router({"x": [1, 2, 3], "s": "2"})

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tensorcode as tc
-from tensorcode.errors import ArtifactError, ShapeError, TrainingError
+from tensorcode.errors import ArtifactError, DTypeError, ShapeError, TrainingError
 from tensorcode.tools import ConfigError, Decision, Planner, Scene
 from tensorcode.tools.scorer import PairScorer
 from tensorcode.training import Trainer, load_experience
@@ -52,8 +52,10 @@ def test_decision_probabilities_cover_only_supplied_hypotheses(decision):
         assert decided.probabilities.shape == (n,)
         assert abs(decided.probabilities.sum() - 1) < 1e-9
         assert decided.chosen == decided.ids[int(np.argmax(decided.probabilities))]
-    logits = decision.output(decision_input(3))
-    assert logits.shape == (4,) and logits[3] == -1e9  # padded: zero probability
+    padded = decision.supervised_output(decision_input(3))
+    assert padded.shape == (4,) and padded[3] == -1e9  # padded: zero probability
+    logits = decision.output(decision_input(3))  # answers for the supplied hypotheses
+    np.testing.assert_array_equal(logits, padded[:3])
     # 1, 2 -> 2 slots; 3 -> 4; 5 -> 8: one plan per bucket, not per count
     assert decision.operations["scorer"].plan_count() == 3
 
@@ -180,15 +182,23 @@ def test_scene_targets_name_a_supplied_description():
     (lambda: Decision(SMALL, backend=REF), {"context": 3, "hypotheses": [
         {"id": "a", "text": "t"}]}, TypeError),
     (lambda: Scene(SMALL, observation_size=3, backend=REF),
-     {"observation": [1, 2], "descriptions": ["a"]}, TypeError),
+     {"observation": [1, 2], "descriptions": ["a"]}, ShapeError),
     (lambda: Scene(SMALL, observation_size=3, backend=REF),
-     {"observation": [1, 2, float("nan")], "descriptions": ["a"]}, ValueError),
+     {"observation": [[1, 2, 3]], "descriptions": ["a"]}, ShapeError),
+    (lambda: Scene(SMALL, observation_size=3, backend=REF),
+     {"observation": ["1", "2", "3"], "descriptions": ["a"]}, DTypeError),
+    (lambda: Scene(SMALL, observation_size=3, backend=REF),
+     {"observation": [1, 2, float("nan")], "descriptions": ["a"]}, TrainingError),
+    (lambda: Scene(SMALL, observation_size=3, backend=REF),
+     {"observation": [1, float("inf"), 2], "descriptions": ["a"]}, TrainingError),
     (lambda: Planner(SMALL, backend=REF), {"state": "s", "candidates": [{"id": "a"}]},
      ValueError),
 ])
 def test_inputs_of_the_wrong_kind_are_refused(make, inputs, error):
     with pytest.raises(error):
         make().output(inputs)
+    with pytest.raises(error):
+        make()(inputs)  # the prediction refuses them the same way
 
 
 def test_configs_are_validated_by_key():
@@ -199,6 +209,8 @@ def test_configs_are_validated_by_key():
     with pytest.raises(ConfigError, match="observation_size"):
         Scene()
     assert Decision(SMALL, backend=REF).config == {**SMALL, "seed": 0}
+    with pytest.raises(ConfigError, match="standardize"):
+        Scene(observation_size=2, standardize="yes")
 
 
 # -- pretrained directories ------------------------------------------------------------------

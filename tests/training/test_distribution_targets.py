@@ -102,3 +102,38 @@ def test_an_operation_trainer_takes_distribution_targets():
     with pytest.raises(TrainingError, match="sums to"):
         trainer.step(bad)
     assert trainer.steps == 5
+
+
+@pytest.mark.parametrize("values", [
+    ["0.2", "0.3", "0.5"], [True, False, False], ["1", 0, 0], [0.5, True, 0.5 - 1.0 + 1.0],
+    np.array([True, False, False]), np.array(["0.2", "0.3", "0.5"]),
+])
+def test_distribution_entries_are_numbers_not_strings_or_booleans(values):
+    with pytest.raises(TrainingError, match="must hold numbers"):
+        check_distribution(values, 3)
+
+
+@pytest.mark.parametrize("target", [
+    [["0.5", "0.5", "0"], [0.0, 0.0, 1.0]], [[True, False, False], [0.0, 0.0, 1.0]],
+    [[0.5, 0.5, False], [0.0, 0.0, 1.0]],
+])
+def test_a_trainer_refuses_string_and_boolean_distribution_targets(target):
+    layer = LinearOperation(3, 3, seed=1, backend="reference")
+    session = tc.trace()
+    out = session.run(lambda: layer(np.ones((2, 3))))
+    session.supervise(out, target, source="test")
+    trainer = Trainer.from_ops({"layer": layer}, lr=0.5, backend="reference")
+    with pytest.raises(TrainingError, match="target"):
+        trainer.step(session)
+    assert trainer.steps == 0
+
+
+@pytest.mark.parametrize("index", [10 ** 30, -(10 ** 30), 2 ** 63])
+def test_a_class_index_beyond_int64_is_a_training_error(index):
+    layer = LinearOperation(3, 3, seed=1, backend="reference")
+    session = tc.trace()
+    out = session.run(lambda: layer(np.ones(3)))
+    session.supervise(out, index, source="test")
+    trainer = Trainer.from_ops({"layer": layer}, lr=0.5, backend="reference")
+    with pytest.raises(TrainingError, match="out of range"):
+        trainer.step(session)

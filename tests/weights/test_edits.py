@@ -355,3 +355,13 @@ def test_fuzzed_mutations_of_a_rendering_end_well():
         picked = rng.sample(lines, rng.randint(1, 3))
         text = _mutate(rng, "\n".join(picked))
         _must_end_well(shown.rounded, text, shown.scales)
+
+
+@pytest.mark.parametrize("tensor, scale, text", [
+    ("i", 1e300, "i[0] = 1e10"), ("i", 1e300, "i[0] += 1e10"), ("m", 1e300, "m[0] = 1e10"),
+    ("u", 1e308, "u[1] -= 10"), ("i", 1e300, "i = [1e10, 1, 1]"),
+])
+def test_a_huge_finite_scale_on_an_integer_tensor_is_a_patch_error(tensor, scale, text):
+    with pytest.raises(EditError, match="overflows") as error:
+        _edit(text, scales={tensor: scale})
+    assert error.value.line == 1

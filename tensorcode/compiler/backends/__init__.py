@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..schedule import Schedule
 
 #: every backend name, in the order errors list them
-BACKENDS: tuple[str, ...] = ("numba", "reference")
+BACKENDS: tuple[str, ...] = ("numba", "llvm", "reference")
 #: the backend operations, optimizers, executors and commands use when none is named
 DEFAULT_BACKEND = "numba"
 
@@ -74,7 +74,7 @@ class Backend(Protocol):
     def prepare(self, schedule: Schedule, approximate: bool) -> Program | None: ...
 
 
-_MODULES = {"numba": "numba_cache", "reference": "reference"}
+_MODULES = {"numba": "numba_cache", "llvm": "llvm", "reference": "reference"}
 
 
 def get(name: str) -> Backend:

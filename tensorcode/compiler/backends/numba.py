@@ -107,6 +107,10 @@ def _coalesce(dims: Sequence[int], vectors: Sequence[Sequence[int]]
     return out_dims, out_vecs
 
 
+#: shared with the llvm backend's loops
+coalesce = _coalesce
+
+
 _ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "//=", "%=", "**=", "|=", "&=", "^=",
                ">>=", "<<="}
 

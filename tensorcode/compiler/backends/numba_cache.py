@@ -46,7 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover - kept out of ``import tensorcode``
 _STATS_LOCK = threading.Lock()
 _STATS = {"compiled": 0, "cache_loaded": 0, "sources_written": 0, "corrupt_entries": 0,
           "plans_lowered": 0, "memory_hits": 0, "memory_compiled": 0,
-          "native_loaded": 0, "native_built": 0, "native_refused": 0, "native_unavailable": 0}
+          "native_loaded": 0, "native_built": 0, "native_refused": 0, "native_unavailable": 0,
+          "untrusted_entries": 0, "llvm_compile_ms": 0}
 _MODULES: dict[str, Any] = {}
 _MODULE_LOCK = threading.Lock()
 
@@ -61,7 +62,9 @@ def compile_stats() -> dict[str, int]:
     ``native_refused`` (native objects not used because they need a symbol the loader
     cannot provide, or failed to load: those plans loaded through Numba) and
     ``native_unavailable`` (plans for which no native object could be built);
-    see ``numba_native``."""
+    see ``numba_native``; ``untrusted_entries`` (llvm cache entries without a valid
+    authentication tag or with a refused symbol, recompiled) and ``llvm_compile_ms``
+    (milliseconds the llvm backend spent compiling plans; see ``backends/llvm``)."""
     with _STATS_LOCK:
         return dict(_STATS)
 
@@ -658,6 +661,9 @@ class NumbaBackend:
 
 
 BACKEND = NumbaBackend()
+
+# the cache directory's rules, shared with the llvm backend's cache (``backends/llvm``)
+locked, warn_once, check_owned, Untrusted = _locked, _warn_once, _check_owned, _Untrusted
 
 __all__ = ["NumbaBackend", "BACKEND", "CompiledModule", "compiled_module", "compile_stats",
            "count", "cache_dir", "plans_directory", "environment_key", "ir_key"]

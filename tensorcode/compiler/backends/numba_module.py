@@ -118,7 +118,8 @@ def generate(schedule: Schedule, key: str = "", approximate: bool = True,
     lines.append("")
     # run_into: run's checks and body over arenas the caller passes (scratch reused,
     # outputs allocated by NumPy; see numba_cache.CompiledModule)
-    lines.append(f"def run_into({', '.join([sig] + w_names + o_names)}):")
+    # (a program with no parameters, constants or inputs has an empty ``sig``)
+    lines.append(f"def run_into({', '.join(p for p in [sig] + w_names + o_names if p)}):")
     lines += _input_checks(s, False)
     lines += run_lines[len(_input_checks(s, False)):]
     lines.append(f"    {body_call}")

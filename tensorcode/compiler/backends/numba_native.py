@@ -549,9 +549,12 @@ class NativeProgram:
             else:
                 dtype, shape, writable = tail[k - len(head) - len(inputs)], None, True
             entry = _ADDRESSES.get(id(value))
+            # the same object (not just the same id), and its dtype, shape and layout
+            # checked again on every call: a view's strides or shape can be changed in
+            # place, and the remembered pointer would then read the wrong elements
             if entry is not None and entry[0] is value and value.dtype is dtype and \
                     value.shape == entry[1] and (shape is None or entry[1] == shape) and \
-                    (not writable or value.flags.writeable):
+                    value.flags.c_contiguous and (not writable or value.flags.writeable):
                 pointers.append(entry[2])  # seen and checked before, unchanged since
                 continue
             if type(value) is not np.ndarray or value.dtype != dtype or \
@@ -633,7 +636,8 @@ def _address(array: np.ndarray) -> int:
     asking NumPy for the pointer and the flags costs more than the native call of a small
     plan. An entry holds its array, so the id is not reused while it is remembered (and
     NumPy refuses to resize an array held elsewhere); a remembered array is taken as it
-    is while its dtype object and shape are unchanged. The table is emptied when it
+    is only while it is the same object with its dtype object, shape and C-contiguity
+    unchanged, checked on every call (``NativeProgram._pointers``). The table is emptied when it
     grows past 256 arrays."""
     entry = _ADDRESSES.get(id(array))
     if entry is None or entry[0] is not array:

@@ -1,0 +1,201 @@
+"""The ``llvm`` backend: a schedule rendered to LLVM IR, compiled by llvmlite, loaded natively.
+
+``LlvmBackend.prepare(schedule, approximate)`` returns an ``LlvmProgram``:
+
+1. the key: a hash of the lowered IR (``numba_cache.ir_key``), ``approximate``, the
+   versions and CPU (``environment_key``) and the source of the code generator;
+2. a program already loaded in this process is reused;
+3. else the authenticated cache entry ``l_<key>.o`` (``cache.py``) is loaded when its
+   tag is valid; an entry that exists without a valid tag is reported once, counted
+   (``untrusted_entries``) and recompiled;
+4. else the schedule is rendered (``codegen.py``), compiled (``objects.py``) and
+   written to the cache. A fresh object and a cached one load the same way
+   (``objects.load``): symbols checked against the allowlist, an MCJIT engine, the
+   entry points called through ``ctypes``. Numba is never imported.
+
+``compile_stats()`` counts ``compiled`` and ``cache_loaded`` plans as for Numba, and
+``llvm_compile_ms`` the milliseconds spent compiling; ``TENSORCODE_LOG_COMPILES=1``
+prints one line per compile with its time.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import pathlib
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from ....errors import CacheError, CompileError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...schedule import Schedule
+    from .program import LlvmProgram
+
+_PROGRAMS: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+#: the files whose code decides what a plan's object does (their digest is in the key)
+_SOURCES = ("backends/llvm/codegen.py", "backends/llvm/ops.py", "backends/llvm/rows.py",
+            "backends/llvm/random.py", "backends/llvm/types.py", "backends/llvm/objects.py",
+            "backends/numba.py", "backends/approx.py", "schedule.py", "fusion.py",
+            "kernels.py", "philox.py", "primitives.py")
+
+
+@functools.cache
+def environment_key() -> str:
+    """Versions, CPU and generator source that compiled plan objects depend on."""
+    import llvmlite
+    import llvmlite.binding as llvm
+    import numpy as np
+
+    from .... import __version__
+    from .objects import OPT_LEVEL
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256()
+    for name in _SOURCES:
+        path = root / name
+        digest.update(path.read_bytes() if path.exists() else name.encode())
+    try:
+        cpu = llvm.get_host_cpu_name() + ":" + llvm.get_host_cpu_features().flatten()
+    except Exception:  # pragma: no cover - an LLVM without feature detection
+        cpu = llvm.get_host_cpu_name()
+    return json.dumps({"tensorcode": __version__, "llvmlite": llvmlite.__version__,
+                       "llvm": ".".join(map(str, llvm.llvm_version_info)), "cpu": cpu,
+                       "numpy": np.__version__, "python": sys.version_info[:2],
+                       "opt": OPT_LEVEL, "generator": digest.hexdigest()}, sort_keys=True)
+
+
+def plan_key(schedule: Schedule, approximate: bool) -> str:
+    from ..numba_cache import ir_key
+
+    text = f"llvm\n{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class LlvmBackend:
+    """The ``Backend`` that renders LLVM IR and loads object code (cached)."""
+
+    name = "llvm"
+    approximates = True
+
+    def prepare(self, schedule: Schedule, approximate: bool, step: Any = None
+                ) -> LlvmProgram:
+        if step is not None:
+            raise CompileError("the llvm backend does not lower fused optimizer steps yet; "
+                               "lower the step plan with backend='numba'")
+        return prepared(schedule, approximate)
+
+
+def prepared(schedule: Schedule, approximate: bool) -> LlvmProgram:
+    """The loaded program of ``schedule`` (see the module docstring)."""
+    from .codegen import layout_of
+
+    key = plan_key(schedule, approximate)
+    with _LOCK:
+        found = _PROGRAMS.get(key)
+        if found is not None:
+            _count("memory_hits")
+            return found
+        layout = layout_of(schedule)
+        addresses = _addresses(schedule, approximate, key)
+        made = _program(schedule, approximate, key, layout, addresses)
+        _PROGRAMS[key] = made
+        return made
+
+
+def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
+             addresses: dict[str, int]) -> LlvmProgram:
+    from .program import LlvmProgram
+
+    s, g = schedule, schedule.graph
+    input_shapes = [tuple(int(d) for d in g.nodes[i].type.shape) for i in s.sources.inputs]
+    ends: dict[str, int] = {}
+    for i, (dtype, offset) in s.sources.parameters.items():
+        ends[dtype] = max(ends.get(dtype, 0), offset + g.nodes[i].type.size)
+    head_sizes = [ends.get(d, 0) for d in s.sources.parameter_dtypes]
+    head_sizes += [g.nodes[i].type.size for i in s.constants]
+    outs = list(layout.outputs)
+    picks = [(outs.index(d), offset) for d, offset, _ in s.roots]
+
+    def source() -> str:
+        from .codegen import render
+
+        return str(render(schedule, approximate)[0])
+    return LlvmProgram(key, layout, addresses, input_shapes, head_sizes, picks, source)
+
+
+def _count(name: str, n: int = 1) -> None:
+    from ..numba_cache import count
+
+    count(name, n)
+
+
+def _compile(schedule: Schedule, approximate: bool, key: str) -> bytes:
+    from .codegen import render
+    from .objects import compile_object
+
+    start = time.perf_counter()
+    module, _ = render(schedule, approximate)
+    rendered = time.perf_counter()
+    data = compile_object(module)
+    done = time.perf_counter()
+    milliseconds = round((done - start) * 1000)
+    _count("compiled")
+    _count("llvm_compile_ms", milliseconds)
+    if os.environ.get("TENSORCODE_LOG_COMPILES"):
+        print(f"tensorcode: llvm compiled plan {key} ({len(schedule.kernels)} kernels) in "
+              f"{milliseconds} ms (IR {int((rendered - start) * 1000)} ms, LLVM "
+              f"{int((done - rendered) * 1000)} ms)", file=sys.stderr)
+    return data
+
+
+def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int]:
+    """The entry points' addresses: the cache entry's object when it is valid, else a
+    fresh compile (written to the cache when it can be used)."""
+    from ..numba_cache import locked, plans_directory, warn_once
+    from . import cache
+    from .objects import UntrustedObject, load
+
+    try:
+        directory = plans_directory()
+        cache.secret()
+    except CacheError as error:
+        warn_once("untrusted-cache", f"tensorcode: {error}; compiling plans in memory "
+                                      "(see docs/compiler.md, 'Trusting a cache directory')")
+        _count("memory_compiled")
+        return load(_compile(schedule, approximate, key))
+    with locked(directory / f"l_{key}.lock"):
+        problem = None
+        try:
+            data = cache.read(directory, key)
+        except ValueError as error:
+            data, problem = None, str(error)
+        if data is not None:
+            try:
+                addresses = load(data)
+            except UntrustedObject as error:
+                problem = str(error)
+            else:
+                _count("cache_loaded")
+                return addresses
+        if problem is not None:
+            _count("untrusted_entries")
+            _count("corrupt_entries")
+            warn_once(key + ":llvm", f"tensorcode: plan cache entry "
+                                      f"{cache.entry_path(directory, key)} was not used "
+                                      f"({problem}); recompiling it")
+        data = _compile(schedule, approximate, key)
+        addresses = load(data)
+        cache.write(directory, key, data)
+        return addresses
+
+
+BACKEND = LlvmBackend()
+
+__all__ = ["BACKEND", "LlvmBackend", "prepared", "plan_key", "environment_key"]
