@@ -17,6 +17,7 @@ equal bit for bit.
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -88,8 +89,6 @@ class Optimizer:
     def __deepcopy__(self, memo: dict) -> Optimizer:
         """An independent copy of the state that shares the (immutable) layout instead of
         copying it and the tape behind it; recycled buffers are not carried over."""
-        import copy
-
         clone = object.__new__(type(self))
         memo[id(self)] = clone
         for key, value in self.__dict__.items():
