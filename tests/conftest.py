@@ -56,3 +56,22 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
             return super()._split_scope(nodeid)
 
     return FileScheduling(config, log)
+
+
+#: the fuzz harness's counts per surface (tests/files/test_fuzz_*.py record them as the
+#: ``fuzz counts`` user property; under xdist the reports carry them to the controller)
+_FUZZ_COUNTS: list[str] = []
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    if report.when == "call":
+        _FUZZ_COUNTS.extend(value for name, value in getattr(report, "user_properties", ())
+                            if name == "fuzz counts")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the fuzz counts in every run's summary, so a regression is visible."""
+    if _FUZZ_COUNTS:
+        terminalreporter.section("fuzz counts (cases, documented, valid)")
+        for line in sorted(_FUZZ_COUNTS):
+            terminalreporter.write_line(line)

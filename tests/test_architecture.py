@@ -184,6 +184,8 @@ def test_no_import_cycle_outside_the_compiler():
 DEFERRED_IMPORTS = {
     ("tensorcode/training/calibration.py", "scipy.optimize"):
         "a heavy import (seconds) used by one method, TemperatureCalibration.fit",
+    ("tensorcode/runtime/progress.py", "tqdm"):
+        "loaded only when a progress bar is shown (on a terminal)",
     ("tensorcode/runtime/optim.py", "tensorcode.runtime.optim_kernels"):
         "a named backend: the Numba update loops, loaded on the first fused update",
 }

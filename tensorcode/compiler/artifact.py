@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pathlib
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,22 @@ def save_plan(plan: Plan, directory: pathlib.Path) -> pathlib.Path:
 _RULES = Rules(max_rank=32, max_elements=2 ** 40)
 
 
+def _check_graph_fits(r: Fields, graph: ir.Graph) -> None:
+    """Refuse a graph whose values could never be held: the sources are bounded by the
+    values file, but an op such as ``broadcast_to`` may name any size, and a plan holds
+    at most every node's value at once. Compared with this machine's memory (where the
+    platform says it), so a crafted file is an ``ArtifactError`` here, not a
+    ``MemoryError`` in a later call."""
+    need = sum(node.type.size * np.dtype(node.type.dtype).itemsize for node in graph.nodes)
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - no sysconf
+        return
+    if memory > 0 and need > memory:
+        raise r.fail("graph", f"its values need up to {need} bytes, more than this "
+                              f"machine's {memory} bytes of memory")
+
+
 def load_plan(directory: pathlib.Path, network: Network | None, backend: str | None
               ) -> Plan:
     plan_path = directory / PLAN_FILE
@@ -159,6 +176,7 @@ def load_plan(directory: pathlib.Path, network: Network | None, backend: str | N
     if _graph_digest(graph) != digest:
         raise r.fail("digest", "does not match the graph; the file was changed or damaged")
     nodes = graph.nodes
+    _check_graph_fits(r, graph)
     slots = []
     offsets: dict[str, int] = {}
     for k, sd in enumerate(layout_docs):

@@ -26,6 +26,34 @@ if TYPE_CHECKING:  # pragma: no cover
     from .tape import Adjoints, Tape
 
 
+
+def feed_dict(feeds: Any) -> dict[Any, Any]:
+    """Feeds as a dict ``{symbol: value}``. A list or tuple of ``(symbol, value)`` pairs
+    (the guide's form) is taken as the same feeds; a symbol given twice, or any other
+    container, is a ``FeedError`` saying to pass a dict."""
+    if feeds is None:
+        return {}
+    if isinstance(feeds, Mapping):
+        return feeds if isinstance(feeds, dict) else dict(feeds)
+    if isinstance(feeds, (list, tuple)):
+        pairs: dict[Any, Any] = {}
+        for k, pair in enumerate(feeds):
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise FeedError(f"feeds[{k}] is {pair!r:.80}, not a (symbol, value) pair; pass "
+                                "feeds as a dict {symbol: value} (or a list of such pairs)")
+            symbol, value = pair
+            if not isinstance(symbol, Expr):
+                raise FeedError(f"feeds[{k}] starts with {symbol!r:.80}, not an input symbol; "
+                                "pass feeds as a dict {symbol: value}")
+            if symbol in pairs:
+                raise FeedError(f"feeds[{k}] feeds {symbol!r} a second time; pass each input "
+                                "once (feeds as a dict {symbol: value})")
+            pairs[symbol] = value
+        return pairs
+    raise FeedError(f"feeds must be a dict {{symbol: value}}, got {type(feeds).__name__}; "
+                    "pass a dict (a list of (symbol, value) pairs also works)")
+
+
 class Network:
     """An immutable recorded program: ``describe``, ``parameters``, ``forward``, ``entry``."""
 
@@ -91,7 +119,7 @@ class Network:
         """Validate feeds: each key an input symbol of this network, each value of the
         input's exact shape and dtype (``FeedError`` names the input otherwise)."""
         checked: dict[int, np.ndarray] = {}
-        for symbol, value in (feeds or {}).items():
+        for symbol, value in feed_dict(feeds).items():
             if not isinstance(symbol, Expr):
                 raise FeedError(f"feed keys must be input symbols (Expr), got {symbol!r}")
             if symbol.builder is not self.tape:

@@ -29,7 +29,7 @@ from .backends import BACKENDS, DEFAULT_BACKEND, Program, check_backend
 from .backends import get as get_backend
 from .backends.numba_cache import cache_dir, compile_stats, count
 from .ir import Graph, Node
-from .network import gradients_table
+from .network import feed_dict, gradients_table
 from .passes import canonical_order, optimize
 from .schedule import Schedule, Sources, build
 from .tables import Gradients
@@ -262,6 +262,8 @@ class Plan:
         the plan's draws; a plan that does not ignores ``generator``."""
         if getattr(parameters, "layout", None) is not self._layout:
             self.network.check_parameters(parameters)
+        if feeds and type(feeds) is not dict:
+            feeds = feed_dict(feeds)
         if feeds:
             checked = self.network.check_feeds(feeds)
             for index in checked:
@@ -295,7 +297,7 @@ class Plan:
         fed: dict[int, np.ndarray] = {}
         n = None
         expected = self._input_types
-        for symbol, value in (feeds or {}).items():
+        for symbol, value in feed_dict(feeds).items():
             if not self.network.owns(symbol):
                 self.network.check_feeds({symbol: value})  # raises the precise FeedError
             index = symbol.index

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FeedError, TensorCodeError
+from .network import feed_dict
 from .plan import Entry, Plan, feed_error
 from .schedule import build
 from .tables import Gradients, Parameters
@@ -150,7 +151,7 @@ class StepPlan(Plan):
         expected = self._input_types
         fed: dict[int, np.ndarray] = {}
         k_steps = None
-        for symbol, value in (batches or {}).items():
+        for symbol, value in feed_dict(batches).items():
             if not self.network.owns(symbol):
                 self.network.check_feeds({symbol: value})  # raises the precise FeedError
             index = symbol.index
@@ -240,7 +241,7 @@ class BoundStep:
             lr = _check_lr(lr)
         head, tail = self._current()
         plan = self.plan
-        if plan.backend != "numba":
+        if plan.backend == "reference":
             return self._interpreted(lr, list(inputs))
         try:
             loss = plan._program().entry("run_step")(*head, *inputs, *tail, lr)
@@ -253,7 +254,7 @@ class BoundStep:
         lrs = np.ascontiguousarray(lrs, dtype=np.float64)
         head, tail = self._current()
         plan = self.plan
-        if plan.backend != "numba":
+        if plan.backend == "reference":
             losses = []
             for c in range(lrs.shape[0]):
                 case = [x[c if x.shape[0] != 1 else 0] for x in inputs]

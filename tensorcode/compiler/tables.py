@@ -297,8 +297,26 @@ class Gradients(Table):
         return self.__mul__(other)
 
     def __truediv__(self, other: Any) -> Gradients:
-        raise TensorCodeError("gradient tables do not divide; multiply by the reciprocal "
-                              "instead (for the mean of n shards: sum(shards) * (1 / n))")
+        """``gradients / n``: every slot divided by the scalar ``n`` (the mean of ``n``
+        shards is ``sum(shards) / n``), as ``gradients * (1 / n)`` scales them; integer
+        slots divide only by 1 or -1 (anything else would leave their dtype)."""
+        if isinstance(other, Table):
+            raise self._refusal(other, "/")
+        scalar = self._scalar(other)
+        if scalar == 0:
+            raise TensorCodeError("gradients / 0: division by zero; divide by the number of "
+                                  "shards or examples")
+        buffers = {}
+        for dtype, buffer in self._buffers.items():
+            kind = self._layout.numpy_dtypes[dtype]
+            if kind.kind in "iu":
+                if scalar not in (1, -1):
+                    raise DTypeError(f"cannot divide the {dtype} gradients by {scalar!r} and "
+                                     "keep their dtype; cast the parameters to a float dtype")
+                buffers[dtype] = np.multiply(buffer, kind.type(scalar), dtype=kind)
+            else:
+                buffers[dtype] = np.divide(buffer, kind.type(scalar), dtype=kind)
+        return Gradients(self._layout, buffers)
 
     def __rtruediv__(self, other: Any) -> Gradients:
         raise self._refusal(other, "/")
@@ -348,6 +366,38 @@ class Gradients(Table):
         return value
 
 
+class ExplicitArray(np.ndarray):
+    """What a step rule gets on a ``Tape(broadcast="explicit")`` network: an ndarray
+    whose elementwise arithmetic refuses operands of different shapes, as the tape
+    refuses them (a Python or NumPy scalar is a weak literal and is fine). Results stay
+    explicit, so a chain of operations is checked at every step; ``np.broadcast_to``
+    states a broadcast on purpose."""
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any
+                        ) -> Any:
+        if method == "__call__" and ufunc.nin > 1 and ufunc.signature is None:
+            shapes = [np.shape(x) for x in inputs if np.ndim(x) > 0]
+            if len(set(shapes)) > 1:
+                listed = " and ".join(str(list(shape)) for shape in shapes)
+                raise ShapeError(
+                    f"step rule: {ufunc.__name__} of shapes {listed}; this network's tape "
+                    "broadcasts nothing by accident (Tape(broadcast='explicit')), and that "
+                    "holds in step rules too: broadcast the smaller side first with "
+                    "np.broadcast_to(value, parameter.shape)")
+        plain = [x.view(np.ndarray) if isinstance(x, ExplicitArray) else x for x in inputs]
+        if "out" in kwargs:
+            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, ExplicitArray) else x
+                                  for x in kwargs["out"])
+        result = getattr(ufunc, method)(*plain, **kwargs)
+        if isinstance(result, tuple):
+            return tuple(_explicit(r) for r in result)
+        return _explicit(result)
+
+
+def _explicit(value: Any) -> Any:
+    return value.view(ExplicitArray) if type(value) is np.ndarray else value
+
+
 class Parameters(Table):
     """A caller-owned table of parameter payloads, in recording order."""
 
@@ -369,10 +419,13 @@ class Parameters(Table):
                             "optimizers refuse it")
         self.check_pair(gradients)
         owner = self._layout.owner
+        explicit = getattr(owner, "broadcast", "numpy") == "explicit"  # the recording tape
         buffers = {d: np.empty(n, dtype=d) for d, n in self._layout.sizes.items()}
         for slot, p, g in zip(self._layout.slots, self._payload_views(),
                               gradients._payload_views()):
             symbol = owner.symbol(slot.node)
+            if explicit:  # the tape's rule reaches the rules: nothing broadcasts by accident
+                p, g = p.view(ExplicitArray), g.view(ExplicitArray)
             result = _check_payload(slot, _rule_result(slot, rule(symbol, p, g)))
             buffers[slot.dtype][slot.offset:slot.offset + slot.size] = result.reshape(-1)
         return Parameters(self._layout, buffers)

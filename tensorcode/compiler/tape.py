@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, TensorCodeError
+from ..errors import DTypeError, ShapeError, TensorCodeError, TrainingError
 from . import primitives
 from .ir import Node, Type, canonical_dtype, freeze_attrs
 
@@ -118,7 +118,15 @@ class Expr:
         return self.type.rank
 
     def __repr__(self) -> str:
-        return f"Expr(%{self.index} : {self.type})"
+        """``Expr(%2 input "x" : f64[4])``: the node, what it is (an input, a parameter, a
+        constant or the op that computed it), its name when it has one, and its type."""
+        nodes = getattr(self.builder, "_nodes", None)
+        if nodes is None or not 0 <= self.index < len(nodes):
+            return f"Expr(%{self.index} : {self.type})"
+        node = nodes[self.index]
+        kind = "constant" if node.op == "leaf" else node.op
+        name = f' "{node.name}"' if node.name else ""
+        return f"Expr(%{self.index} {kind}{name} : {self.type})"
 
     __hash__ = object.__hash__
 
@@ -509,11 +517,19 @@ class Tape(Builder):
 
     # -- gradients -----------------------------------------------------------------------
     def differentiate(self, loss: Expr, wrt: Iterable[Expr], *,
-                      inputs: Iterable[Expr] = ()) -> Adjoints:
+                      inputs: Iterable[Expr] = (), allow_disconnected: bool = False
+                      ) -> Adjoints:
         """Record reverse-mode gradients of the scalar ``loss`` as more nodes on this
         tape; a parameter the loss does not reach gets an explicit zeros node.
         ``inputs`` (float ``tape.input`` symbols) also get their gradients recorded: the
-        adjoint a piece of a larger model hands back to the piece before it."""
+        adjoint a piece of a larger model hands back to the piece before it.
+
+        A loss that none of ``wrt`` and ``inputs`` reaches through a differentiable path
+        would train on zero gradients without a word, so it is a ``TrainingError``
+        (naming ``detach``/``stop_gradient`` when a detached value is what cuts the
+        path), as the Trainer refuses disconnected losses. ``allow_disconnected=True``
+        takes the all-zero gradients on purpose (a fit that reports which parameters
+        no gradient reaches)."""
         from .autodiff import gradients
 
         self._check_open()
@@ -536,6 +552,8 @@ class Tape(Builder):
                 raise TensorCodeError(
                     f"differentiate: wrt[{k}] {p!r}{name} is {kind}, not a parameter; "
                     "gradients are taken with respect to tape.parameter(...) symbols")
+        if (wrt or fed) and not allow_disconnected:
+            _check_reached(self._nodes, loss, {p.index for p in [*wrt, *fed]})
         with self.broadcasting("numpy"):  # the rules' broadcasts are their definition
             grads = gradients(self._nodes, loss.index, [p.index for p in [*wrt, *fed]],
                               self, lambda i: self._exprs[i])
@@ -573,3 +591,36 @@ class Tape(Builder):
         """The parameter symbols recorded so far (from node ``since`` on), in order."""
         return [self._exprs[i] for i in range(since, len(self._nodes))
                 if self._nodes[i].op == "parameter"]
+
+
+def _check_reached(nodes: Sequence[Node], loss: Expr, wrt: set[int]) -> None:
+    """``TrainingError`` unless some of ``wrt`` reaches ``loss`` through differentiable
+    ops; the message says what cuts the path (a detach, or steps without gradients)."""
+    from .autodiff import needs_gradient
+    from .ir import Graph, closure
+
+    loss_type = nodes[loss.index].type
+    if loss_type.shape != () or not loss_type.is_float or any(
+            not nodes[i].type.is_float for i in wrt):
+        return  # ``gradients`` refuses these with its own message
+    if needs_gradient(nodes, wrt, loss.index)[loss.index]:
+        return
+    reached = set(closure(Graph(tuple(nodes[:loss.index + 1])), [loss.index]))
+    if not reached & wrt:
+        raise TrainingError(
+            f"differentiate: the loss {loss!r} does not depend on any of the symbols "
+            "differentiated against (disconnected), so every gradient would be zero; "
+            "differentiate a loss computed from them (or pass allow_disconnected=True)")
+    detached = [i for i in sorted(reached) if nodes[i].op == "detach"
+                and needs_gradient(nodes, wrt, nodes[i].inputs[0])[nodes[i].inputs[0]]]
+    if detached:
+        raise TrainingError(
+            f"differentiate: the loss {loss!r} reaches the parameters only through "
+            f"detach/stop_gradient (%{detached[0]}), which stops gradients, so every "
+            "gradient would be zero. Expr.detach() is JAX's stop_gradient, not the Rust "
+            "guide's .detach() (which makes a handle): differentiate the expression "
+            "itself, e.g. tape.differentiate(error * error, ...)")
+    raise TrainingError(
+        f"differentiate: the loss {loss!r} depends on the parameters only through steps "
+        "without gradients (comparisons, integer or recorded values), so every gradient "
+        "would be zero: it is nondifferentiable")

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from ..errors import LoweringError, TensorCodeError
 from ..integrations.model import ModelRequest, ask
+from ..runtime.progress import progress_bar
 from . import program as programs
 from .cases import Case, Contract
 from .prompt import build_prompt
@@ -144,20 +145,45 @@ def search(*, task: str, inputs: Contract, outputs: Contract, author: Any, attem
            design: CaseSet, examples: int, atol: float, rtol: float, feedback_cases: int,
            min_coverage: float, executor: str, spec: str, phase: str = "distill",
            first_number: int = 1, starting: Mapping[str, Any] | None = None,
-           history: Sequence[Attempt] = (), deadline: float | None = None
-           ) -> list[Attempt]:
+           history: Sequence[Attempt] = (), deadline: float | None = None,
+           progress: bool = True) -> list[Attempt]:
     """Run up to ``attempts`` author attempts on the design cases; returns them all.
 
     The loop ends early at an acceptable attempt, or when the author itself fails (the
     failure is recorded as the last attempt and the attempts so far are kept).
     ``deadline`` bounds the whole search in seconds: each request carries what is left
     of it (``ModelRequest.deadline``), and once it has passed no further attempt starts
-    (the attempt that would have is recorded with an error saying so).
+    (the attempt that would have is recorded with an error saying so). ``progress``
+    shows a bar of the attempts on a terminal (``runtime.progress``).
     """
+    bar = progress_bar(attempts, phase, progress, unit="attempt")
+    try:
+        made = _search(task=task, inputs=inputs, outputs=outputs, author=author,
+                       attempts=attempts, design=design, examples=examples, atol=atol,
+                       rtol=rtol, feedback_cases=feedback_cases, min_coverage=min_coverage,
+                       executor=executor, spec=spec, phase=phase, first_number=first_number,
+                       starting=starting, history=history, deadline=deadline, bar=bar)
+        if bar is not None:
+            bar.update(len(made) - bar.n)
+            bar.set_postfix(last=made[-1].stage if made else "none", refresh=False)
+        return made
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _search(*, task: str, inputs: Contract, outputs: Contract, author: Any, attempts: int,
+            design: CaseSet, examples: int, atol: float, rtol: float, feedback_cases: int,
+            min_coverage: float, executor: str, spec: str, phase: str, first_number: int,
+            starting: Mapping[str, Any] | None, history: Sequence[Attempt],
+            deadline: float | None, bar: Any) -> list[Attempt]:
     shown = list(zip(design.cases, design.targets))[:max(0, examples)]
     made: list[Attempt] = []
     ends = None if deadline is None else time.monotonic() + deadline
     for number in range(first_number, first_number + attempts):
+        if bar is not None and made:
+            bar.update(1)
+            bar.set_postfix(last=made[-1].stage, refresh=False)
         prompt = build_prompt(task=task, inputs=inputs, outputs=outputs, spec=spec,
                               examples=shown, history=[*history, *made], atol=atol, rtol=rtol,
                               min_coverage=min_coverage, starting=starting)

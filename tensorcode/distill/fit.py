@@ -127,7 +127,10 @@ class _Objective:
         if loss is None:
             raise TrainingError("the program returns no outputs, so there is no loss to fit")
         self.loss = loss
-        self.adjoints = tape.differentiate(loss, list(self.parameters.values()))
+        # a parameter read only through comparisons gets no gradient: the fit reports
+        # it (no_gradient) rather than refusing the program
+        self.adjoints = tape.differentiate(loss, list(self.parameters.values()),
+                                           allow_disconnected=True)
         self.network = tape.into_network()
         self.template = self.network.parameters()
         self.plan = None

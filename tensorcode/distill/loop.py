@@ -33,7 +33,8 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
             min_coverage: float = 0.0, truth: Sequence[Mapping[str, Any]] | None = None,
             atol: float = 1e-6, rtol: float = 1e-6, feedback_cases: int = 8,
             examples: int = 64, executor: str = DEFAULT_BACKEND, split: str = "input",
-            runner: Any = None, deadline: float | None = None) -> Distillation:
+            runner: Any = None, deadline: float | None = None,
+            progress: bool = True) -> Distillation:
     """Distill the teacher's behaviour on ``workload`` into a subset program.
 
     Exactly one of ``targets`` (one output dict per workload case) or ``oracle`` (called
@@ -51,6 +52,7 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
     ``deadline`` bounds the author loop in seconds: each request is told what is left
     (``ModelRequest.deadline``, which ``OpenAICompatibleModel`` honours on top of its own
     per-completion ``deadline``) and no attempt starts after it has passed.
+    ``progress`` shows a bar of the attempts when stderr is a terminal.
     """
     if not isinstance(task, str) or not task.strip():
         raise TensorCodeError("task must be a non-empty description of what to compute")
@@ -88,7 +90,7 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
     made = search(task=task, inputs=input_contract, outputs=outputs, author=author,
                   attempts=attempts, design=design, examples=examples, atol=atol, rtol=rtol,
                   feedback_cases=feedback_cases, min_coverage=min_coverage, executor=executor,
-                  spec=SUBSET_SPEC, deadline=deadline)
+                  spec=SUBSET_SPEC, deadline=deadline, progress=progress)
     chosen = select(made, min_coverage)
     if chosen is None:
         raise DistillationError(failure_message(made, min_coverage), made)

@@ -18,6 +18,7 @@ from .atomic import (
                      atomic_write_json,
                      atomic_write_text,
                      fsync_directory,
+                     remove_stale_temporaries,
                      replace_directory,
 )
 from .fields import Fields, at, describe, is_int
@@ -33,7 +34,8 @@ from .strict_json import (
 from .tensorfile import TensorFile, load_tensors, read_tensors, save_tensors, write_tensors
 
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
-           "fsync_directory", "replace_directory", "Fields", "at", "describe", "is_int",
+           "fsync_directory", "replace_directory", "remove_stale_temporaries", "Fields", "at",
+           "describe", "is_int",
            "JsonLimits", "DEFAULT_LIMITS", "MAX_JSON_BYTES", "decode", "dumps", "parse_json",
            "read_json", "TensorFile", "read_tensors", "write_tensors", "save_tensors",
            "load_tensors"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
@@ -34,12 +35,60 @@ def fsync_directory(directory: str | os.PathLike) -> None:
         os.close(descriptor)
 
 
+#: the temporaries a writer leaves beside its target: ``.NAME.tmp-PID-HEX`` (a file or
+#: a directory being filled) and ``.NAME.old-PID-HEX`` (a directory renamed aside)
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<pid>[0-9]{1,10})-[0-9a-f]{8}$")
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (a process we may not signal
+    exists too)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: str | os.PathLike, name: str | None = None) -> int:
+    """Remove the temporaries that writers killed mid-save left in ``directory`` (those
+    of ``name`` only, where given): a ``.NAME.tmp-PID-*`` or ``.NAME.old-PID-*`` whose
+    process no longer exists. A live writer's temporaries (this process's included)
+    are left alone. Best effort: returns how many were removed. Every atomic save calls
+    this for its target, so a kill costs disk only until the next save there."""
+    removed = 0
+    try:
+        entries = list(os.scandir(os.fspath(directory)))
+    except OSError:
+        return 0
+    for entry in entries:
+        match = _TEMPORARY.match(str(entry.name))
+        if match is None or (name is not None and match["name"] != name) or \
+                _alive(int(match["pid"])):
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> Any:
     """Write ``path`` through a temp file in the same directory: ``write(file)``, fsync,
     ``os.replace``, fsync the directory. Returns what ``write`` returned; on any failure
-    the temp file is removed and ``path`` is untouched."""
+    the temp file is removed and ``path`` is untouched. Temporaries of ``path`` that a
+    killed writer left behind are removed first (``remove_stale_temporaries``)."""
     path = pathlib.Path(path)
     directory = path.parent
+    remove_stale_temporaries(directory, path.name)
     temp = directory / f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         with open(temp, "wb") as handle:
@@ -86,6 +135,7 @@ def replace_directory(target: str | os.PathLike, fill: Callable[[pathlib.Path], 
     target = pathlib.Path(target)
     parent = target.parent
     parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(parent, target.name)
     owned = list(owned)
     temp = parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     temp.mkdir()
@@ -121,4 +171,4 @@ def _fsync_file(path: pathlib.Path) -> None:
 
 
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "atomic_write_json",
-           "fsync_directory", "replace_directory"]
+           "fsync_directory", "replace_directory", "remove_stale_temporaries"]

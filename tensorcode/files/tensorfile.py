@@ -260,15 +260,17 @@ class TensorFile:
                 raise ArtifactError("expected {dtype, shape, data_offsets}", path=path,
                                     field=field)
             dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-            if dtype not in _NUMPY:
-                raise ArtifactError(f"unknown dtype {dtype!r}", path=path,
-                                    field=field + ".dtype")
+            if not isinstance(dtype, str) or dtype not in _NUMPY:
+                raise ArtifactError(f"unknown dtype {dtype!r:.80}: expected one of "
+                                    f"{sorted(_NUMPY)}", path=path, field=field + ".dtype")
             problem = shape_problem(shape)
             if problem is not None:
                 raise ArtifactError(problem, path=path, field=field + ".shape")
             if not (isinstance(offsets, list) and len(offsets) == 2 and
-                    all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
-                raise ArtifactError(f"bad data_offsets {offsets!r}", path=path,
+                    all(isinstance(o, int) and not isinstance(o, bool) and o >= 0
+                        for o in offsets)):
+                raise ArtifactError(f"bad data_offsets {offsets!r:.80}: expected two "
+                                    "non-negative integers", path=path,
                                     field=field + ".data_offsets")
             itemsize = np.dtype(_NUMPY[dtype]).itemsize
             count = math.prod(shape)  # Python ints: a huge shape cannot wrap around

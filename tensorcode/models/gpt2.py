@@ -30,6 +30,7 @@ table's order, the table is a copy-on-write map of the file (no copy at all).
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import re
@@ -50,15 +51,20 @@ from ..files.tensorfile import TensorFile, save_tensors
 from ..nn import init as initializers
 from ..nn.transformer import Gpt, GptConfig, TransformerBlock
 from ..runtime.checkpoint import named_restore, named_restore_file, named_snapshot
+from ..runtime.progress import check_progress, progress_bar
 from ..runtime.random import Generator, sample
 from .gpt_training import LayeredTraining, check_layered_layout
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 STRATEGIES = ("layered", "whole")
+#: the fewest new tokens for which ``generate`` shows a progress bar (on a terminal)
+PROGRESS_TOKENS = 64
 #: buffers some GPT-2 releases store beside the parameters: the causal mask, which the
 #: model records as structure
 _BUFFER_PATH = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+#: a parameter of block N
+_BLOCK_PATH = re.compile(r"^h\.(\d{1,9})\.")
 _CONFIG_FIELDS = {"vocab_size": int, "n_positions": int, "n_embd": int, "n_layer": int,
                   "n_head": int, "layer_norm_epsilon": float}
 
@@ -121,6 +127,11 @@ class GptModel:
         self._plans: dict[str, Plan] = {}
         self._layered: _Layered | None = None
         self._training: LayeredTraining | None = None
+        #: the file a mapped table reads (checked before each use); None: owned values
+        self._mapped_file: MappedFile | None = None
+        #: models recorded for other decode batch sizes, by padded row count (``generate``)
+        self._batches: dict[int, GptModel] = {}
+        self._shared_from: Parameters | None = None  # (a batch variant: whose table)
 
     # -- state ----------------------------------------------------------------------------
     @property
@@ -155,7 +166,15 @@ class GptModel:
         """Use ``parameters`` (a table of this model's network) from now on."""
         self.network.check_parameters(parameters)
         self._parameters = parameters
+        self._mapped_file = None
         self._layered = None if self._layered is None else self._layered.rebind(parameters)
+
+    def check_source(self) -> None:
+        """For a table mapped from its file (``load(..., mapped=True)``): refuse with
+        ``ArtifactError`` when that file changed since it was loaded. Every use calls
+        this; it costs one ``stat`` and one small read."""
+        if self._mapped_file is not None:
+            self._mapped_file.check()
 
     # -- plans ----------------------------------------------------------------------------
     def plan(self, name: str) -> Plan:
@@ -186,6 +205,7 @@ class GptModel:
     def logits(self, ids: Any) -> np.ndarray:
         """Float32 logits ``[B, T, vocab]`` of int token ids ``[B, T]``."""
         array = _ids(ids, self.config.vocab_size)
+        self.check_source()
         rows, t = array.shape
         if t > self.context:
             raise FeedError(f"ids have {t} positions; this model was recorded for at most "
@@ -207,8 +227,33 @@ class GptModel:
             out[start:start + len(part)] = result[:len(part), :t]
         return out if out is not None else np.empty((0, t, self.config.vocab_size), np.float32)
 
+    def for_batch(self, rows: int) -> GptModel:
+        """This model for decoding ``rows`` rows at a time: itself when ``rows`` is at
+        most its ``batch`` (fewer rows are padded); otherwise a model recorded for the
+        next power of two of rows, sharing this model's table (views of its buffers, no
+        copy), recorded once per size and kept, so a new batch size costs one compile of
+        its decode plans and no new weights."""
+        rows = _positive("rows", rows)
+        if rows <= self.batch:
+            return self
+        size = 1 << (rows - 1).bit_length()
+        variant = self._batches.get(size)
+        if variant is None:
+            variant = GptModel(self.config, batch=size, context=self.context,
+                               cache_length=self.cache_length, seed=self.seed, init="zeros",
+                               backend=self.backend, strategy=self.strategy, dtype=self.dtype)
+            self._batches[size] = variant
+        table = self.parameters
+        if variant._shared_from is not table:
+            variant.set_parameters(Parameters.adopt(variant.network.layout,
+                                                    dict(table.buffers())))
+            variant._shared_from = table
+        variant._mapped_file = self._mapped_file
+        return variant
+
     def decoder(self) -> Decoder:
         """A fresh decoding state (empty caches) running the compiled decode step."""
+        self.check_source()
         return Decoder(self)
 
     # -- training -------------------------------------------------------------------------
@@ -222,11 +267,13 @@ class GptModel:
     def gradients(self, ids: Any, targets: Any) -> tuple[float, Gradients]:
         """The loss of ``ids`` against next tokens ``targets`` (int ``[batch, context]``)
         and the gradients of every parameter, by the layered plans."""
+        self.check_source()
         return self.training().gradients(ids, targets)
 
     def train_step(self, ids: Any, targets: Any, optimizer: Any, lr: float) -> float:
         """One optimizer step on ``ids``/``targets`` (int ``[batch, context]``) through
         the layered plans; the model keeps the new parameters. Returns the loss."""
+        self.check_source()
         return self.training().step(ids, targets, optimizer, lr)
 
 
@@ -385,6 +432,7 @@ class Decoder:
         if self.position >= model.cache_length:
             raise FeedError(f"the decode cache holds {model.cache_length} positions and all "
                             "are used (GptModel(..., cache_length=...))")
+        model.check_source()
         position = np.array([self.position], np.int64)
         if model.strategy == "layered":
             logits = model.layered().step(tokens, position, self.caches)
@@ -413,12 +461,20 @@ def select_next(logits: np.ndarray, generator: Any = None, temperature: float = 
 
 
 def generate(model: GptModel, prompt_ids: Any, max_new_tokens: int, generator: Any = None,
-             temperature: float = 1.0, top_k: int | None = None) -> np.ndarray:
-    """Continue ``prompt_ids`` (``[T]`` or ``[B, T]``) by ``max_new_tokens`` tokens with the
-    compiled decode step; returns the prompt followed by the new tokens, shaped like the
-    prompt. Without a generator each token is the argmax (greedy); with a
-    ``tc.random.Generator`` each is sampled (``select_next``) and ``generator`` advances,
-    so a saved generator state replays the same continuation."""
+             temperature: float = 1.0, top_k: int | None = None, progress: bool = True
+             ) -> np.ndarray:
+    """Continue ``prompt_ids`` (``[T]`` or ``[B, T]``, any number of rows) by
+    ``max_new_tokens`` tokens with the compiled decode step; returns the prompt followed
+    by the new tokens, shaped like the prompt. Without a generator each token is the
+    argmax (greedy); with a ``tc.random.Generator`` each is sampled (``select_next``,
+    one draw per row) and ``generator`` advances, so a saved generator state replays
+    the same continuation. A long generation (at least ``PROGRESS_TOKENS`` new tokens)
+    shows a progress bar when stderr is a terminal and ``progress`` is on.
+
+    Plans are specialized by shape: ``B`` rows run on ``model.for_batch(B)`` (the model
+    itself up to its ``batch``, else one recorded for the next power of two, sharing
+    the weights), padded with rows that change no real row, so a new batch size costs
+    at most one compile of the decode plans."""
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or \
             max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
@@ -430,26 +486,40 @@ def generate(model: GptModel, prompt_ids: Any, max_new_tokens: int, generator: A
     prompt = np.asarray(prompt_ids)
     flat = prompt.ndim == 1
     ids = _ids(prompt.reshape(1, -1) if flat else prompt, model.config.vocab_size)
-    if ids.shape[1] == 0:
-        raise FeedError("generate needs at least one prompt token")
-    if ids.shape[0] != model.batch:
-        raise FeedError(f"this model decodes {model.batch} rows at a time; the prompt has "
-                        f"{ids.shape[0]}")
-    total = ids.shape[1] + max_new_tokens
+    rows, length = ids.shape
+    if length == 0 or rows == 0:
+        raise FeedError(f"generate needs at least one prompt token in at least one row; got "
+                        f"{list(ids.shape)}")
+    total = length + max_new_tokens
     if total > model.cache_length:
-        raise FeedError(f"{ids.shape[1]} prompt and {max_new_tokens} new tokens exceed the "
+        raise FeedError(f"{length} prompt and {max_new_tokens} new tokens exceed the "
                         f"decode cache of {model.cache_length} positions")
-    decoder = model.decoder()
-    out = [ids[:, k] for k in range(ids.shape[1])]
+    model.check_source()
+    runner = model.for_batch(rows)
+    padded = np.zeros((runner.batch, length), np.int64)
+    padded[:rows] = ids  # rows are independent: the padding rows change no real row
+    decoder = runner.decoder()
+    out = [ids[:, k] for k in range(length)]
     logits = None
-    for column in out:
-        logits = decoder.step(column)
-    for k in range(max_new_tokens):
-        assert logits is not None
-        token = select_next(logits, generator, temperature, top_k)
-        out.append(token)
-        if k + 1 < max_new_tokens:
-            logits = decoder.step(token)
+    for k in range(length):
+        logits = decoder.step(padded[:, k])
+    step = np.zeros(runner.batch, np.int64)
+    bar = progress_bar(max_new_tokens, "generate",
+                       check_progress(progress) and max_new_tokens >= PROGRESS_TOKENS,
+                       unit="token")
+    try:
+        for k in range(max_new_tokens):
+            assert logits is not None
+            token = select_next(logits[:rows], generator, temperature, top_k)
+            out.append(token)
+            if k + 1 < max_new_tokens:
+                step[:rows] = token
+                logits = decoder.step(step)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
     result = np.stack(out, axis=1)
     return result[0] if flat else result
 
@@ -515,19 +585,30 @@ def _untied(path: Any) -> ArtifactError:
                          "output head to the token embedding", path, field="lm_head.weight")
 
 
-def load(directory: str | os.PathLike, *, mapped: bool = True, **options: Any) -> GptModel:
+def load(directory: str | os.PathLike, *, mapped: bool | None = None, **options: Any
+         ) -> GptModel:
     """A ``GptModel`` from GPT-2's released layout in ``directory`` (``config.json`` and
     ``model.safetensors``); ``options`` go to ``GptModel`` (``batch``, ``context``,
     ``cache_length``, ``backend``, ``strategy``, ``train``).
 
-    The config and every tensor's name, shape and dtype are checked from the file's
-    header before any value is read (``named_restore_file``). A file that holds the
-    parameters in the table's order (as ``save`` writes them) then becomes the table
-    without a copy: a copy-on-write map of the file, read on first use (``mapped=True``;
-    the file must then not be truncated in place while the model lives; replacing it
-    atomically is safe). Any other order, or ``mapped=False``, reads each tensor once,
-    straight into its place in the table. A tied ``lm_head.weight`` is read aside and
-    compared with ``wte.weight`` before the table is used."""
+    The config is compared with the tensor file's header before anything is built:
+    ``vocab_size`` and ``n_embd`` must be ``wte.weight``'s shape, ``n_positions`` the
+    rows of ``wpe.weight`` and ``n_layer`` the number of ``h.N`` blocks the file holds,
+    so no size in the config can ask for more than the file holds (``ArtifactError``
+    naming the field). Then every tensor's name, shape and dtype is checked from the
+    header before any value is read (``named_restore_file``), and each tensor is read
+    once, straight into its place in the table. A tied ``lm_head.weight`` is read aside
+    and compared with ``wte.weight`` before the table is used.
+
+    ``mapped``: with ``True``, a file that holds the parameters in the table's order
+    (as ``save`` writes them) becomes the table without a copy: a copy-on-write map of
+    the file, read on first use. The contract: the file must not be rewritten in place
+    or truncated while the model lives (replacing it atomically, as every TensorCode
+    writer does, is safe). Each use (``logits``, a decode step, training) checks the
+    file's size, modification time, identity and header, and refuses a changed file
+    with ``ArtifactError`` (load it again); a truncation *during* a call cannot be
+    caught and ends the process with ``SIGBUS``. ``None`` (the default) maps a file
+    whose permissions allow no writes and copies any other; ``False`` always copies."""
     directory = pathlib.Path(directory)
     config = read_config(directory)
     weights = directory / WEIGHTS_FILE
@@ -535,9 +616,12 @@ def load(directory: str | os.PathLike, *, mapped: bool = True, **options: Any) -
         raise ArtifactError("no such file", path=weights)
     source = TensorFile(weights)
     entries, head = released_entries(source.entries)
+    check_config_against_header(config, source, entries, directory / CONFIG_FILE)
     wte = entries.get("wte.weight")
     if head is not None and (wte is None or source.entries[head] != source.entries[wte]):
         raise _untied(weights)  # (another shape or dtype, known from the header)
+    if mapped is None:
+        mapped = not weights.stat().st_mode & 0o222
     model = GptModel(config, init="zeros", **options)
     try:
         parameters = named_restore_file(model.parameters, model.gpt, source, entries,
@@ -550,7 +634,77 @@ def load(directory: str | os.PathLike, *, mapped: bool = True, **options: Any) -
         source.read_into({head: tied})
         _check_tied(tied, parameters.of(model.gpt.wte.weights), weights)
     model.set_parameters(parameters)
+    if any(not buffer.flags.owndata for buffer in parameters.buffers().values()):
+        model._mapped_file = MappedFile(weights, source.header_bytes)
     return model
+
+
+def check_config_against_header(config: GptConfig, source: TensorFile,
+                                entries: Mapping[str, str], config_path: Any) -> None:
+    """Refuse a config whose sizes disagree with the tensors the file holds (before any
+    model is built, so no size is trusted beyond what the file holds)."""
+    def shape_of(path: str) -> tuple[int, ...]:
+        if path not in entries:
+            raise ArtifactError("is missing from the tensor file", source.path, field=path)
+        shape = source.entries[entries[path]][1]
+        if len(shape) != 2:
+            raise ArtifactError(f"has shape {list(shape)}, expected two dimensions",
+                                source.path, field=path)
+        return shape
+
+    vocab, width = shape_of("wte.weight")
+    positions = shape_of("wpe.weight")[0]
+    layers = {int(m.group(1)) for m in map(_BLOCK_PATH.match, entries) if m}
+    held = len(layers)
+    if layers and max(layers) != held - 1:  # (numbered 0..n-1 without a gap)
+        missing = next(k for k in range(held) if k not in layers)
+        raise ArtifactError(f"the tensor file's blocks skip h.{missing}", source.path,
+                            field=f"h.{missing}")
+    for field, stated, found, where in (
+            ("vocab_size", config.vocab_size, vocab, "the rows of wte.weight"),
+            ("n_embd", config.n_embd, width, "the columns of wte.weight"),
+            ("n_positions", config.block_size, positions, "the rows of wpe.weight"),
+            ("n_layer", config.n_layer, held, "the h.N blocks of the tensor file")):
+        if stated != found:
+            raise ArtifactError(f"is {stated}, but the tensor file holds {found} ({where})",
+                                config_path, field=field)
+    held_values = sum(math.prod(source.entries[name][1]) for name in entries.values())
+    if held_values != config.parameter_count():
+        raise ArtifactError(f"describes a model of {config.parameter_count()} parameters, but "
+                            f"the tensor file holds {held_values} values", config_path,
+                            field="(config)")
+
+
+class MappedFile:
+    """What a mapped model checks before each use: its file's identity, size,
+    modification time and header, as they were when it was mapped."""
+
+    def __init__(self, path: pathlib.Path, header: bytes) -> None:
+        self.path = path
+        self.header = header
+        self.signature = self._signature()
+
+    def _signature(self) -> tuple[int, int, int, int] | None:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def check(self) -> None:
+        """``ArtifactError`` when the file changed since it was mapped."""
+        changed = self._signature() != self.signature
+        if not changed:
+            try:
+                with open(self.path, "rb") as handle:
+                    changed = handle.read(len(self.header)) != self.header
+            except OSError:
+                changed = True
+        if changed:
+            raise ArtifactError("the mapped weights file changed since it was loaded (it was "
+                                "rewritten in place or truncated); its values can no longer "
+                                "be trusted: load the model again, or load with "
+                                "mapped=False to copy the weights", self.path)
 
 
 def save(model: GptModel, directory: str | os.PathLike) -> pathlib.Path:

@@ -35,6 +35,7 @@ import numpy as np
 from ..compiler.tables import Layout, Parameters, Table
 from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
 from ..files import atomic_write, fsync_directory
+from ..files.atomic import remove_stale_temporaries
 from ..files.strict_json import JsonLimits, decode
 from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, TensorFile, start_tensors, write_tensors
 
@@ -373,18 +374,13 @@ def _remove_stale(directory: pathlib.Path, keep: str) -> None:
     directory at once, but the filesystem frees its blocks (as long as writing them took)
     when its last descriptor closes: that close runs in a thread, so the save returns
     without waiting for it."""
-    removed = False
+    removed = remove_stale_temporaries(directory) > 0  # (of writers no longer alive)
     held: list[int] = []
     for entry in directory.iterdir():
         name = entry.name
-        stale_tensors = name.startswith("tensors-") and name.endswith(".safetensors") \
-            and name != keep
-        stale_temp = name.startswith(".") and ".tmp-" in name and (
-            name.startswith(".tensors-") or name.startswith(f".{MANIFEST}"))
-        if stale_tensors or stale_temp:
+        if name.startswith("tensors-") and name.endswith(".safetensors") and name != keep:
             try:
-                if stale_tensors:
-                    held.append(os.open(entry, os.O_RDONLY))
+                held.append(os.open(entry, os.O_RDONLY))
                 entry.unlink()
                 removed = True
             except OSError:

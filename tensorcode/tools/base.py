@@ -79,6 +79,10 @@ class Tool:
     defaults: ClassVar[dict[str, Any]] = {}
     #: in-process loss callables the objective may name (given to the trainer)
     losses: ClassVar[dict[str, Any]] = {}
+    #: config keys (dotted for nested ones) whose value is a parameter dimension (an
+    #: int) or counts one (a text or list, by its length): ``from_pretrained`` bounds
+    #: each by the largest dimension the tensor file holds before building anything
+    size_keys: ClassVar[tuple[str, ...]] = ()
     #: the prediction method ``tool(inputs)`` runs ("decide", "match", ...)
     prediction: ClassVar[str] = ""
 
@@ -234,6 +238,21 @@ class Tool:
             raise r.fail("class", f"the directory holds a {named!r}, not a {cls.__name__!r}; "
                          f"load it with that tool's from_pretrained")
         config = r.object(document["config"], "config")
+        weights_path = directory / WEIGHTS_FILE
+        if not weights_path.is_file():
+            raise ArtifactError("no such file; a pretrained directory needs its weights",
+                                path=weights_path)
+        tensor_file = TensorFile(weights_path)
+        _check_sizes(cls, config, tensor_file, r)
+        tensors_doc = r.object(document["tensors"], "tensors")
+        r.keys(tensors_doc, "tensors", ("file", "sha256"))
+        if tensors_doc["file"] != WEIGHTS_FILE:
+            raise r.fail("tensors.file", f"must be {WEIGHTS_FILE!r}")
+        digest = r.sha256(tensors_doc["sha256"], "tensors.sha256")
+        values, actual = tensor_file.read()  # (bounded: the header matches the file's size)
+        if actual != digest:
+            raise ArtifactError("the SHA-256 of the tensor file does not match tool.json "
+                                "(changed or damaged)", path=weights_path, field="sha256")
         try:
             tool = cls(config, backend=backend)
         except ConfigError as error:
@@ -270,16 +289,6 @@ class Tool:
             if buffers_doc[name] != spec:
                 raise r.fail(at("buffers", name), f"is {buffers_doc[name]!r}, expected {spec}")
             expected[f"buffers/{name}"] = (tuple(np.shape(value)), np.asarray(value).dtype.name)
-        tensors_doc = r.object(document["tensors"], "tensors")
-        r.keys(tensors_doc, "tensors", ("file", "sha256"))
-        if tensors_doc["file"] != WEIGHTS_FILE:
-            raise r.fail("tensors.file", f"must be {WEIGHTS_FILE!r}")
-        digest = r.sha256(tensors_doc["sha256"], "tensors.sha256")
-        weights_path = directory / WEIGHTS_FILE
-        if not weights_path.is_file():
-            raise ArtifactError("no such file; a pretrained directory needs its weights",
-                                path=weights_path)
-        tensor_file = TensorFile(weights_path)
         found = tensor_file.entries
         for key in sorted(set(found) | set(expected)):
             if key not in found:
@@ -291,10 +300,6 @@ class Tool:
             if tuple(found[key][1]) != shape or found[key][0] != dtype:
                 raise ArtifactError(f"is {found[key][0]}{list(found[key][1])}, expected "
                                     f"{dtype}{list(shape)}", path=weights_path, field=key)
-        values, actual = tensor_file.read()
-        if actual != digest:
-            raise ArtifactError("the SHA-256 of the tensor file does not match tool.json "
-                                "(changed or damaged)", path=weights_path, field="sha256")
         try:
             tool.load_buffers({name: values[f"buffers/{name}"] for name in own_buffers})
         except (TensorCodeError, TypeError, ValueError) as error:
@@ -303,6 +308,20 @@ class Tool:
             op.load_payloads([values[f"operations/{name}/{p}"]
                               for p, _, _ in op.parameter_signature()])
         return tool
+
+
+def _check_sizes(cls: type[Tool], config: dict, tensor_file: TensorFile, r: Fields) -> None:
+    """Refuse a config whose size keys ask for a dimension larger than any the tensor
+    file holds, before the tool (and its parameters) is built."""
+    largest = max((d for _, shape in tensor_file.entries.values() for d in shape), default=0)
+    for key in cls.size_keys:
+        value: Any = config
+        for step in key.split("."):
+            value = value.get(step) if isinstance(value, dict) else None
+        size = len(value) if isinstance(value, (str, list)) else value
+        if isinstance(size, int) and not isinstance(size, bool) and size > largest:
+            raise r.fail(at("config", *key.split(".")), f"is {size}, larger than any dimension "
+                         f"the tensor file holds (at most {largest})")
 
 
 __all__ = ["Tool", "ConfigError", "FORMAT", "VERSION", "CONFIG_FILE", "WEIGHTS_FILE"]

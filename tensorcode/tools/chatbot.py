@@ -136,6 +136,7 @@ class Chatbot(Tool):
     defaults: ClassVar[dict[str, Any]] = {"alphabet": ALPHABET, "context": 8, "dim": 16,
                                           "hidden": 64, "max_reply": 60, "temperature": 0.5,
                                           "top_k": 0, "seed": 0}
+    size_keys: ClassVar[tuple[str, ...]] = ("alphabet", "context", "dim", "hidden")
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
         alphabet = config["alphabet"]

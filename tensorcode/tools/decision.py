@@ -60,6 +60,7 @@ class Decision(Tool):
     prediction: ClassVar[str] = "decide"
     defaults: ClassVar[dict[str, Any]] = {"dim": 32, "hidden": 32, "buckets": 4096,
                                           "seed": 0}
+    size_keys: ClassVar[tuple[str, ...]] = ("dim", "hidden", "buckets")
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
         for key in ("dim", "hidden", "buckets"):

@@ -34,7 +34,8 @@ from .. import nn
 from ..compiler.functions import maximum
 from ..compiler.tape import Expr, Tape
 from ..errors import ArtifactError, ShapeError, StaleWeightsError
-from ..files import Fields, load_tensors, parse_json, save_tensors
+from ..files import Fields, TensorFile, atomic_write, parse_json
+from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, write_tensors
 from ..nn import init as initializers
 from ..operations.base import Operation, row_bucket
 from ..operations.layers import checked_seed, positive_int
@@ -42,7 +43,9 @@ from .features import FEATURES, pad_texts
 from .scorer import MASKED_LOGIT
 
 INDEX_FORMAT = "tensorcode.episodic_index"
-INDEX_VERSION = 1
+#: version 2 added the SHA-256 of the data section (``sha256``); a version-1 file has
+#: none and is refused (an index is derived state: rebuild it)
+INDEX_VERSION = 2
 
 
 def weights_fingerprint(op: Operation) -> str:
@@ -231,16 +234,20 @@ class EpisodicIndex:
 
     # -- files ----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> pathlib.Path:
-        """Write the index to one safetensors file, atomically."""
+        """Write the index to one safetensors file, atomically, with the SHA-256 of its
+        data section in the header (``load`` refuses a file whose bytes changed)."""
         encoded = [i.encode("utf-8") for i in self.ids]
         offsets = np.cumsum([0] + [len(e) for e in encoded]).astype(np.int64)
         header = {"format": INDEX_FORMAT, "version": INDEX_VERSION, "count": len(self.ids),
                   "dim": self.dim, "weights": self.weights,
-                  "encoder": None if self.encoder is None else self.encoder.fingerprint()}
-        save_tensors(path, {"vectors": self.vectors,
-                            "ids.utf8": np.frombuffer(b"".join(encoded) or b"\0", np.uint8),
-                            "ids.offsets": offsets},
-                     metadata={"index": json.dumps(header, sort_keys=True, allow_nan=False)})
+                  "encoder": None if self.encoder is None else self.encoder.fingerprint(),
+                  "sha256": DATA_DIGEST_PLACEHOLDER}
+        tensors = {"vectors": self.vectors,
+                   "ids.utf8": np.frombuffer(b"".join(encoded) or b"\0", np.uint8),
+                   "ids.offsets": offsets}
+        metadata = {"index": json.dumps(header, sort_keys=True, allow_nan=False)}
+        atomic_write(path, lambda handle: write_tensors(handle, tensors, metadata,
+                                                        digest="data"))
         return pathlib.Path(path)
 
     @classmethod
@@ -248,14 +255,22 @@ class EpisodicIndex:
              ) -> EpisodicIndex:
         """An index from ``save``'s file, every field checked (``ArtifactError`` naming
         it). With ``encoder``, text queries are checked against the stamped fingerprint."""
-        tensors, metadata = load_tensors(path)
+        if not os.path.isfile(path):
+            raise ArtifactError("no such file", path=path)
+        source = TensorFile(path)
+        metadata = source.metadata
         r = Fields(path)
         if set(metadata) != {"index"}:
             raise r.fail("metadata", f"names {sorted(metadata)}, expected ['index']")
         header = r.object(parse_json(metadata["index"], path), "index")
-        r.keys(header, "index", ("format", "version", "count", "dim", "weights", "encoder"))
+        if "version" in header and header["version"] == 1:
+            raise r.fail("index.version", "1 carries no checksum; rebuild the index "
+                         "(model.episodic_index(documents)) and save it again")
+        r.keys(header, "index", ("format", "version", "count", "dim", "weights", "encoder",
+                                 "sha256"))
         if header["format"] != INDEX_FORMAT:
-            raise r.fail("index.format", f"is {header['format']!r}, expected {INDEX_FORMAT!r}")
+            raise r.fail("index.format", f"is {header['format']!r:.80}, expected "
+                         f"{INDEX_FORMAT!r}")
         if r.integer(header["version"], "index.version") != INDEX_VERSION:
             raise r.fail("index.version", f"{header['version']} is not supported")
         count = r.integer(header["count"], "index.count", 1)
@@ -264,16 +279,23 @@ class EpisodicIndex:
                                                                   "index.weights")
         if header["encoder"] is not None:
             r.sha256(header["encoder"], "index.encoder")
-        if set(tensors) != {"vectors", "ids.utf8", "ids.offsets"}:
-            raise r.fail("tensors", f"are {sorted(tensors)}, expected ids.offsets, ids.utf8 "
+        digest = r.sha256(header["sha256"], "index.sha256")
+        entries = source.entries
+        if set(entries) != {"vectors", "ids.utf8", "ids.offsets"}:
+            raise r.fail("tensors", f"are {sorted(entries)}, expected ids.offsets, ids.utf8 "
                          "and vectors")
-        vectors, data, offsets = tensors["vectors"], tensors["ids.utf8"], tensors["ids.offsets"]
-        if vectors.dtype != np.float32 or vectors.shape != (count, dim):
-            raise r.fail("vectors", f"are {vectors.dtype}{list(vectors.shape)}, expected "
+        if entries["vectors"] != ("float32", (count, dim)):
+            dtype, shape = entries["vectors"]
+            raise r.fail("vectors", f"are {dtype}{list(shape)}, expected "
                          f"float32[{count}, {dim}]")
-        if data.dtype != np.uint8 or data.ndim != 1 or offsets.dtype != np.int64 or \
-                offsets.shape != (count + 1,):
+        if entries["ids.utf8"][0] != "uint8" or len(entries["ids.utf8"][1]) != 1 or \
+                entries["ids.offsets"] != ("int64", (count + 1,)):
             raise r.fail("ids", "must be uint8 bytes with int64 offsets, one per id plus one")
+        tensors, actual = source.read(digest="data")
+        if actual != digest:
+            raise r.fail("index.sha256", "does not match the file's data (changed or "
+                         "damaged); rebuild the index or restore the file")
+        vectors, data, offsets = tensors["vectors"], tensors["ids.utf8"], tensors["ids.offsets"]
         if offsets[0] != 0 or np.any(np.diff(offsets) <= 0) or offsets[-1] > data.size:
             raise r.fail("ids.offsets", "must start at 0, increase and stay within the bytes")
         raw = data.tobytes()

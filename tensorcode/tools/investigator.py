@@ -117,6 +117,8 @@ class Investigator(Tool):
     prediction: ClassVar[str] = "answer"
     defaults: ClassVar[dict[str, Any]] = {"dim": 32, "hidden": 32, "buckets": 4096,
                                           "seed": 0, "retrieval_encoder": None}
+    size_keys: ClassVar[tuple[str, ...]] = ("dim", "hidden", "buckets", "retrieval_encoder.dim",
+                                            "retrieval_encoder.buckets")
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
         for key in ("dim", "hidden", "buckets"):

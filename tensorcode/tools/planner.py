@@ -61,6 +61,7 @@ class Planner(Tool):
     defaults: ClassVar[dict[str, Any]] = {"state_size": None, "candidate_size": None,
                                           "dim": 32, "hidden": 32, "buckets": 4096,
                                           "seed": 0}
+    size_keys: ClassVar[tuple[str, ...]] = ("state_size", "candidate_size", "dim", "hidden")
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
         checks.positive(config, "state_size", optional=True)

@@ -55,6 +55,7 @@ class Scene(Tool):
     prediction: ClassVar[str] = "match"
     defaults: ClassVar[dict[str, Any]] = {"observation_size": None, "dim": 32, "hidden": 32,
                                           "buckets": 4096, "seed": 0, "standardize": True}
+    size_keys: ClassVar[tuple[str, ...]] = ("observation_size", "dim", "hidden", "buckets")
 
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
         if config["observation_size"] is None:

@@ -38,9 +38,8 @@ few array views, not a featurization.
 from __future__ import annotations
 
 import math
-import sys
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,6 +55,7 @@ from ..operations.execute import lower, resolve_backend, rewrap
 from ..runtime import checkpoint, optim
 from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
 from ..runtime.optim import Optimizer
+from ..runtime.progress import progress_bar
 from ..runtime.random import Generator
 from .losses import BUILTIN as BUILTIN_LOSSES
 from .losses import LossFn, builtin_target, record_loss
@@ -266,22 +266,31 @@ class Trainer:
 
     # -- stepping -----------------------------------------------------------------------
     def step(self, experience: Trace) -> float:
-        """One update on ``experience`` (the mean of its supervised losses); the loss."""
+        """One update on ``experience`` (the mean of its supervised losses); the loss, a
+        ``numpy.float64`` (a float with ``.item()``, as NumPy's and PyTorch's scalars)."""
         lowered, feeds = self._prepare(experience)
         mark = _Mark(self)
         if self._fuses():
             done = self._run_fused([(lowered, feeds, 0)], mark,
                                    _Bank.single(feeds))
             if done is not None:
-                return done[0]
-        return self._run_single([(lowered, feeds, 0)], mark)[0]
+                return np.float64(done[0])
+        return np.float64(self._run_single([(lowered, feeds, 0)], mark)[0])
 
-    def fit(self, experiences: Sequence[Trace], epochs: int = 1, progress: bool = True,
-            shuffle: bool = True) -> list[float]:
+    def fit(self, experiences: Sequence[Trace] | Trace, epochs: int = 1,
+            progress: bool = True, shuffle: bool = True) -> list[float]:
         """``epochs`` passes over ``experiences`` (in an order drawn from the trainer's
-        generator when ``shuffle``), one update each; returns one loss per update. Every
+        generator when ``shuffle``), one update each; returns one loss per update (each a
+        ``numpy.float64``). One experience alone is taken as a list of one. Every
         experience is checked and lowered before the first update. Updates run in calls
-        of up to ``steps_per_call`` (see the module doc): the same trajectory, faster."""
+        of up to ``steps_per_call`` (see the module doc): the same trajectory, faster. A
+        refused update's ``TrainingError`` names it: its number in this fit, its epoch
+        and the experience's position in ``experiences``."""
+        if isinstance(experiences, Trace):
+            experiences = [experiences]
+        elif not isinstance(experiences, Iterable) or isinstance(experiences, (str, bytes)):
+            raise TypeError(f"fit takes a list of experiences (Traces), got "
+                            f"{type(experiences).__name__}")
         experiences = list(experiences)
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
             raise ValueError(f"epochs must be a non-negative int, got {epochs!r}")
@@ -289,7 +298,7 @@ class Trainer:
             raise TrainingError("fit needs at least one experience")
         prepared = [self._prepare(e) for e in experiences]
         banks = self._banks(prepared) if self._fuses() else {}
-        bar = _ProgressBar(epochs * len(prepared)) if progress and sys.stderr.isatty() else None
+        bar = progress_bar(epochs * len(prepared), "fit", progress, unit="update")
         # every epoch's order up front, so a call may run on into the next epoch: the
         # orders come from the generator's PCG64 stream, the plans' draws from its Philox
         # counter, so drawing them early changes no draw. After a refused update the
@@ -297,6 +306,7 @@ class Trainer:
         items: list[tuple[_Step, dict, int]] = []
         rows = _rows_in_banks(prepared)
         epoch_of: list[int] = []
+        source_of: list[int] = []
         streams: list[dict] = []
         for epoch in range(epochs):
             order = (self.generator.permutation(len(prepared)) if shuffle
@@ -304,6 +314,7 @@ class Trainer:
             if shuffle:
                 streams.append(self.generator.get_state())
             items += [prepared[int(k)] + (rows[int(k)],) for k in order]
+            source_of += [int(k) for k in order]
             epoch_of += [epoch] * len(prepared)
         start = self.steps
         losses: list[float] = []
@@ -314,20 +325,26 @@ class Trainer:
                     else None
                 if done is None:
                     done = self._run_single(chunk, mark)
-                for loss in done:
-                    losses.append(loss)
-                    if bar is not None:
-                        bar.show(len(losses), loss)
-        except BaseException:
-            if shuffle and self.steps - start < len(items):
-                stream = dict(streams[epoch_of[self.steps - start]])
+                losses += done
+                if bar is not None and done:
+                    bar.update(len(done))
+                    bar.set_postfix(loss=f"{done[-1]:.4g}", refresh=False)
+        except BaseException as error:
+            refused = self.steps - start
+            if shuffle and refused < len(items):
+                stream = dict(streams[epoch_of[refused]])
                 stream["philox"] = self.generator.get_state()["philox"]
                 self.generator.set_state(stream)
+            if isinstance(error, TrainingError) and refused < len(items):
+                raise TrainingError(
+                    f"update {refused + 1} of {len(items)} in this fit (epoch "
+                    f"{epoch_of[refused] + 1}, experiences[{source_of[refused]}]) was refused: "
+                    f"{error}") from None
             raise
         finally:
             if bar is not None:
                 bar.close()
-        return losses
+        return [np.float64(loss) for loss in losses]
 
     def _fuses(self) -> bool:
         """Whether runs of one structure go through ``run_steps``: more than one step per
@@ -817,24 +834,6 @@ def _check_lr(lr: Any) -> float:
             or lr <= 0:
         raise ValueError(f"lr must be a positive finite number, got {lr!r}")
     return float(lr)
-
-
-class _ProgressBar:
-    """A one-line progress bar on a terminal's stderr."""
-
-    def __init__(self, total: int) -> None:
-        self.total = max(total, 1)
-
-    def show(self, done: int, loss: float) -> None:
-        width = 30
-        filled = int(width * done / self.total)
-        sys.stderr.write(f"\rtraining [{'#' * filled}{'.' * (width - filled)}] "
-                         f"{done}/{self.total} loss {loss:.4g}")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 __all__ = ["Trainer"]

@@ -192,7 +192,7 @@ def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
     where = f"tensors.{name}"
     entry = reader.object(raw, where)
     form = entry.get("form")
-    if form not in _FORM_FIELDS:
+    if not isinstance(form, str) or form not in _FORM_FIELDS:
         raise reader.fail(f"{where}.form", f"expected one of {sorted(_FORM_FIELDS)}, found "
                           f"{describe(form)}")
     reader.keys(entry, where, _COMMON | _FORM_FIELDS[form])
@@ -200,12 +200,13 @@ def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
     if not isinstance(shape_raw, list) or len(shape_raw) > 32:
         raise reader.fail(f"{where}.shape",
                           f"expected a list of sizes, found {describe(shape_raw)}")
-    shape = tuple(reader.integer(n, f"{where}.shape[{k}]") for k, n in enumerate(shape_raw))
-    size = int(np.prod(shape, dtype=np.int64))
+    shape = tuple(reader.integer(n, f"{where}.shape[{k}]", 0)
+                  for k, n in enumerate(shape_raw))
+    size = math.prod(shape)  # Python ints: a huge shape cannot wrap around
     if size > MAX_ARTIFACT_BYTES:
         raise reader.fail(f"{where}.shape", f"a tensor of {size} elements is beyond what a "
                           "patch describes")
-    if entry["dtype"] not in SUPPORTED_DTYPES:
+    if not isinstance(entry["dtype"], str) or entry["dtype"] not in SUPPORTED_DTYPES:
         raise reader.fail(f"{where}.dtype", f"expected one of {list(SUPPORTED_DTYPES)}, found "
                           f"{describe(entry['dtype'])}")
     dtype = np.dtype(entry["dtype"])

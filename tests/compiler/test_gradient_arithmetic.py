@@ -90,8 +90,26 @@ def test_refusals_name_what_to_do(tables):
         g1 + np.zeros(7, np.float32)
     with pytest.raises(TensorCodeError, match="refused"):
         1 - g1
-    with pytest.raises(TensorCodeError, match="reciprocal"):
-        g1 / 2
+    with pytest.raises(TensorCodeError, match="refused"):
+        2 / g1
+    with pytest.raises(TensorCodeError, match="refused"):
+        g1 / g1
+    with pytest.raises(TensorCodeError, match="division by zero"):
+        g1 / 0
+    with pytest.raises(TensorCodeError, match="real scalar"):
+        g1 / "2"
+
+
+def test_division_by_a_scalar_is_scaling_by_its_reciprocal(tables):
+    _, _, (a, b, c), g1, g2 = tables
+    for n in (2, 3, 4.0, np.float32(3.0), np.array(7.0)):
+        divided = g1 / n
+        assert divided.layout is g1.layout
+        for got, reference in zip(divided.payloads(), (g1 * (1 / n)).payloads()):
+            assert got.dtype == reference.dtype
+            np.testing.assert_allclose(got, reference, rtol=1e-6)
+    mean = sum([g1, g2]) / 2  # the mean of two shards, as the guide writes it
+    np.testing.assert_allclose(mean.of(c), (np.asarray(g1.of(c)) + g2.of(c)) / 2, rtol=1e-6)
 
 
 def test_tables_of_another_layout_are_refused(tables):

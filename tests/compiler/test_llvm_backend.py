@@ -140,3 +140,37 @@ def test_random_draws_match_the_reference_bit_for_bit():
             for r in roots:
                 x, y = left.of(r), right.of(r)
                 assert x.dtype == y.dtype and np.array_equal(x, y), r
+
+
+def test_fused_steps_equal_numba_bit_for_bit_or_are_refused():
+    """Adam, AdamW and SGD with Nesterov momentum through ``step`` and ``run_steps``: the
+    llvm step plan lowers the optimizer's rule graph with its own op table and equals the
+    Numba step plan bit for bit (losses, parameters). An optimizer whose rule is not a
+    graph is refused with a ``CompileError`` naming the backend that lowers it."""
+    from tensorcode.compiler import update
+    from tensorcode.errors import CompileError
+
+    graphs = all(hasattr(update, name) for name in ("SLOT", "ELEMENT", "closure"))
+    factories = [tc.optim.Adam, lambda: tc.optim.Sgd(momentum=0.9, nesterov=True),
+                 lambda: tc.optim.AdamW(weight_decay=0.1)]
+    for factory in factories:
+        results = {}
+        for backend in ("numba", "llvm"):
+            network, value, adjoints, syms = mlp_program([3, 16, 1], "tanh", batch=20)
+            opt = factory()
+            if backend == "llvm" and not graphs:
+                with pytest.raises(CompileError, match="backend='numba'"):
+                    network.entry(adjoints.roots()).lower(backend, optimizer=opt)
+                continue
+            plan = network.entry(adjoints.roots()).lower(backend, optimizer=opt)
+            parameters = network.parameters()
+            losses = [plan.step(parameters, opt, None, 0.01) for _ in range(3)]
+            batches = {s: np.stack([plan._defaults[k]] * 3) for k, s in
+                       enumerate(plan.inputs())}
+            losses += list(plan.run_steps(parameters, opt, batches, 0.01))
+            results[backend] = (losses, {d: b.copy() for d, b in
+                                         parameters.buffers().items()})
+        if graphs:
+            (a, pa), (b, pb) = results["numba"], results["llvm"]
+            assert a == b
+            assert all(np.array_equal(pa[d], pb[d]) for d in pa)

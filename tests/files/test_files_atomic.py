@@ -104,3 +104,61 @@ def test_replace_directory_leaves_files_it_does_not_own(tmp_path):
     assert (target / "notes.txt").read_text() == "mine"
     assert (target / "record.json").read_text() == "new"
     assert sorted(os.listdir(tmp_path)) == ["artifact"]
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited (and been reaped)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_the_next_save_removes_temporaries_of_dead_writers_only(tmp_path):
+    dead, live = _dead_pid(), os.getppid()
+    (tmp_path / f".a.json.tmp-{dead}-0123abcd").write_text("half")
+    (tmp_path / f".tool.tmp-{dead}-89abcdef").mkdir()  # a directory being filled
+    (tmp_path / f".tool.tmp-{dead}-89abcdef" / "tool.json").write_text("{}")
+    (tmp_path / f".tool.old-{dead}-00000000").mkdir()  # a directory renamed aside
+    (tmp_path / f".a.json.tmp-{live}-0123abcd").write_text("a live writer's")
+    (tmp_path / f".b.json.tmp-{dead}-0123abcd").write_text("another target's")
+    files.atomic_write_json(tmp_path / "a.json", [1])
+    assert sorted(os.listdir(tmp_path)) == sorted([
+        "a.json", f".tool.tmp-{dead}-89abcdef", f".tool.old-{dead}-00000000",
+        f".a.json.tmp-{live}-0123abcd", f".b.json.tmp-{dead}-0123abcd"])
+    files.replace_directory(tmp_path / "tool", lambda d: (d / "x").write_text("1"), ["x"])
+    assert sorted(os.listdir(tmp_path)) == sorted([
+        "a.json", "tool", f".a.json.tmp-{live}-0123abcd", f".b.json.tmp-{dead}-0123abcd"])
+    assert files.remove_stale_temporaries(tmp_path) == 1  # every name, dead writers only
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["a.json", f".a.json.tmp-{live}-0123abcd", "tool"])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_sigkill_during_saves_leaves_no_temporary_after_the_next_save(tmp_path):
+    import random
+    import signal
+    import time
+
+    payload = b"x" * (1 << 20)
+    path = tmp_path / "blob.bin"
+    files.atomic_write_bytes(path, payload)
+    rng = random.Random(1)
+    leftovers = 0
+    for _ in range(20):
+        pid = os.fork()
+        if pid == 0:  # the child saves until it is killed
+            try:
+                while True:
+                    files.atomic_write_bytes(path, payload)
+            finally:
+                os._exit(1)
+        time.sleep(rng.uniform(0.0, 0.02))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        leftovers += len(os.listdir(tmp_path)) - 1
+        assert path.read_bytes() == payload  # old or new, never half
+    files.atomic_write_bytes(path, payload)
+    assert os.listdir(tmp_path) == ["blob.bin"], leftovers

@@ -246,7 +246,8 @@ def test_save_writes_the_released_layout(tmp_path, reference_model, ids, expecte
 def test_a_saved_model_loads_as_a_map_of_its_file_and_a_released_one_by_copy(
         tmp_path, released, reference_model):
     gpt2.save(reference_model, tmp_path / "copy")
-    mapped = gpt2.load(tmp_path / "copy", batch=2, backend="reference", strategy="whole")
+    mapped = gpt2.load(tmp_path / "copy", batch=2, backend="reference", strategy="whole",
+                       mapped=True)
     copied = gpt2.load(tmp_path / "copy", batch=2, backend="reference", strategy="whole",
                        mapped=False)
     assert not mapped.parameters.buffers()["float32"].flags.owndata  # save wrote table order
@@ -255,3 +256,24 @@ def test_a_saved_model_loads_as_a_map_of_its_file_and_a_released_one_by_copy(
     assert copied.parameters.equals(reference_model.parameters)
     # the released file's order (GPT-2's, with a prefix and buffers) is read into place
     assert reference_model.parameters.buffers()["float32"].flags.owndata
+
+
+def test_long_generation_shows_progress_on_a_terminal(compiled_model, ids, monkeypatch):
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(gpt2, "PROGRESS_TOKENS", 3)  # "long" for this tiny model
+    shown = gpt2.generate(compiled_model, ids[:, :3], 4)
+    assert "generate" in terminal.getvalue() and "4/4" in terminal.getvalue()
+    quiet = Terminal()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    np.testing.assert_array_equal(gpt2.generate(compiled_model, ids[:, :3], 4,
+                                                progress=False), shown)
+    gpt2.generate(compiled_model, ids[:, :3], 2)  # shorter than PROGRESS_TOKENS: no bar
+    assert quiet.getvalue() == ""

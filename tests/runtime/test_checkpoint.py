@@ -217,6 +217,9 @@ def test_sigkill_during_saves_never_leaves_an_unloadable_checkpoint(tmp_path):
         last = k
     assert kills >= 50
     assert last > 0  # some saves did complete between kills
+    tc.checkpoint.save(tmp_path, parameters, steps=last + 1, progress={"k": last + 1})
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert leftovers == [], "the next save removes the temporaries of killed writers"
 
 
 # -- bad files ------------------------------------------------------------------------------

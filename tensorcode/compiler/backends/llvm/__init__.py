@@ -30,7 +30,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ....errors import CacheError, CompileError
+from ....errors import CacheError
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...schedule import Schedule
@@ -71,10 +71,12 @@ def environment_key() -> str:
                        "opt": OPT_LEVEL, "generator": digest.hexdigest()}, sort_keys=True)
 
 
-def plan_key(schedule: Schedule, approximate: bool) -> str:
+def plan_key(schedule: Schedule, approximate: bool, step: Any = None) -> str:
     from ..numba_cache import ir_key
 
     text = f"llvm\n{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}"
+    if step is not None:
+        text += f"\nstep\n{step.key()}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -86,31 +88,33 @@ class LlvmBackend:
 
     def prepare(self, schedule: Schedule, approximate: bool, step: Any = None
                 ) -> LlvmProgram:
-        if step is not None:
-            raise CompileError("the llvm backend does not lower fused optimizer steps yet; "
-                               "lower the step plan with backend='numba'")
-        return prepared(schedule, approximate)
+        return prepared(schedule, approximate, step)
 
 
-def prepared(schedule: Schedule, approximate: bool) -> LlvmProgram:
-    """The loaded program of ``schedule`` (see the module docstring)."""
+def prepared(schedule: Schedule, approximate: bool, step: Any = None) -> LlvmProgram:
+    """The loaded program of ``schedule`` (with a step plan's update when ``step``, a
+    ``StepSpec``, is given; see the module docstring)."""
     from .codegen import layout_of
 
-    key = plan_key(schedule, approximate)
+    if step is not None:
+        from .update import _rule_api
+
+        _rule_api()  # a rule this backend can lower, before any work
+    key = plan_key(schedule, approximate, step)
     with _LOCK:
         found = _PROGRAMS.get(key)
         if found is not None:
             _count("memory_hits")
             return found
         layout = layout_of(schedule)
-        addresses = _addresses(schedule, approximate, key)
-        made = _program(schedule, approximate, key, layout, addresses)
+        addresses = _addresses(schedule, approximate, key, step)
+        made = _program(schedule, approximate, key, layout, addresses, step)
         _PROGRAMS[key] = made
         return made
 
 
 def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
-             addresses: dict[str, int]) -> LlvmProgram:
+             addresses: dict[str, int], step: Any = None) -> LlvmProgram:
     from .program import LlvmProgram
 
     s, g = schedule, schedule.graph
@@ -126,8 +130,16 @@ def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
     def source() -> str:
         from .codegen import render
 
-        return str(render(schedule, approximate)[0])
-    return LlvmProgram(key, layout, addresses, input_shapes, head_sizes, picks, source)
+        return str(render(schedule, approximate, step)[0])
+    made = LlvmProgram(key, layout, addresses, input_shapes, head_sizes, picks, source)
+    if step is not None:
+        slots = list(getattr(step, "updated", step.slots))
+        sizes = {d: max([offset + n for _, dt, offset, n, _ in slots if dt == d], default=0)
+                 for d in s.sources.parameter_dtypes}
+        made.set_step(step.loss, len(step.rule.state_keys),
+                      [sizes[d] for d in s.sources.parameter_dtypes],
+                      max([t[0] + 1 for t in step.slots], default=0))
+    return made
 
 
 def _count(name: str, n: int = 1) -> None:
@@ -136,12 +148,12 @@ def _count(name: str, n: int = 1) -> None:
     count(name, n)
 
 
-def _compile(schedule: Schedule, approximate: bool, key: str) -> bytes:
+def _compile(schedule: Schedule, approximate: bool, key: str, step: Any = None) -> bytes:
     from .codegen import render
     from .objects import compile_object
 
     start = time.perf_counter()
-    module, _ = render(schedule, approximate)
+    module, _ = render(schedule, approximate, step)
     rendered = time.perf_counter()
     data = compile_object(module)
     done = time.perf_counter()
@@ -155,7 +167,8 @@ def _compile(schedule: Schedule, approximate: bool, key: str) -> bytes:
     return data
 
 
-def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int]:
+def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None
+               ) -> dict[str, int]:
     """The entry points' addresses: the cache entry's object when it is valid, else a
     fresh compile (written to the cache when it can be used)."""
     from ..numba_cache import locked, plans_directory, warn_once
@@ -169,7 +182,7 @@ def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int
         warn_once("untrusted-cache", f"tensorcode: {error}; compiling plans in memory "
                                       "(see docs/compiler.md, 'Trusting a cache directory')")
         _count("memory_compiled")
-        return load(_compile(schedule, approximate, key))
+        return load(_compile(schedule, approximate, key, step))
     with locked(directory / f"l_{key}.lock"):
         problem = None
         try:
@@ -190,7 +203,7 @@ def _addresses(schedule: Schedule, approximate: bool, key: str) -> dict[str, int
             warn_once(key + ":llvm", f"tensorcode: plan cache entry "
                                       f"{cache.entry_path(directory, key)} was not used "
                                       f"({problem}); recompiling it")
-        data = _compile(schedule, approximate, key)
+        data = _compile(schedule, approximate, key, step)
         addresses = load(data)
         cache.write(directory, key, data)
         return addresses

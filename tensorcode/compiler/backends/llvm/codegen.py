@@ -74,6 +74,8 @@ from .types import (
 #: the signature of every entry point: (pointers, extents, learning rate) -> status
 ENTRY_TYPE = ir.FunctionType(I32, [PTR, PTR, F64])
 ENTRIES = ("tc_run", "tc_batch")
+#: a step plan's entry points (``tc_step``: body then update; ``tc_steps``: K of them)
+STEP_ENTRIES = ("tc_step", "tc_steps")
 
 
 @dataclass
@@ -152,7 +154,8 @@ _MAX = {"max": ">=", "min": "<="}
 class Renderer:
     """Builds the module of one schedule (see the module docstring)."""
 
-    def __init__(self, schedule: Schedule, approximate: bool) -> None:
+    def __init__(self, schedule: Schedule, approximate: bool, step: Any = None) -> None:
+        self.step = step
         self.s = schedule
         self.g = schedule.graph
         self.approximate = approximate
@@ -188,6 +191,8 @@ class Renderer:
         b.ret(i32(0))
         self._entry_run(body)
         self._entry_batch(body)
+        if self.step is not None:
+            self._entry_steps(body)
         return self.module
 
     def _noalias(self, fn: ir.Function) -> None:
@@ -232,6 +237,74 @@ class Renderer:
             b.position_at_end(failed)
             b.ret(status)
             b.position_at_end(after)
+        b.ret(i32(0))
+
+    def _entry_steps(self, body: ir.Function) -> None:
+        """``tc_step`` and ``tc_steps``: after the arenas, ``arrays`` holds the writable
+        parameter buffers (one per dtype), the state buffers (state-major), the slots'
+        step counts and state flags, then for ``tc_steps`` the K learning rates and the
+        K losses' buffer."""
+        from .update import update_function
+
+        spec, layout = self.step, self.layout
+        dtypes = list(self.s.sources.parameter_dtypes)
+        n_state = len(spec.rule.state_keys)
+        slots = list(getattr(spec, "updated", spec.slots))
+        updates = {d: update_function(self.module, spec.rule, d,
+                                      [t for t in slots if t[1] == d]) for d in dtypes}
+        count = len(layout.arguments)
+        outputs = {a.dtype: k for k, a in enumerate(layout.arguments) if a.role == "output"}
+
+        def extras(b: ir.IRBuilder, arrays: ir.Value, n: int) -> list[ir.Value]:
+            return [b.load(b.gep(arrays, [i64(count + j)], inbounds=True, source_etype=PTR),
+                           typ=PTR) for j in range(n)]
+
+        def update_all(b: ir.IRBuilder, base: list[ir.Value], extra: list[ir.Value],
+                       lr: ir.Value) -> None:
+            steps, present = extra[len(dtypes) * (1 + n_state):][:2]
+            for p, d in enumerate(dtypes):
+                states = [extra[len(dtypes) * (1 + j) + p] for j in range(n_state)]
+                b.call(updates[d], [extra[p], base[outputs[d]], *states, steps, present, lr])
+
+        n_extra = len(dtypes) * (1 + n_state) + 2
+        fn = ir.Function(self.module, ENTRY_TYPE, "tc_step")
+        arrays, extents, lr = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        base = self._arguments(b, arrays)
+        status = b.call(body, base)
+        failed = fn.append_basic_block("failed")
+        ok = fn.append_basic_block("ok")
+        b.cbranch(b.icmp_signed("!=", status, i32(0)), failed, ok)
+        b.position_at_end(failed)
+        b.ret(status)
+        b.position_at_end(ok)
+        update_all(b, base, extras(b, arrays, n_extra), lr)
+        b.ret(i32(0))
+
+        loss_dtype, loss_offset = spec.loss
+        fn = ir.Function(self.module, ENTRY_TYPE, "tc_steps")
+        arrays, extents, _ = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        base = self._arguments(b, arrays)
+        extra = extras(b, arrays, n_extra + 2)
+        lrs, losses = extra[n_extra:]
+        n = load(b, extents, "int64", i64(0))
+        inputs = [k for k, a in enumerate(layout.arguments) if a.role == "input"]
+        strides = {k: load(b, extents, "int64", i64(1 + j)) for j, k in enumerate(inputs)}
+        with loop(b, n, "case") as c:
+            pointers = [b.gep(p, [b.mul(c, strides[k])], inbounds=True,
+                              source_etype=TYPES[layout.arguments[k].dtype])
+                        if k in strides else p for k, p in enumerate(base)]
+            status = b.call(body, pointers)
+            failed = fn.append_basic_block("case.failed")
+            after = fn.append_basic_block("case.ok")
+            b.cbranch(b.icmp_signed("!=", status, i32(0)), failed, after)
+            b.position_at_end(failed)
+            b.ret(status)
+            b.position_at_end(after)
+            update_all(b, base, extra, load(b, lrs, "float64", c))
+            loss = load(b, base[outputs[loss_dtype]], loss_dtype, i64(loss_offset))
+            store(b, loss, losses, loss_dtype, c)
         b.ret(i32(0))
 
     # -- kernels -----------------------------------------------------------------------
@@ -739,12 +812,14 @@ class _Nest:
             self.loops.pop().__exit__(None, None, None)
 
 
-def render(schedule: Schedule, approximate: bool) -> tuple[ir.Module, Layout]:
-    """The module of ``schedule`` and its argument layout."""
-    renderer = Renderer(schedule, approximate)
+def render(schedule: Schedule, approximate: bool, step: Any = None
+           ) -> tuple[ir.Module, Layout]:
+    """The module of ``schedule`` (with a step plan's update and entry points when
+    ``step``, a ``StepSpec``, is given) and its argument layout."""
+    renderer = Renderer(schedule, approximate, step)
     module = renderer.render()
     return module, renderer.layout
 
 
-__all__ = ["render", "layout_of", "Layout", "ENTRIES", "ENTRY_TYPE", "BLAS_PREFIX", "F32",
-           "I64"]
+__all__ = ["render", "layout_of", "Layout", "ENTRIES", "STEP_ENTRIES", "ENTRY_TYPE",
+           "BLAS_PREFIX", "F32", "I64"]

@@ -24,7 +24,7 @@ import threading
 from typing import Any
 
 from ....errors import CompileError
-from .codegen import BLAS_PREFIX, ENTRIES
+from .codegen import BLAS_PREFIX, ENTRIES, STEP_ENTRIES
 
 #: the optimization level plans compile at (measured: see docs/compiler.md)
 OPT_LEVEL = 2
@@ -152,7 +152,7 @@ def compile_object(module: Any) -> bytes:
 
 def load(data: bytes) -> dict[str, int]:
     """Check ``data``'s symbols, add it to a fresh engine and return the address of each
-    of ``ENTRIES``."""
+    of ``ENTRIES`` (and of ``STEP_ENTRIES`` when the object defines them)."""
     check_symbols(data)
     rt = runtime()
     if any(s.startswith(BLAS_PREFIX) for s in undefined_symbols(data)):
@@ -165,6 +165,10 @@ def load(data: bytes) -> dict[str, int]:
         addresses = {name: int(engine.get_function_address(name)) for name in ENTRIES}
         if not all(addresses.values()):
             raise UntrustedObject("the object does not define the plan's entry points")
+        for name in STEP_ENTRIES:
+            address = int(engine.get_function_address(name))
+            if address:
+                addresses[name] = address
         rt.engines.append(engine)
     return addresses
 

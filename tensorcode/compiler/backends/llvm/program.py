@@ -40,6 +40,8 @@ class LlvmProgram:
         self._source = source
         self._run = _ENTRY(addresses["tc_run"])  # a ctypes call releases the GIL
         self._batch_fn = _ENTRY(addresses["tc_batch"])
+        self._step = _ENTRY(addresses["tc_step"]) if "tc_step" in addresses else None
+        self._steps = _ENTRY(addresses["tc_steps"]) if "tc_steps" in addresses else None
         roles = [a.role for a in layout.arguments]
         self._head = [(np.dtype(a.dtype), size) for a, size in
                       zip([a for a in layout.arguments if a.role in ("parameter", "constant")],
@@ -159,8 +161,83 @@ class LlvmProgram:
             return outputs
         return run_batch
 
+    # -- a step plan's entry points -------------------------------------------------
+    def set_step(self, loss: tuple[str, int], states: int, parameter_sizes: Sequence[int],
+                 slots: int) -> None:
+        """Make this a step plan's program: the loss root's (dtype, offset), the number
+        of state tables, the elements each writable parameter buffer must hold and the
+        number of slots."""
+        self._loss = (self.output_dtypes.index(loss[0]), loss[1], np.dtype(loss[0]))
+        dtypes = [dtype for dtype, _ in self._head[:len(parameter_sizes)]]
+        self._tail = [(d, n) for d, n in zip(dtypes, parameter_sizes)]
+        self._tail += [(d, n) for _ in range(states) for d, n in zip(dtypes, parameter_sizes)]
+        self._tail += [(np.dtype("float64"), slots), (np.dtype("uint8"), slots)]
+
+    def _tail_pointers(self, tail: Sequence[Any]) -> list[int]:
+        if len(tail) != len(self._tail):
+            raise TypeError(f"the step takes {len(self._tail)} parameter, state and step "
+                            f"buffers, got {len(tail)}")
+        pointers = []
+        for k, (value, (dtype, size)) in enumerate(zip(tail, self._tail)):
+            if type(value) is not np.ndarray or value.dtype != dtype or \
+                    not value.flags.c_contiguous or not value.flags.writeable or \
+                    value.size < size:
+                raise TypeError(f"no matching definition for step buffer {k}: expected a "
+                                f"writable C-contiguous {dtype.name} array of at least "
+                                f"{size} elements")
+            pointers.append(_address(value))
+        return pointers
+
     def entry(self, name: str) -> Any:
-        raise NotImplementedError(f"the llvm backend has no {name} entry point")
+        """A step plan's ``run_step`` or ``run_steps`` (the Numba backend's signatures:
+        parameters, constants, inputs, writable parameters, states, step counts, state
+        flags, then ``lr`` or the K learning rates)."""
+        if not hasattr(self, "_loss") or name not in ("run_step", "run_steps"):
+            raise NotImplementedError(f"this plan has no {name} entry point")
+        return self.run_step if name == "run_step" else self.run_steps
+
+    def run_step(self, *args: Any) -> float:
+        *arrays, lr = args
+        split, inputs_end = len(self._head), len(self._head) + len(self._inputs)
+        head = self._head_pointers(arrays[:split])
+        inputs, _, _ = self._input_pointers(arrays[split:inputs_end])
+        tail = self._tail_pointers(arrays[inputs_end:])
+        outputs = tuple(np.empty(n, d) for n, d in self._outputs)
+        pointers = head + inputs + self._scratch_pointers() + \
+            [_address(o) for o in outputs] + tail
+        assert self._step is not None  # set_step is called only for objects that have it
+        status = self._step(self._array_type_of(len(pointers))(*pointers), None, float(lr))
+        if status:
+            raise IndexError(self.layout.errors[status - 1])
+        k, offset, _ = self._loss
+        return float(outputs[k][offset])
+
+    def run_steps(self, *args: Any) -> np.ndarray:
+        *arrays, lrs = args
+        lrs = np.ascontiguousarray(lrs, dtype=np.float64)
+        split, inputs_end = len(self._head), len(self._head) + len(self._inputs)
+        head = self._head_pointers(arrays[:split])
+        inputs, strides, n = self._input_pointers(arrays[split:inputs_end], batch=True)
+        n = lrs.shape[0]
+        for k, value in enumerate(arrays[split:inputs_end]):
+            if value.shape[0] not in (1, n):
+                raise ValueError(f"input #{k}: expected shape [K or 1, "
+                                 f"{', '.join(map(str, self._inputs[k][1]))}] for K steps")
+        tail = self._tail_pointers(arrays[inputs_end:])
+        outputs = tuple(np.empty(size, d) for size, d in self._outputs)
+        losses = np.empty(n, self._loss[2])
+        pointers = head + inputs + self._scratch_pointers() + \
+            [_address(o) for o in outputs] + tail + [_address(lrs), _address(losses)]
+        extents = (ctypes.c_int64 * (1 + len(strides)))(n, *strides)
+        assert self._steps is not None
+        status = self._steps(self._array_type_of(len(pointers))(*pointers), extents, 0.0)
+        if status:
+            raise IndexError(self.layout.errors[status - 1])
+        return losses
+
+    @staticmethod
+    def _array_type_of(n: int) -> Any:
+        return ctypes.c_void_p * n
 
 
 __all__ = ["LlvmProgram"]

@@ -1,0 +1,126 @@
+"""A step plan's update as IR: the optimizer's rule graph, lowered like any other ops.
+
+An update rule (``compiler/update.py``) is a small graph of elementwise ops on scalars,
+each node at a level: ``CALL`` (once per call), ``SLOT`` (once per parameter slot: the
+step count and whether the slot has state) or ``ELEMENT``. ``update_function`` renders
+one dtype's update as ``update_<dtype>(U, O, S0.., steps, present, lr)``: a loop over the
+slots the loss reaches (their tables are constant arrays of the module) around the
+element loop, each node through the backend's lowering table (``ops.LOWERINGS``, never
+an approximation: the same operations as the Numba backend's update), reading the
+gradient from the output arena ``O`` and writing the new parameter and state in place.
+Every old value of an element is read before any new one is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from ....errors import CompileError
+from . import ops
+from .types import F64, I8, I64, PTR, TYPES, constant, i64, load, loop, store
+
+_SHORT = {"float32": "f32", "float64": "f64"}
+
+
+def _rule_api() -> Any:
+    """The rule-graph interface of ``compiler/update.py``."""
+    from ... import update
+
+    needed = ("CALL", "SLOT", "ELEMENT", "CONST", "SCALAR_INPUTS", "closure")
+    if not all(hasattr(update, name) for name in needed):
+        raise CompileError("the llvm backend lowers optimizer steps from update rules "
+                           "recorded as graphs; this optimizer's rule is not one: lower "
+                           "the step plan with backend='numba'")
+    return update
+
+
+def update_function(module: ir.Module, rule: Any, dtype: str,
+                    slots: list[tuple[int, str, int, int, int]]) -> ir.Function:
+    """``update_<dtype>(U, O, S0.., steps, present, lr)`` (see the module doc)."""
+    api = _rule_api()
+    nodes, inputs, outputs = rule.graph(dtype)
+    levels = rule.levels(dtype)
+    n_state = len(rule.state_keys)
+    short = _SHORT[dtype]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * (4 + n_state) + [F64]),
+                     f"update_{short}")
+    fn.linkage = "internal"
+    u, o, *states = fn.args[:2 + n_state]
+    steps, present, lr = fn.args[2 + n_state:]
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    tables = {}
+    for field, letter in ((0, "K"), (2, "P"), (3, "N"), (4, "G")):
+        numbers = [int(t[field]) for t in slots]
+        array_type = ir.ArrayType(I64, max(len(numbers), 1))
+        table = ir.GlobalVariable(module, array_type, f"U{letter}_{short}")
+        table.linkage = "internal"
+        table.global_constant = True
+        table.initializer = ir.Constant(array_type, numbers or [0])
+        tables[letter] = table
+    values: dict[int, ir.Value] = {}
+    scalar_inputs = {name: inputs[2 + n_state + k] for k, name in
+                     enumerate(api.SCALAR_INPUTS)}
+    if scalar_inputs["lr"] is not None:
+        values[scalar_inputs["lr"]] = lr if dtype == "float64" else b.fptrunc(lr, TYPES[dtype])
+    if scalar_inputs["lr64"] is not None:
+        values[scalar_inputs["lr64"]] = lr
+    order = api.closure(nodes, outputs)
+
+    def compute(level: int) -> None:
+        for i in order:
+            if i in values:
+                continue
+            node = nodes[i]
+            if node.op == "leaf":
+                values[i] = constant(node.value.reshape(-1)[0], node.type.dtype)
+                continue
+            if node.op == "input" or max(levels[i], api.CALL) != level:
+                continue
+            lowering = ops.LOWERINGS.get(node.op)
+            if lowering is None:
+                raise CompileError(f"llvm backend: no lowering for op {node.op!r}")
+            operand = nodes[node.inputs[0]].type.dtype if node.inputs else node.type.dtype
+            element = ops.Element(b, node.type.dtype, operand)
+            values[i] = lowering(element, [values[j] for j in node.inputs])
+
+    compute(api.CALL)
+    with loop(b, len(slots), "slot") as q:
+        def column(letter: str) -> ir.Value:
+            pointer = b.gep(tables[letter], [i64(0), q], inbounds=True,
+                            source_etype=tables[letter].value_type)
+            return b.load(pointer, typ=I64)
+        k, start, n, gs = column("K"), column("P"), column("N"), column("G")
+        slot_values = dict(values)
+        st = b.fadd(load(b, steps, "float64", k), constant(1.0, "float64"))
+        if scalar_inputs["step"] is not None:
+            values[scalar_inputs["step"]] = st
+        if scalar_inputs["first"] is not None:
+            had = b.icmp_unsigned("==", b.load(b.gep(present, [k], source_etype=I8), typ=I8),
+                                  ir.Constant(I8, 0))
+            values[scalar_inputs["first"]] = b.select(had, constant(1.0, "float64"),
+                                                      constant(0.0, "float64"))
+        compute(api.SLOT)
+        with loop(b, n, "e") as e:
+            at = b.add(start, e)
+            reads = [load(b, u, dtype, at), load(b, o, dtype, b.add(gs, e))]
+            reads += [load(b, s, dtype, at) for s in states]
+            for position, i in enumerate(inputs[:2 + n_state]):
+                if i is not None:
+                    values[i] = reads[position]
+            compute(api.ELEMENT)
+            results = [values[i] for i in outputs]
+            store(b, results[0], u, dtype, at)
+            for s, value in zip(states, results[1:]):
+                store(b, value, s, dtype, at)
+        store(b, st, steps, "float64", k)
+        if rule.keeps_state:
+            b.store(ir.Constant(I8, 1), b.gep(present, [k], source_etype=I8))
+        values.clear()
+        values.update(slot_values)
+    b.ret_void()
+    return fn
+
+
+__all__ = ["update_function"]
