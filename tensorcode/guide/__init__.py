@@ -26,7 +26,7 @@ from types import ModuleType
 
 from ..errors import TensorCodeError
 from ..plot.render import require_matplotlib
-from .plates import plates
+from . import plates
 from .result import GUIDE, GuideResult
 
 #: the checkout's examples of the guide, beside the package directory
@@ -85,7 +85,7 @@ def main(name: str, run: Callable[[], GuideResult], doc: str | None,
     result = run()
     print("\n".join(result.lines))
     if args.plot:
-        built = plates(result)
+        built = plates.plates(result)
         if not built:
             print(f"{name} is told in text and has no plate; nothing written")
         target = pathlib.Path(args.plot)
