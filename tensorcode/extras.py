@@ -3,8 +3,10 @@ is missing, says which extra to install.
 
 ``require(module)`` returns the imported module or raises ``MissingExtraError`` (a
 ``TensorCodeError`` and an ``ImportError``) naming the extra and the ``pip install``
-line. ``EXTRAS`` maps each optional module to its extra in ``pyproject.toml``; a test
-searches the package for any other way of guarding an optional import.
+line; ``installed(module)`` returns it or ``None``, for an accelerator whose absence
+changes only the speed. ``EXTRAS`` maps each optional module to its extra in
+``pyproject.toml``; a test searches the package for any other way of guarding an optional
+import.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from .errors import MissingExtraError
 EXTRAS: dict[str, str] = {
     "matplotlib": "plot",
     "starlette": "serve", "uvicorn": "serve", "httptools": "serve", "uvloop": "serve",
-    "httpx": "serve", "prometheus_client": "serve", "anyio": "serve",
+    "httpx": "serve", "prometheus_client": "serve", "anyio": "serve", "orjson": "serve",
     "ray": "distributed", "ray.serve": "distributed-serve",
     "torch": "torch",
 }
@@ -58,4 +60,15 @@ def require(module: str, purpose: str | None = None) -> ModuleType:
             f"it with: {install_line(extra)}", name=module, extra=extra) from error
 
 
-__all__ = ["require", "extra_of", "install_line", "EXTRAS"]
+def installed(module: str) -> ModuleType | None:
+    """``module`` (an optional extra's) when it imports, else ``None``: for an
+    accelerator whose absence changes only the speed, never a result (``orjson`` for
+    reading JSON). Whatever a missing module would make fail uses ``require``."""
+    extra_of(module)  # only an extra's module may be optional
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        return None
+
+
+__all__ = ["require", "installed", "extra_of", "install_line", "EXTRAS"]

@@ -20,7 +20,7 @@ LAYERS: dict[str, int] = {
     "compiler": 1,
     "runtime": 2, "nn": 2, "text": 2,
     # the public addresses of runtime and nn modules (``import tensorcode.optim``)
-    "optim": 2, "checkpoint": 2, "random": 2, "init": 2,
+    "optim": 2, "checkpoint": 2, "random": 2, "init": 2, "functional": 2,
     "operations": 3, "ops": 3, "algorithm": 3, "distill": 3, "weights": 3, "training": 3,
     "integrations": 3, "interop": 3,
     "plot": 3, "guide": 3, "tools": 3, "models": 3, "serve": 3, "distributed": 3,

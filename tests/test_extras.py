@@ -34,6 +34,16 @@ def test_a_missing_module_names_its_extra_and_the_install_line(monkeypatch):
     assert "No module named 'tensorcode_absent_probe'" in message  # the cause is kept
 
 
+def test_an_accelerator_is_the_module_or_none(monkeypatch):
+    import matplotlib
+
+    assert extras.installed("matplotlib") is matplotlib
+    monkeypatch.setitem(extras.EXTRAS, "tensorcode_absent_probe", "serve")
+    assert extras.installed("tensorcode_absent_probe") is None
+    with pytest.raises(KeyError):
+        extras.installed("numpy")  # a required dependency is never optional
+
+
 def test_the_longest_prefix_names_the_extra():
     assert extras.extra_of("ray") == "distributed"
     assert extras.extra_of("ray.exceptions") == "distributed"

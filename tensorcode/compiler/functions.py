@@ -14,7 +14,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import DTypeError, ShapeError
+import numpy as np
+
+from ..errors import DTypeError, ShapeError, TrainingError
 from . import primitives
 from .ir import canonical_dtype
 from .tape import Expr, as_array
@@ -92,23 +94,90 @@ def softmax(x: Expr, axis: int = -1) -> Expr:
         return shifted / shifted.sum(axis=axis, keepdims=True)
 
 
+#: how far (absolute, summed in float64) a probability target's row may be from one
+DISTRIBUTION_TOLERANCE = 1e-6
+
+
 def cross_entropy(logits: Expr, labels: Any) -> Expr:
-    """Mean over the batch of ``-log softmax(logits)[label]``; ``logits`` is
-    ``[batch, classes]`` and ``labels`` integer class indices ``[batch]``."""
+    """Mean over the batch of the cross-entropy of ``logits`` (``[batch, classes]``)
+    against ``labels``, as ``torch.nn.functional.cross_entropy``: integer class indices
+    ``[batch]`` give ``-log softmax(logits)[label]``; a float probability target of the
+    logits' shape gives ``-sum(target * log softmax(logits))`` per row. A target given
+    as values (an array, a list, ``tape.leaf``) is checked: finite, nonnegative, each
+    row summing to one within ``DISTRIBUTION_TOLERANCE``; a fed ``tape.input`` target is
+    a run-time value, which the op cannot see at record time."""
     if logits.ndim != 2:
         raise ShapeError(f"cross_entropy: logits must be [batch, classes], got "
                          f"{list(logits.shape)}")
     if not isinstance(labels, Expr):
-        labels = logits.builder.constant(as_array(labels))
+        if np.asarray(labels).dtype.kind == "b":
+            raise DTypeError("cross_entropy: a bool target is neither class indices nor "
+                             "probabilities; pass integer indices or float rows summing to 1")
+        array = as_array(labels)
+        if array.dtype.kind == "f":
+            _check_probabilities(array, logits.shape)
+            array = array.astype(logits.dtype)
+        labels = logits.builder.constant(array)
+    if labels.dtype in ("float32", "float64"):
+        return _soft_cross_entropy(logits, labels)
     if labels.dtype not in ("int32", "int64"):
-        raise DTypeError(f"cross_entropy: labels must be integer class indices, got "
-                         f"{labels.dtype}; cast with .astype('int64')")
+        raise DTypeError(f"cross_entropy: labels must be integer class indices or a float "
+                         f"probability target of the logits' shape, got {labels.dtype}")
     if labels.shape != logits.shape[:1]:
-        raise ShapeError(f"cross_entropy: labels {list(labels.shape)} do not match logits "
-                         f"{list(logits.shape)}; expected [{logits.shape[0]}]")
+        hint = (" (a probability target of the logits' shape must be float)"
+                if labels.shape == logits.shape else "")
+        raise ShapeError(f"cross_entropy: {labels.dtype} labels are class indices of shape "
+                         f"[{logits.shape[0]}] for logits {list(logits.shape)}, got "
+                         f"{list(labels.shape)}{hint}")
     picked = log_softmax(logits, axis=-1) * one_hot(labels, logits.shape[1], logits.dtype)
     with logits.builder.broadcasting("numpy"):
         return -picked.sum() / logits.shape[0]
+
+
+def _soft_cross_entropy(logits: Expr, target: Expr) -> Expr:
+    if target.shape != logits.shape:
+        raise ShapeError(f"cross_entropy: a probability target must have the logits' shape "
+                         f"{list(logits.shape)}, got {list(target.shape)} (class indices "
+                         f"are integers of shape [{logits.shape[0]}])")
+    if target.dtype != logits.dtype:
+        raise DTypeError(f"cross_entropy: the probability target is {target.dtype} but the "
+                         f"logits are {logits.dtype}; cast with .astype({logits.dtype!r})")
+    constant = _recorded_constant(target)
+    if constant is not None:  # a recorded constant: its values are known, so check them
+        _check_probabilities(constant, logits.shape)
+    with logits.builder.broadcasting("numpy"):
+        return -(log_softmax(logits, axis=-1) * target).sum() / logits.shape[0]
+
+
+def _recorded_constant(x: Expr) -> np.ndarray | None:
+    """The value of ``x`` when it is a constant recorded on a tape (``tape.leaf``), else
+    None (an input, a computed value, or an eager builder's value)."""
+    nodes = getattr(x.builder, "_nodes", None)
+    if nodes is None:
+        return None
+    node = nodes[x.index]
+    return np.asarray(node.value) if node.op == "leaf" and node.value is not None else None
+
+
+def _check_probabilities(array: np.ndarray, shape: tuple[int, ...]) -> None:
+    """``TrainingError`` unless ``array`` is rows of probabilities of ``shape``."""
+    if array.shape != tuple(shape):
+        raise ShapeError(f"cross_entropy: a probability target must have the logits' shape "
+                         f"{list(shape)}, got {list(array.shape)}")
+    values = np.asarray(array, dtype=np.float64)
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        row, column = (int(i) for i in np.argwhere(bad)[0])
+        raise TrainingError(f"cross_entropy: the probability target must be finite and "
+                            f"nonnegative; row {row}, class {column} is "
+                            f"{values[row, column]!r}")
+    sums = values.sum(axis=1)
+    off = np.abs(sums - 1.0) > DISTRIBUTION_TOLERANCE
+    if off.any():
+        row = int(np.argmax(off))
+        raise TrainingError(f"cross_entropy: each row of a probability target must sum to "
+                            f"one (within {DISTRIBUTION_TOLERANCE}); row {row} sums to "
+                            f"{float(sums[row])!r}")
 
 
 def layer_norm(x: Expr, eps: float = 1e-5) -> Expr:
@@ -131,5 +200,6 @@ def mse(predicted: Expr, target: Any) -> Expr:
     return (error * error).mean()
 
 
-__all__ = ["where", "maximum", "minimum", "concat", "one_hot", "stop_gradient", "logsumexp",
-           "log_softmax", "softmax", "cross_entropy", "layer_norm", "gelu", "mse"]
+__all__ = ["DISTRIBUTION_TOLERANCE", "where", "maximum", "minimum", "concat", "one_hot",
+           "stop_gradient", "logsumexp", "log_softmax", "softmax", "cross_entropy", "layer_norm",
+           "gelu", "mse"]

@@ -112,6 +112,38 @@ def test_planted_bytecode_and_pickles_never_run(filled, tmp_path):
     assert len(result["warnings"]) == 1 and "rebuilding" in result["warnings"][0]
 
 
+def test_a_planted_index_with_a_recomputed_hash_is_never_unpickled(filled, tmp_path):
+    """The manifest records authentication tags (HMAC, keyed by a secret outside the
+    cache), so recording the SHA-256 of a planted index does not get it loaded."""
+    import hashlib
+    import shutil
+
+    cache, first = filled
+    copy = tmp_path / "cache"
+    shutil.copytree(cache, copy)
+    os.chmod(copy, 0o700)
+    plans = copy / "plans"
+    stem = f"p_{first['key']}"
+    marker = tmp_path / "pickle-ran"
+
+    class Plant:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    manifest_path = plans / f"{stem}.manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    indexes = list((plans / "__pycache__").glob(f"{stem}.*.nbi"))
+    assert indexes
+    for index in indexes:
+        index.write_bytes(pickle.dumps(Plant()))
+        manifest[index.name] = hashlib.sha256(index.read_bytes()).hexdigest()
+    manifest_path.write_text(json.dumps(manifest))
+    os.chmod(manifest_path, 0o600)
+    result = run_script(copy)
+    assert not marker.exists(), "a planted Numba index was unpickled"
+    assert result["stats"]["corrupt_entries"] >= 1
+
+
 # in-process: each case lowers a plan this process has not compiled yet
 
 def _lower(offset: float):

@@ -19,7 +19,8 @@ def net():
     w = tape.parameter(np.array([1.0, 2.0, 3.0], np.float32), name="w")
     y = (x * w).sum()
     network = tape.into_network()
-    plans = {backend: network.entry([y]).lower(backend) for backend in ("numba", "reference")}
+    plans = {backend: network.entry([y]).lower(backend)
+             for backend in ("numba", "llvm", "reference")}
     return network, plans, x, unused, y
 
 
@@ -27,7 +28,7 @@ VALUES = np.array([1.5, -2.0, 4.25], np.float32)
 EXPECTED = float(np.dot(VALUES, [1.0, 2.0, 3.0]))
 
 
-@pytest.mark.parametrize("backend", ["numba", "reference"])
+@pytest.mark.parametrize("backend", ["numba", "llvm", "reference"])
 @pytest.mark.parametrize("feed", [
     VALUES.astype(">f4"),                                  # big-endian
     np.repeat(VALUES, 2)[::2],                             # strided
@@ -43,7 +44,7 @@ def test_forward_converts_byte_order_and_layout_once(net, backend, feed):
     assert float(network.forward(network.parameters(), {x: feed}).of(y)) == EXPECTED
 
 
-@pytest.mark.parametrize("backend", ["numba", "reference"])
+@pytest.mark.parametrize("backend", ["numba", "llvm", "reference"])
 @pytest.mark.parametrize("feed, problem", [
     (VALUES.astype(">f4"), "non-native byte order"),
     (np.repeat(VALUES, 2)[::2], "non-contiguous"),
@@ -58,7 +59,7 @@ def test_bind_refuses_what_it_cannot_read_with_a_feed_error(net, backend, feed, 
         bound(feed)
 
 
-@pytest.mark.parametrize("backend", ["numba", "reference"])
+@pytest.mark.parametrize("backend", ["numba", "llvm", "reference"])
 def test_a_feed_the_plan_does_not_read_is_refused(net, backend):
     network, plans, x, unused, y = net
     plan = plans[backend]

@@ -26,6 +26,7 @@ from llvmlite import ir
 
 import tensorcode as tc
 from tensorcode.compiler.backends import llvm as backend
+from tensorcode.compiler.backends import secret as secrets
 from tensorcode.compiler.backends.llvm import cache, codegen, objects
 from tensorcode.compiler.plan import compile_stats
 
@@ -46,7 +47,7 @@ def _network():
 def fresh(tmp_path, monkeypatch):
     """A cache directory and a secret of this test's own; no program in memory."""
     monkeypatch.setenv("TENSORCODE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv(cache.SECRET_ENV, str(tmp_path / "secret" / "key"))
+    monkeypatch.setenv(secrets.SECRET_ENV, str(tmp_path / "secret" / "key"))
     monkeypatch.setattr(backend, "_PROGRAMS", {})
     from tensorcode.compiler.backends import numba_cache
 
@@ -84,7 +85,7 @@ def test_a_second_lowering_loads_the_tagged_object(fresh):
     assert second["compiled"] == 0 and second["cache_loaded"] == 1 and not caught
     mode = stat.S_IMODE(_entry_file(tmp_path).stat().st_mode)
     assert mode == 0o600
-    secret = pathlib.Path(os.environ[cache.SECRET_ENV])
+    secret = pathlib.Path(os.environ[secrets.SECRET_ENV])
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600
     assert stat.S_IMODE(secret.parent.stat().st_mode) == 0o700
 
@@ -167,16 +168,16 @@ def test_an_object_calling_system_is_refused_even_with_a_valid_tag(fresh):
 
 def test_a_secret_open_to_others_is_refused_and_plans_compile_in_memory(fresh):
     tmp_path, network, entry, loss = fresh
-    secret = pathlib.Path(os.environ[cache.SECRET_ENV])
-    cache._SECRETS.clear()
-    cache.secret()
+    secret = pathlib.Path(os.environ[secrets.SECRET_ENV])
+    secrets.forget()
+    secrets.secret()
     os.chmod(secret, 0o644)
-    cache._SECRETS.clear()
+    secrets.forget()
     try:
         _, stats, caught = _lower(entry, network, loss)
     finally:
         os.chmod(secret, 0o600)
-        cache._SECRETS.clear()
+        secrets.forget()
     assert stats["memory_compiled"] == 1 and stats["compiled"] == 1
     assert any("cache secret" in w and "open to others" in w for w in caught)
     assert not list((tmp_path / "cache" / "plans").glob("l_*.o"))
@@ -207,7 +208,7 @@ SCRIPT = textwrap.dedent("""
 
 def _process(tmp_path: pathlib.Path, hidden: int) -> subprocess.Popen:
     env = dict(os.environ, TENSORCODE_CACHE_DIR=str(tmp_path / "cache"))
-    env[cache.SECRET_ENV] = str(tmp_path / "secret" / "key")
+    env[secrets.SECRET_ENV] = str(tmp_path / "secret" / "key")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.Popen([sys.executable, "-c", SCRIPT, str(hidden)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -316,7 +316,7 @@ def test_exact_math_can_be_asked_for():
 
 
 @pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value encountered")
-@pytest.mark.parametrize("backend", ["reference", "numba"])
+@pytest.mark.parametrize("backend", ["reference", "numba", "llvm"])
 def test_roots_that_are_sources_views_or_repeated_and_odd_shapes(backend):
     tape = tc.Tape()
     w = tape.parameter(np.arange(6.0).reshape(2, 3), name="w")

@@ -111,7 +111,7 @@ def test_bind_returns_roots_in_order():
     assert_close(loss, network.forward(parameters).of(value), "float32")
 
 
-@pytest.mark.parametrize("backend", ["reference", "numba"])
+@pytest.mark.parametrize("backend", ["reference", "numba", "llvm"])
 def test_bound_scalars_return_the_scalar_roots_as_numbers(backend):
     tape = tc.Tape()
     x = tape.input(np.array([1.0, -2.0, 3.0]), name="x")

@@ -258,3 +258,14 @@ def test_documented_errors_are_tensorcode_errors():
 
     assert issubclass(ArtifactError, TensorCodeError) and issubclass(PatchError,
                                                                      TensorCodeError)
+
+
+# -- chat sessions --------------------------------------------------------------------------
+def test_chat_session_load(tmp_path, record_property):
+    from tensorcode.tools.chatbot import ChatSession, Message
+
+    session = ChatSession([Message("user", "hello there"), Message("assistant", "hi!")])
+    artifact = Artifact(session.save(tmp_path / "session.json"), tmp_path / "case")
+    tally = run_cases("ChatSession.load", CASES, 29, artifact.mutate, artifact.attempt(
+        lambda d: ChatSession.load(d / "session.json")))
+    check(tally, record_property)

@@ -589,7 +589,13 @@ def plans_directory() -> pathlib.Path:
 
 
 def _digest(path: pathlib.Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The file's authentication tag (``secret.authenticate`` over the directory, its
+    name and its bytes): a file whose recorded tag was not made with the secret, a hash
+    recomputed by whoever planted it included, does not match."""
+    from .secret import authenticate
+
+    return authenticate(b"tensorcode.numba-cache/1", str(path.parent.resolve()).encode(),
+                        path.name.encode(), path.read_bytes()).hex()
 
 
 def _numba_files(directory: pathlib.Path, stem: str) -> list[pathlib.Path]:
@@ -618,7 +624,8 @@ def _read_manifest(directory: pathlib.Path, stem: str) -> dict[str, str]:
 def _verify_numba_files(directory: pathlib.Path, stem: str) -> bool:
     """Whether every Numba cache file of entry ``stem`` (its index files are pickles,
     which Numba loads before any check of ours) is a regular file owned by us, writable
-    by no one else, with the SHA-256 that TensorCode recorded after Numba wrote it."""
+    by no one else, with the authentication tag (HMAC-SHA-256, ``_digest``) TensorCode
+    recorded after Numba wrote it."""
     manifest = _read_manifest(directory, stem)
     for path in _numba_files(directory, stem):
         try:
@@ -631,7 +638,7 @@ def _verify_numba_files(directory: pathlib.Path, stem: str) -> bool:
 
 
 def _seal(directory: pathlib.Path, stem: str) -> None:
-    """Record the SHA-256 of entry ``stem``'s Numba cache files (just written by Numba
+    """Record the authentication tags of entry ``stem``'s Numba cache files (just written by Numba
     in this process) in its manifest; the caller holds the entry's lock."""
     from ...files import atomic_write_bytes, dumps
 

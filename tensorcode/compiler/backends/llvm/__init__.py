@@ -39,13 +39,6 @@ if TYPE_CHECKING:  # pragma: no cover
 _PROGRAMS: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
-#: the files whose code decides what a plan's object does (their digest is in the key)
-_SOURCES = ("backends/llvm/codegen.py", "backends/llvm/ops.py", "backends/llvm/rows.py",
-            "backends/llvm/random.py", "backends/llvm/types.py", "backends/llvm/objects.py",
-            "backends/numba.py", "backends/approx.py", "schedule.py", "fusion.py",
-            "kernels.py", "philox.py", "primitives.py")
-
-
 @functools.cache
 def environment_key() -> str:
     """Versions, CPU and generator source that compiled plan objects depend on."""
@@ -56,11 +49,9 @@ def environment_key() -> str:
     from .... import __version__
     from .objects import OPT_LEVEL
 
-    root = pathlib.Path(__file__).resolve().parents[2]
     digest = hashlib.sha256()
-    for name in _SOURCES:
-        path = root / name
-        digest.update(path.read_bytes() if path.exists() else name.encode())
+    for path in _generator_files():
+        digest.update(path.read_bytes())
     try:
         cpu = llvm.get_host_cpu_name() + ":" + llvm.get_host_cpu_features().flatten()
     except Exception:  # pragma: no cover - an LLVM without feature detection
@@ -69,6 +60,26 @@ def environment_key() -> str:
                        "llvm": ".".join(map(str, llvm.llvm_version_info)), "cpu": cpu,
                        "numpy": np.__version__, "python": sys.version_info[:2],
                        "opt": OPT_LEVEL, "generator": digest.hexdigest()}, sort_keys=True)
+
+
+def _generator_files() -> list[pathlib.Path]:
+    """The source files whose code decides what a plan's object does: this backend's
+    modules and the modules they take loop layouts, kernels, schedules, fusion, the
+    float32 approximations and the Philox constants from (found through the objects
+    imported, so the list follows the modules wherever they live)."""
+    import inspect
+
+    from . import codegen, objects, ops, random, rows, types, update
+
+    modules = {codegen, objects, ops, random, rows, types, update, ops.approx, random.philox}
+    for thing in (codegen.fused_layout, codegen.Schedule, codegen.Kernel):
+        modules.add(sys.modules[thing.__module__])
+    schedule = sys.modules[codegen.Schedule.__module__]
+    for name in ("fuse", "primitives"):
+        found = getattr(schedule, name, None)
+        if found is not None:
+            modules.add(found if inspect.ismodule(found) else sys.modules[found.__module__])
+    return sorted({pathlib.Path(str(inspect.getsourcefile(m))) for m in modules})
 
 
 def plan_key(schedule: Schedule, approximate: bool, step: Any = None) -> str:
@@ -97,9 +108,9 @@ def prepared(schedule: Schedule, approximate: bool, step: Any = None) -> LlvmPro
     from .codegen import layout_of
 
     if step is not None:
-        from .update import _rule_api
+        from .update import rule_api
 
-        _rule_api()  # a rule this backend can lower, before any work
+        rule_api()  # a rule this backend can lower, before any work
     key = plan_key(schedule, approximate, step)
     with _LOCK:
         found = _PROGRAMS.get(key)
