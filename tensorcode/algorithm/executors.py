@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.backends import BACKENDS, check_backend, reference
+from ..compiler.backends import BACKENDS, check_backend
+from ..compiler.backends.reference import interpreter as reference
+from ..compiler.plans.tables import Parameters
 from ..compiler.subset import CompiledProgram
-from ..compiler.tables import Parameters
 from ..errors import FeedError, LoweringError, TensorCodeError
 
 #: the executor names: the backend names, one word per backend
@@ -123,7 +124,7 @@ class ReferenceExecutor(Executor):
 
 def _plan_module() -> Any:
     # loaded on first use: plans import numba, which ``import tensorcode`` never does
-    return importlib.import_module("tensorcode.compiler.plan")
+    return importlib.import_module("tensorcode.compiler.plans.plan")
 
 
 class CompiledExecutor(Executor):

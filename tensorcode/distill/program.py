@@ -60,7 +60,7 @@ def check_executor(executor: str) -> None:
     dependency): a broken installation fails here, at the caller, instead of being fed
     back to the author as a compile error of every attempt."""
     if executor == "numba":
-        importlib.import_module("tensorcode.compiler.plan")
+        importlib.import_module("tensorcode.compiler.plans.plan")
 
 
 def load_algorithm(path: Any, executor: str) -> Any:

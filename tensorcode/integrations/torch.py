@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.tables import Parameters
+from ..compiler.plans.tables import Parameters
 from ..errors import TensorCodeError
 from ..extras import require
 from ..runtime.optim import Adam, AdamW, Optimizer, Sgd

@@ -39,11 +39,11 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.draws import check_sampling
-from ..compiler.network import Network
-from ..compiler.plan import BoundPlan, Plan
-from ..compiler.tables import Gradients, Parameters
-from ..compiler.tape import Expr, Tape
+from ..compiler.plans.network import Network
+from ..compiler.plans.plan import BoundPlan, Plan
+from ..compiler.plans.tables import Gradients, Parameters
+from ..compiler.trace.draws import check_sampling
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ArtifactError, CompileError, FeedError, ShapeError
 from ..files import atomic_write_json
 from ..files.strict_json import read_json

@@ -36,11 +36,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..compiler.autodiff import record_backward
-from ..compiler.network import Network
-from ..compiler.plan import BoundPlan, Plan
-from ..compiler.tables import Gradients, Parameters
-from ..compiler.tape import Expr, Tape
+from ..compiler.plans.network import Network
+from ..compiler.plans.plan import BoundPlan, Plan
+from ..compiler.plans.tables import Gradients, Parameters
+from ..compiler.trace.autodiff import record_backward
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import CompileError, FeedError
 from ..nn import init as initializers
 from ..nn.transformer import Gpt, GptConfig, TransformerBlock

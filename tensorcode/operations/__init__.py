@@ -6,7 +6,7 @@ is called on arrays (``LinearOperation(4, 2, seed=0)(x)``); a ``tc.nn`` module
 (``tc.nn.Linear(tape, 4, 2)``) records parameters on a tape and is called on ``Expr``
 values, and an operation builds one on each tape it expresses itself on. The dense
 operations carry the ``Operation`` suffix so the two never share a name. (The op
-*registry* of primitives is a third thing: ``tensorcode.compiler.primitives``.) This
+*registry* of primitives is a third thing: ``tensorcode.compiler.core.registry``.) This
 package was ``tensorcode.ops``, which still imports, with a ``DeprecationWarning``.
 """
 

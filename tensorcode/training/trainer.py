@@ -44,11 +44,11 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler import ir
-from ..compiler.autodiff import needs_gradient
-from ..compiler.step import StepPlan
-from ..compiler.tables import Gradients, Parameters
-from ..compiler.tape import Expr, Tape
+from ..compiler.core import ir
+from ..compiler.plans.step import StepPlan
+from ..compiler.plans.tables import Gradients, Parameters
+from ..compiler.trace.autodiff import needs_gradient
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ArtifactError, TensorCodeError, TrainingError
 from ..operations.base import Operation
 from ..operations.execute import lower, resolve_backend, rewrap
