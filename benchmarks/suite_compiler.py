@@ -199,4 +199,7 @@ def run(quick: bool = False) -> list[Row]:
         except Exception as error:  # report, do not abort the suite
             rows.append(Row(SUITE, "W2 warm: process start to 1st step", "jax (failed)", 0.0,
                             unit="s", note=str(error).splitlines()[-1][:80]))
+    from .compiler_llvm import run as llvm_rows  # the llvm backend beside numba
+
+    rows += llvm_rows(quick)
     return rows

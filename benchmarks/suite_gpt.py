@@ -419,4 +419,8 @@ def run(quick: bool) -> list[Row]:
             for row in measured:
                 row.extra["suite_seconds"] = round(time.perf_counter() - started, 1)
             rows += measured
+    if not quick:  # GPT-2 124M's cold lowering on the llvm backend beside numba
+        from .compiler_llvm import large_plan_rows
+
+        rows += large_plan_rows(quick)
     return rows + _train(quick)

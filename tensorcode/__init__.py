@@ -30,39 +30,35 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily below
-    from . import checkpoint, init, nn, optim, random, tools, training
-    from .compiler.functions import (
-        concat,
-        cross_entropy,
-        gelu,
-        layer_norm,
-        log_softmax,
-        logsumexp,
-        maximum,
-        minimum,
-        mse,
-        one_hot,
-        softmax,
-        stop_gradient,
-        where,
-    )
-    from .compiler.network import Backward, Network, Run
-    from .compiler.plan import Plan
-    from .compiler.tables import Gradients, Parameters
-    from .compiler.tape import Adjoints, Expr, Tape
+    from . import checkpoint, functional, init, nn, optim, random, tools, training
+    from .compiler.plans.network import Backward, Network, Run
+    from .compiler.plans.plan import Plan
+    from .compiler.plans.tables import Gradients, Parameters
+    from .compiler.trace.tape import Adjoints, Expr, Tape
     from .runtime.experience import InputRef, OutputRef, trace
+
+#: the functional namespace (``tc.exp(x)``, ``tc.sum(x, axis=0)``, ``tc.softmax(x)``):
+#: ``tensorcode.functional.__all__``, derived there from the op registry; written out here
+#: so that ``import tensorcode`` loads nothing, and a test keeps the two lists equal
+_FUNCTIONAL = (
+    "abs", "add", "astype", "bernoulli", "broadcast_to", "categorical", "concat", "cos",
+    "cross_entropy", "div", "dropout", "eq", "exp", "ge", "gelu", "gt", "layer_norm", "le",
+    "log", "log1p", "log_softmax", "logsumexp", "lt", "matmul", "max", "maximum", "mean",
+    "min", "minimum", "mse", "mul", "ne", "neg", "one_hot", "pow", "random_normal",
+    "random_uniform", "relu", "reshape", "sigmoid", "sin", "slice", "softmax", "softplus",
+    "sqrt", "stop_gradient", "sub", "sum", "take", "tanh", "transpose", "where")
 
 #: every public name but the errors, loaded when first read: name -> (module, attribute;
 #: None for the module itself). ``import tensorcode`` runs no NumPy and no compiler code.
 _LAZY: dict[str, tuple[str, str | None]] = {
-    **{name: ("tensorcode.compiler.functions", name) for name in (
-        "concat", "cross_entropy", "gelu", "layer_norm", "log_softmax", "logsumexp",
-        "maximum", "minimum", "mse", "one_hot", "softmax", "stop_gradient", "where")},
-    **{name: ("tensorcode.compiler.network", name) for name in ("Backward", "Network", "Run")},
-    "Plan": ("tensorcode.compiler.plan", "Plan"),
-    "Gradients": ("tensorcode.compiler.tables", "Gradients"),
-    "Parameters": ("tensorcode.compiler.tables", "Parameters"),
-    **{name: ("tensorcode.compiler.tape", name) for name in ("Adjoints", "Expr", "Tape")},
+    **{name: ("tensorcode.functional", name) for name in _FUNCTIONAL},
+    "functional": ("tensorcode.functional", None),
+    **{name: ("tensorcode.compiler.plans.network", name)
+       for name in ("Backward", "Network", "Run")},
+    "Plan": ("tensorcode.compiler.plans.plan", "Plan"),
+    "Gradients": ("tensorcode.compiler.plans.tables", "Gradients"),
+    "Parameters": ("tensorcode.compiler.plans.tables", "Parameters"),
+    **{name: ("tensorcode.compiler.trace.tape", name) for name in ("Adjoints", "Expr", "Tape")},
     "nn": ("tensorcode.nn", None),
     # the importable modules of the surface (``import tensorcode.optim`` works too)
     **{name: (f"tensorcode.{name}", None) for name in (
@@ -94,8 +90,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Tape", "Expr", "Adjoints", "Network", "Run", "Backward", "Parameters", "Gradients", "Plan",
-    "where", "maximum", "minimum", "concat", "one_hot", "stop_gradient", "logsumexp",
-    "log_softmax", "softmax", "cross_entropy", "layer_norm", "gelu", "mse",
+    *_FUNCTIONAL, "functional",
     "nn", "init", "checkpoint", "random", "optim", "training", "tools",
     "trace", "OutputRef", "InputRef",
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",

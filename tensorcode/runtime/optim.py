@@ -6,13 +6,13 @@ tables. The built-ins (``Sgd``, ``Adam``, ``AdamW``) follow PyTorch's single-ten
 update equations in PyTorch's order of operations, so a trajectory recorded with
 ``torch.optim`` in float64 is reproduced to rounding, and their ``state_dict()`` uses
 PyTorch's exact layout, keys and group defaults, so state moves both ways
-(``tensorcode.interop.torch``).
+(``tensorcode.integrations.torch``).
 
 The hyperparameters are explicit at the call site and the learning rate is an argument
 of every step: the loop owns it, not the optimizer (a learning rate given to the
 constructor, ``AdamW(parameters, lr=1e-3)`` as in ``torch.optim``, is the default a
 ``Trainer`` uses). The built-ins are ``RuleOptimizer`` s: each update is written once
-with ``Expr`` operations and recorded as IR (``compiler/update.py``), which the backend
+with ``Expr`` operations and recorded as IR (``compiler/lower/update.py``), which the backend
 lowers like any plan: one compiled loop per dtype's flat buffer for ``step``
 (``backend="numba"``, the default), the NumPy reference interpreter for
 ``backend="reference"`` (tests hold the two equal bit for bit), and the same IR inside a
@@ -23,6 +23,7 @@ reach (``Gradients.reached``) is skipped as PyTorch skips a parameter whose ``gr
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import weakref
@@ -34,10 +35,10 @@ import numpy as np
 
 from ..compiler import backends
 from ..compiler.backends import check_backend
-from ..compiler.functions import maximum, where
-from ..compiler.tables import Gradients, Layout, Parameters, Table
-from ..compiler.tape import Expr, Tape
-from ..compiler.update import UpdateRule
+from ..compiler.lower.update import UpdateRule
+from ..compiler.plans.tables import Gradients, Layout, Parameters, Table
+from ..compiler.trace.composites import maximum, where
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import DTypeError, TensorCodeError
 from .optim_state import check_state_dict, state_entries, torch_flags
 
@@ -94,14 +95,12 @@ class Optimizer:
         self.constructed_lr: float | None = None
         self._spare: dict[str, list[np.ndarray]] = {}
         #: bumped whenever the state buffers or the hyperparameters are replaced, so a
-        #: bound step plan (``compiler/step.py``) knows to look them up again
+        #: bound step plan (``compiler/plans/step.py``) knows to look them up again
         self.revision = 0
 
     def __deepcopy__(self, memo: dict) -> Optimizer:
         """An independent copy of the state that shares the (immutable) layout instead of
         copying it and the tape behind it; recycled buffers are not carried over."""
-        import copy
-
         clone = object.__new__(type(self))
         memo[id(self)] = clone
         for key, value in self.__dict__.items():
@@ -399,7 +398,7 @@ class RuleOptimizer(Optimizer):
     state, lr, slot)`` to also read the per-slot scalars of ``SlotScalars`` (the
     built-ins do: Adam's bias corrections, SGD's first momentum buffer). Each argument
     is an ``Expr``: the rule is recorded once per parameter dtype as IR
-    (``compiler/update.py``) and lowered like any plan: compiled for ``step``
+    (``compiler/lower/update.py``) and lowered like any plan: compiled for ``step``
     (``backend="numba"``, the default; one compiled call per dtype, cached on disk) or
     interpreted by the NumPy reference (``backend="reference"``), and compiled into a
     step plan by ``entry.lower(optimizer=...)``. ``lr`` arrives in the parameters' dtype

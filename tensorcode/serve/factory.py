@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TensorCodeError
+from .app import create_app
+from .escalations import EscalationLog
+from .fallback import TeacherFallback
+from .rolling import STATE
 
 SETTINGS = "TENSORCODE_SERVE_SETTINGS"
 
 
 def app_from_environment() -> Any:
     """The application the command's settings describe (uvicorn's ``factory=True``)."""
-    from .app import create_app
-    from .escalations import EscalationLog
-    from .fallback import TeacherFallback
-
     logger = logging.getLogger("tensorcode.serve")
     if not logger.handlers:  # reload outcomes next to uvicorn's lines
         handler = logging.StreamHandler()
@@ -50,7 +50,9 @@ def app_from_environment() -> Any:
         log = EscalationLog(path, max_bytes=settings["log_max_bytes"])
     token_variable = settings.get("admin_token_env")
     token = os.environ.get(token_variable) if token_variable else None
+    several = settings.get("workers", 1) > 1
     return create_app(settings["routers"], fallback=fallback, escalation_log=log,
                       admin_token=token or None, max_body_bytes=settings["max_body_bytes"],
                       max_batch=settings["max_batch"], executor=settings["executor"],
-                      reload_on_sighup=settings.get("workers", 1) == 1)
+                      reload_on_sighup=not several,
+                      rolling_reloads=os.environ.get(STATE) if several else None)

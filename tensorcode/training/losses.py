@@ -14,16 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.functions import cross_entropy, log_softmax, mse
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.composites import DISTRIBUTION_TOLERANCE, cross_entropy, mse
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ShapeError, TrainingError
 
 #: ``fn(output, target) -> scalar Expr``: ``output`` is the supervised Expr, ``target``
 #: the target as an Expr (numeric targets) or the raw value (anything else).
 LossFn = Callable[[Expr, Any], Expr]
 BUILTIN = ("cross_entropy", "mse")
-#: how far (absolute, summed in float64) a distribution target may be from summing to one
-DISTRIBUTION_TOLERANCE = 1e-6
 _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
@@ -75,8 +73,10 @@ def _require_numbers(values: Any, what: str) -> None:
 
 def soft_cross_entropy(logits: Expr, distribution: Expr) -> Expr:
     """Mean over the batch of ``-sum(distribution * log softmax(logits))``; both
-    ``[batch, classes]``. Its gradient is ``softmax(logits) - distribution``."""
-    return -(log_softmax(logits, axis=-1) * distribution).sum() / logits.shape[0]
+    ``[batch, classes]``. Its gradient is ``softmax(logits) - distribution``. The one
+    definition is ``tc.cross_entropy`` with a probability target; this name stays for
+    the losses table."""
+    return cross_entropy(logits, distribution)
 
 
 def class_indices(target: Any, operation: Any, rows: int | None) -> np.ndarray:

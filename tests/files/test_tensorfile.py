@@ -66,3 +66,40 @@ def test_a_failed_save_leaves_the_old_file(tmp_path):
     with pytest.raises(TypeError):
         files.save_tensors(path, {"a": np.zeros(2, dtype=np.complex128)})
     assert path.read_bytes() == before and os.listdir(tmp_path) == ["t.safetensors"]
+
+
+GOOD_ENTRY = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+
+
+@pytest.mark.parametrize("entry, field", [
+    ({**GOOD_ENTRY, "dtype": ["F32"]}, "tensor a.dtype"),       # unhashable
+    ({**GOOD_ENTRY, "dtype": {"F32": 1}}, "tensor a.dtype"),
+    ({**GOOD_ENTRY, "dtype": 32}, "tensor a.dtype"),
+    ({**GOOD_ENTRY, "dtype": None}, "tensor a.dtype"),
+    ({**GOOD_ENTRY, "shape": "1"}, "tensor a.shape"),
+    ({**GOOD_ENTRY, "shape": [1.0]}, "tensor a.shape"),
+    ({**GOOD_ENTRY, "shape": [True]}, "tensor a.shape"),
+    ({**GOOD_ENTRY, "shape": [-1, -4]}, "tensor a.shape"),
+    ({**GOOD_ENTRY, "shape": [[1]]}, "tensor a.shape"),
+    ({**GOOD_ENTRY, "data_offsets": [0.0, 4.0]}, "tensor a.data_offsets"),
+    ({**GOOD_ENTRY, "data_offsets": [-4, 0]}, "tensor a.data_offsets"),
+    ({**GOOD_ENTRY, "data_offsets": {"0": 4}}, "tensor a.data_offsets"),
+    ({**GOOD_ENTRY, "data_offsets": [0, 4, 8]}, "tensor a.data_offsets"),
+    ({**GOOD_ENTRY, "extra": 1}, "tensor a"),
+    (["F32", [1], [0, 4]], "tensor a"),
+])
+def test_every_header_field_is_type_checked_before_use(tmp_path, entry, field):
+    """One header rule for every reader: a field of the wrong JSON type is an
+    ``ArtifactError`` naming the entry and field, never a ``TypeError``."""
+    path = _with_header(tmp_path, json.dumps({"a": entry}).encode(), b"\x00" * 4)
+    with pytest.raises(ArtifactError) as caught:
+        files.TensorFile(path)
+    assert caught.value.field == field
+
+
+@pytest.mark.parametrize("metadata", [["x"], {"k": 1}, {"k": ["v"]}, "text"])
+def test_metadata_must_map_strings_to_strings(tmp_path, metadata):
+    header = json.dumps({"__metadata__": metadata, "a": GOOD_ENTRY}).encode()
+    with pytest.raises(ArtifactError) as caught:
+        files.TensorFile(_with_header(tmp_path, header, b"\x00" * 4))
+    assert caught.value.field == "__metadata__"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensorcode as tc
-from tensorcode.compiler.tables import Gradients
+from tensorcode.compiler.plans.tables import Gradients
 from tensorcode.ops import Linear
 from tensorcode.training import Trainer
 

@@ -33,18 +33,11 @@ from typing import TYPE_CHECKING, Any
 from ....errors import CacheError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...schedule import Schedule
+    from ...lower.schedule import Schedule
     from .program import LlvmProgram
 
 _PROGRAMS: dict[str, Any] = {}
 _LOCK = threading.Lock()
-
-#: the files whose code decides what a plan's object does (their digest is in the key)
-_SOURCES = ("backends/llvm/codegen.py", "backends/llvm/ops.py", "backends/llvm/rows.py",
-            "backends/llvm/random.py", "backends/llvm/types.py", "backends/llvm/objects.py",
-            "backends/numba.py", "backends/approx.py", "schedule.py", "fusion.py",
-            "kernels.py", "philox.py", "primitives.py")
-
 
 @functools.cache
 def environment_key() -> str:
@@ -56,11 +49,9 @@ def environment_key() -> str:
     from .... import __version__
     from .objects import OPT_LEVEL
 
-    root = pathlib.Path(__file__).resolve().parents[2]
     digest = hashlib.sha256()
-    for name in _SOURCES:
-        path = root / name
-        digest.update(path.read_bytes() if path.exists() else name.encode())
+    for path in _generator_files():
+        digest.update(path.read_bytes())
     try:
         cpu = llvm.get_host_cpu_name() + ":" + llvm.get_host_cpu_features().flatten()
     except Exception:  # pragma: no cover - an LLVM without feature detection
@@ -71,8 +62,28 @@ def environment_key() -> str:
                        "opt": OPT_LEVEL, "generator": digest.hexdigest()}, sort_keys=True)
 
 
+def _generator_files() -> list[pathlib.Path]:
+    """The source files whose code decides what a plan's object does: this backend's
+    modules and the modules they take loop layouts, kernels, schedules, fusion, the
+    float32 approximations and the Philox constants from (found through the objects
+    imported, so the list follows the modules wherever they live)."""
+    import inspect
+
+    from . import codegen, objects, ops, random, rows, types, update
+
+    modules = {codegen, objects, ops, random, rows, types, update, ops.approx, random.philox}
+    for thing in (codegen.fused_layout, codegen.Schedule, codegen.Kernel):
+        modules.add(sys.modules[thing.__module__])
+    schedule = sys.modules[codegen.Schedule.__module__]
+    for name in ("fuse", "primitives"):
+        found = getattr(schedule, name, None)
+        if found is not None:
+            modules.add(found if inspect.ismodule(found) else sys.modules[found.__module__])
+    return sorted({pathlib.Path(str(inspect.getsourcefile(m))) for m in modules})
+
+
 def plan_key(schedule: Schedule, approximate: bool, step: Any = None) -> str:
-    from ..numba_cache import ir_key
+    from ..numba.backend import ir_key
 
     text = f"llvm\n{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}"
     if step is not None:
@@ -97,9 +108,9 @@ def prepared(schedule: Schedule, approximate: bool, step: Any = None) -> LlvmPro
     from .codegen import layout_of
 
     if step is not None:
-        from .update import _rule_api
+        from .update import rule_api
 
-        _rule_api()  # a rule this backend can lower, before any work
+        rule_api()  # a rule this backend can lower, before any work
     key = plan_key(schedule, approximate, step)
     with _LOCK:
         found = _PROGRAMS.get(key)
@@ -143,7 +154,7 @@ def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
 
 
 def _count(name: str, n: int = 1) -> None:
-    from ..numba_cache import count
+    from ..numba.backend import count
 
     count(name, n)
 
@@ -171,7 +182,7 @@ def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None
                ) -> dict[str, int]:
     """The entry points' addresses: the cache entry's object when it is valid, else a
     fresh compile (written to the cache when it can be used)."""
-    from ..numba_cache import locked, plans_directory, warn_once
+    from ..numba.backend import locked, plans_directory, warn_once
     from . import cache
     from .objects import UntrustedObject, load
 

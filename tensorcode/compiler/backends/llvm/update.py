@@ -24,9 +24,9 @@ from .types import F64, I8, I64, PTR, TYPES, constant, i64, load, loop, store
 _SHORT = {"float32": "f32", "float64": "f64"}
 
 
-def _rule_api() -> Any:
+def rule_api() -> Any:
     """The rule-graph interface of ``compiler/update.py``."""
-    from ... import update
+    from ...lower import update
 
     needed = ("CALL", "SLOT", "ELEMENT", "CONST", "SCALAR_INPUTS", "closure")
     if not all(hasattr(update, name) for name in needed):
@@ -39,7 +39,7 @@ def _rule_api() -> Any:
 def update_function(module: ir.Module, rule: Any, dtype: str,
                     slots: list[tuple[int, str, int, int, int]]) -> ir.Function:
     """``update_<dtype>(U, O, S0.., steps, present, lr)`` (see the module doc)."""
-    api = _rule_api()
+    api = rule_api()
     nodes, inputs, outputs = rule.graph(dtype)
     levels = rule.levels(dtype)
     n_state = len(rule.state_keys)
@@ -123,4 +123,4 @@ def update_function(module: ir.Module, rule: Any, dtype: str,
     return fn
 
 
-__all__ = ["update_function"]
+__all__ = ["update_function", "rule_api"]
