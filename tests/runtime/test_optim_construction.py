@@ -10,7 +10,7 @@ import pytest
 
 import tensorcode as tc
 from tensorcode.compiler.plans.tables import Gradients
-from tensorcode.ops import Linear
+from tensorcode.operations import LinearOperation as Linear
 from tensorcode.training import Trainer
 
 
