@@ -44,10 +44,8 @@ def _targets(path: pathlib.Path) -> list[tuple[str, pathlib.Path]]:
 
 
 def _warm_algorithm(path: pathlib.Path, backend: str):
-    try:
-        from ..algorithm import load
-    except ModuleNotFoundError as error:  # pragma: no cover - algorithm package absent
-        raise ArtifactError(f"cannot read algorithm artifacts here ({error})", path=path) from error
+    from ..algorithm import load
+
     algorithm = load(path, executor=backend)
     return algorithm.plan
 
@@ -56,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
     """Warm the plan cache for every saved plan or algorithm under ``args.paths``."""
     if args.cache_dir:
         os.environ["TENSORCODE_CACHE_DIR"] = str(pathlib.Path(args.cache_dir).resolve())
-    from ..compiler.plan import Plan, cache_dir, compile_stats
+    from ..compiler.plans.plan import Plan, cache_dir, compile_stats
 
     targets = [t for p in args.paths for t in _targets(pathlib.Path(p))]
     for kind, path in targets:

@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 
 from .. import nn
-from ..compiler.functions import maximum
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.composites import maximum
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ShapeError, TrainingError
 from ..nn import init as initializers
-from ..ops.base import Operation, row_bucket
-from ..ops.layers import checked_seed, positive_int
+from ..operations.base import Operation, row_bucket
+from ..operations.layers import checked_seed, positive_int
 from .features import FEATURES, pad_texts, padded_length
 
 #: the score of a padded item under ``mask="logits"``
