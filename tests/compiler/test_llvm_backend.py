@@ -174,3 +174,22 @@ def test_fused_steps_equal_numba_bit_for_bit_or_are_refused():
             (a, pa), (b, pb) = results["numba"], results["llvm"]
             assert a == b
             assert all(np.array_equal(pa[d], pb[d]) for d in pa)
+
+
+def test_no_caller_array_is_kept_past_a_call():
+    import gc
+    import weakref
+
+    network, value, adjoints, syms = mlp_program([3, 8, 1], "tanh", batch=5)
+    plan = network.entry([value]).lower("llvm")
+    bound = plan.bind(network.parameters())
+    rng = np.random.default_rng(0)
+    inputs = [rng.normal(size=plan._input_types[s.index][0]).astype(np.float32)
+              for s in plan.inputs()]
+    refs = [weakref.ref(x) for x in inputs]
+    outputs = bound(*inputs)
+    plan.forward(network.parameters(), dict(zip(plan.inputs(), inputs)))
+    del inputs
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert np.isfinite(outputs[0]).all()
