@@ -569,8 +569,8 @@ import numpy
 t_numpy = time.perf_counter()
 sys.path.insert(0, {str(__import__('pathlib').Path(__file__).resolve().parents[1])!r})
 from benchmarks.compiler_workloads import WORKLOADS, make_data, tensorcode_network
-from tensorcode.compiler.plan import compile_stats
-import tensorcode.compiler.step, tensorcode.runtime.optim
+from tensorcode.compiler.plans.plan import compile_stats
+import tensorcode.compiler.plans.step, tensorcode.runtime.optim
 t_imports = time.perf_counter()
 spec = WORKLOADS["W2"]; data = make_data(spec)
 network, loss, adjoints = tensorcode_network(spec, data)

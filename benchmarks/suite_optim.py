@@ -31,7 +31,7 @@ def _repeat(n: int, quick: bool) -> int:
 
 def _ours(n: int, quick: bool) -> list[Row]:
     import tensorcode as tc
-    from tensorcode.compiler.tables import Gradients
+    from tensorcode.compiler.plans.tables import Gradients
 
     rng = np.random.default_rng(0)
     tape = tc.Tape()

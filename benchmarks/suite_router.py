@@ -169,7 +169,7 @@ def run(quick: bool) -> list[Row]:
     reference = algorithms.compile(SOURCE, INPUTS, OUTPUTS, PARAMETERS, executor="reference")
     stats = {}
     try:
-        from tensorcode.compiler import plan as plan_module
+        from tensorcode.compiler.plans import plan as plan_module
         stats = plan_module.compile_stats()
     except (ImportError, AttributeError):  # no plans: the rows above say so
         pass

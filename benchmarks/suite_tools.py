@@ -71,7 +71,9 @@ def run(quick: bool) -> list[Row]:
                         note="same features + no_grad forward + softmax"))
         rows.append(Row(SUITE, work_step, "torch eager", times["step"] * 1e6,
                         note="same features + forward + CE + backward + SGD"))
-    return rows
+    from .suite_tools_products import rows as product_rows
+
+    return rows + product_rows(quick)
 
 
 def torch_times(quick: bool) -> dict:

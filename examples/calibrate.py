@@ -22,7 +22,12 @@ import tensorcode as tc
 from tensorcode import trace
 from tensorcode.compiler.backends import BACKENDS, DEFAULT_BACKEND
 from tensorcode.ops import Mlp
-from tensorcode.training import TemperatureCalibration, Trainer, evaluate_calibration, fit_threshold
+from tensorcode.training import (
+    TemperatureCalibration,
+    Trainer,
+    evaluate_calibration,
+    fit_threshold,
+)
 
 CLASSES, FEATURES = 3, 8
 

@@ -16,7 +16,7 @@ import textwrap
 import numpy as np
 
 import tensorcode as tc
-from tensorcode.compiler.plan import compile_stats
+from tensorcode.compiler.plans.plan import compile_stats
 
 
 def build():
@@ -54,7 +54,7 @@ def main() -> None:
     print(f"\nsaved to {saved}: {sorted(os.listdir(saved))}")
     code = textwrap.dedent(f"""
         import json
-        from tensorcode.compiler.plan import Plan, compile_stats
+        from tensorcode.compiler.plans.plan import Plan, compile_stats
         plan = Plan.load({saved!r})
         run = plan.forward(plan.parameters())
         loss = float(run.of(plan.network.symbol(plan.roots[0])))

@@ -31,10 +31,10 @@ from .errors import (
 
 if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily below
     from . import checkpoint, functional, init, nn, optim, random, tools, training
-    from .compiler.network import Backward, Network, Run
-    from .compiler.plan import Plan
-    from .compiler.tables import Gradients, Parameters
-    from .compiler.tape import Adjoints, Expr, Tape
+    from .compiler.plans.network import Backward, Network, Run
+    from .compiler.plans.plan import Plan
+    from .compiler.plans.tables import Gradients, Parameters
+    from .compiler.trace.tape import Adjoints, Expr, Tape
     from .runtime.experience import InputRef, OutputRef, trace
 
 #: the functional namespace (``tc.exp(x)``, ``tc.sum(x, axis=0)``, ``tc.softmax(x)``):
@@ -53,11 +53,12 @@ _FUNCTIONAL = (
 _LAZY: dict[str, tuple[str, str | None]] = {
     **{name: ("tensorcode.functional", name) for name in _FUNCTIONAL},
     "functional": ("tensorcode.functional", None),
-    **{name: ("tensorcode.compiler.network", name) for name in ("Backward", "Network", "Run")},
-    "Plan": ("tensorcode.compiler.plan", "Plan"),
-    "Gradients": ("tensorcode.compiler.tables", "Gradients"),
-    "Parameters": ("tensorcode.compiler.tables", "Parameters"),
-    **{name: ("tensorcode.compiler.tape", name) for name in ("Adjoints", "Expr", "Tape")},
+    **{name: ("tensorcode.compiler.plans.network", name)
+       for name in ("Backward", "Network", "Run")},
+    "Plan": ("tensorcode.compiler.plans.plan", "Plan"),
+    "Gradients": ("tensorcode.compiler.plans.tables", "Gradients"),
+    "Parameters": ("tensorcode.compiler.plans.tables", "Parameters"),
+    **{name: ("tensorcode.compiler.trace.tape", name) for name in ("Adjoints", "Expr", "Tape")},
     "nn": ("tensorcode.nn", None),
     # the importable modules of the surface (``import tensorcode.optim`` works too)
     **{name: (f"tensorcode.{name}", None) for name in (

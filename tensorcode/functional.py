@@ -2,15 +2,15 @@
 ``tc.sum(x, axis=0)``, ``tc.softmax(x)``), one public name each, as ``jnp.*`` and
 ``torch.*`` are.
 
-The names are derived from the op registry (``tensorcode.compiler.primitives.REGISTRY``)
+The names are derived from the op registry (``tensorcode.compiler.core.registry.REGISTRY``)
 when this module is imported, so the list cannot drift from the ops: a registry op is a
 function here under its own name, except the ones below (``PUBLIC_NAMES`` renames,
 ``INTERNAL_OPS`` are recorded only by other ops' gradient rules), and an op of a kind this
 module does not know how to call fails the import (and the test suite), never silently.
 The composites (``softmax``, ``cross_entropy``, ..., ``dropout``) are the functions of
-``tensorcode.compiler.functions`` and ``tensorcode.compiler.draws``. The method forms on
-``Expr`` (``x.exp()``, ``x.sum(axis=0)``) stay; a function here records exactly what the
-method records.
+``tensorcode.compiler.trace.composites`` and ``tensorcode.compiler.trace.draws``. The
+method forms on ``Expr`` (``x.exp()``, ``x.sum(axis=0)``) stay; a function here records
+exactly what the method records.
 
 ``detach`` and ``stop_gradient`` spelled one op twice: the public function is
 ``tc.stop_gradient`` (JAX's name; the Rust guide's ``.detach()`` means something else
@@ -22,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .compiler import draws, functions, primitives
-from .compiler.tape import Expr
+from .compiler.core import registry as primitives
+from .compiler.trace import composites as functions
+from .compiler.trace import draws
+from .compiler.trace.tape import Expr
 
 #: registry ops whose public function has another name
 PUBLIC_NAMES = {"detach": "stop_gradient"}

@@ -33,8 +33,8 @@ def test_import_does_not_load_heavy_modules():
 def test_first_name_loads_the_compiler_but_not_numba():
     code = ("import sys, json, tensorcode; tensorcode.Tape; "
             "print(json.dumps(sorted(m for m in ('numpy', 'numba', 'scipy', 'torch', "
-            "'tensorcode.compiler.tape') if m in sys.modules)))")
-    assert json.loads(_fresh(code)) == ["numpy", "tensorcode.compiler.tape"]
+            "'tensorcode.compiler.trace.tape') if m in sys.modules)))")
+    assert json.loads(_fresh(code)) == ["numpy", "tensorcode.compiler.trace.tape"]
 
 
 @pytest.mark.parametrize("name", tensorcode.__all__)
@@ -47,7 +47,7 @@ def test_every_public_name_resolves(name):
 
 def test_lazy_names_are_the_defining_modules_objects():
     import tensorcode.optim
-    from tensorcode.compiler.tape import Tape
+    from tensorcode.compiler.trace.tape import Tape
 
     assert tensorcode.Tape is Tape
     assert tensorcode.optim is sys.modules["tensorcode.optim"]

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from .. import files
-from ..compiler import document as codec
-from ..compiler import ir
-from ..compiler.ir import Type
+from ..compiler.core import ir
+from ..compiler.core.ir import Type
+from ..compiler.plans import document as codec
 from ..compiler.subset import (
     DTYPE,
     MAX_NODES,
@@ -30,7 +30,7 @@ from ..compiler.subset import (
     MAX_TENSOR_ELEMENTS,
     CompiledProgram,
 )
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ArtifactError, TensorCodeError
 
 FORMAT = "tensorcode.algorithm"

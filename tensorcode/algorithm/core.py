@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
+from ..compiler.core.verify import verify
+from ..compiler.plans.tables import Parameters
 from ..compiler.subset import DTYPE, CompiledProgram, compile_program, normalize_parameters
-from ..compiler.tables import Parameters
-from ..compiler.verify import verify
 from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
 from ..files import atomic_write_bytes
 from . import artifact

@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.backends import BACKENDS, check_backend, reference
+from ..compiler.backends import BACKENDS, check_backend
+from ..compiler.backends.reference import interpreter as reference
+from ..compiler.plans.tables import Parameters
 from ..compiler.subset import CompiledProgram
-from ..compiler.tables import Parameters
 from ..errors import CompileError, FeedError, LoweringError, TensorCodeError
 
 #: the executor names: the backend names, one word per backend
@@ -124,10 +125,10 @@ def _plan_module() -> Any:
     import importlib
 
     try:  # lazy: plans import numba, which ``import tensorcode`` never does
-        plan = importlib.import_module("tensorcode.compiler.plan")
+        plan = importlib.import_module("tensorcode.compiler.plans.plan")
     except ImportError as exc:
         raise CompileError(
-            "the numba executor needs compiled plans (tensorcode.compiler.plan), which "
+            "the numba executor needs compiled plans (tensorcode.compiler.plans.plan), which "
             f"this installation cannot provide ({exc}); pass executor='reference' to run "
             "with the NumPy interpreter instead") from None
     return plan

@@ -56,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
     """Warm the plan cache for every saved plan or algorithm under ``args.paths``."""
     if args.cache_dir:
         os.environ["TENSORCODE_CACHE_DIR"] = str(pathlib.Path(args.cache_dir).resolve())
-    from ..compiler.plan import Plan, cache_dir, compile_stats
+    from ..compiler.plans.plan import Plan, cache_dir, compile_stats
 
     targets = [t for p in args.paths for t in _targets(pathlib.Path(p))]
     for kind, path in targets:

@@ -9,6 +9,7 @@ environment variables (``--admin-token-env``, ``--fallback-api-key-env``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -27,7 +28,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes (default 1); with more, SIGHUP to the parent "
-                             "replaces the workers one by one")
+                             "(or POST /admin/reload) replaces the workers one by one")
+    parser.add_argument("--ready-timeout", type=int, default=60, metavar="SECONDS",
+                        help="with --workers above 1: seconds a new worker has to load the "
+                             "routers and answer its readiness check during a rolling "
+                             "reload (default 60); one that is late ends the reload and the "
+                             "old workers keep serving")
     add_backend_flag(parser)
     parser.add_argument("--fallback-url", metavar="URL",
                         help="an OpenAI-compatible API root (http://host:8000/v1) answering "
@@ -67,6 +73,9 @@ def settings_of(args: argparse.Namespace) -> dict:
         raise TensorCodeError("--fallback-url needs --fallback-model (the model it serves)")
     if args.workers < 1:
         raise TensorCodeError(f"--workers must be at least 1, got {args.workers}")
+    if args.ready_timeout < 1:
+        raise TensorCodeError(f"--ready-timeout must be at least 1 second, got "
+                              f"{args.ready_timeout}")
     return {
         "routers": [str(Path(d).resolve()) for d in args.directories],
         "executor": args.backend, "workers": args.workers,
@@ -79,6 +88,7 @@ def settings_of(args: argparse.Namespace) -> dict:
                            if args.escalation_log else None),
         "log_max_bytes": args.log_max_bytes, "admin_token_env": args.admin_token_env,
         "max_body_bytes": args.max_body_bytes, "max_batch": args.max_batch,
+        "ready_timeout": args.ready_timeout,
     }
 
 
@@ -89,17 +99,32 @@ def main(args: argparse.Namespace) -> int:
     uvicorn = require("uvicorn")
     require("starlette")
     require("prometheus_client")
+    from ..serve.rolling import STATE, supervisor
+
     os.environ[SETTINGS] = json.dumps(settings_of(args))
-    made = None
+    made = []
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # metrics from every worker, aggregated by whichever answers /metrics
-        made = tempfile.mkdtemp(prefix="tensorcode-metrics-")
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
+        made.append(tempfile.mkdtemp(prefix="tensorcode-metrics-"))
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made[-1]
     try:
-        uvicorn.run("tensorcode.serve.factory:app_from_environment", factory=True,
-                    host=args.host, port=args.port, workers=args.workers,
-                    access_log=args.access_log, log_level="info", timeout_graceful_shutdown=10)
+        if args.workers == 1:
+            uvicorn.run("tensorcode.serve.factory:app_from_environment", factory=True,
+                        host=args.host, port=args.port, access_log=args.access_log,
+                        log_level="info", timeout_graceful_shutdown=10)
+            return 0
+        # several workers: uvicorn's supervisor, recording every rolling reload's outcome
+        # in a file the workers read for /metrics and GET /admin/reload
+        made.append(tempfile.mkdtemp(prefix="tensorcode-reloads-"))
+        os.environ[STATE] = str(Path(made[-1]) / "reloads.json")
+        config = uvicorn.Config("tensorcode.serve.factory:app_from_environment",
+                                factory=True, host=args.host, port=args.port,
+                                workers=args.workers, access_log=args.access_log,
+                                log_level="info", timeout_graceful_shutdown=10,
+                                timeout_worker_healthcheck=args.ready_timeout)
+        with contextlib.suppress(KeyboardInterrupt):
+            supervisor(config, [config.bind_socket()], os.environ[STATE]).run()
     finally:
-        if made is not None:
-            shutil.rmtree(made, ignore_errors=True)
+        for directory in made:
+            shutil.rmtree(directory, ignore_errors=True)
     return 0

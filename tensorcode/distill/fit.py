@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.document import replay
-from ..compiler.tape import Tape
+from ..compiler.plans.document import replay
+from ..compiler.trace.tape import Tape
 from ..errors import TensorCodeError, TrainingError
 from . import program as programs
 from .attempts import CaseSet

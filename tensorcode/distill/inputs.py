@@ -7,14 +7,26 @@ rules are stricter than ``normalize_case`` (which also reads saved records): a v
 must be a number, a nested list of numbers or a numeric NumPy array; a string, a boolean
 or ``null`` where a number belongs is refused rather than converted.
 
-JSON text is read with duplicate keys, ``NaN``/``Infinity`` and oversized documents
-refused, because a lenient parser would silently pick one of two values or let a
-non-finite number reach the program.
+JSON text is read with duplicate keys, ``NaN``/``Infinity``, deep nesting and oversized
+documents refused, because a lenient parser would silently pick one of two values or let
+a non-finite number reach the program. An integer is read as the number it writes, past
+int64 too (``10**30`` means what ``1e30`` means, as it does for a Python caller); one
+past float64's range reaches the validator as an infinity and is refused there
+(``not_finite``, naming the field), like ``1e400``.
+
+Two readers, one set of rules: orjson (the ``serve`` extra), which parses in C, takes a
+document only when its result is provably what the strict reader would return (no
+escape sequences, so keys and strings are their raw text; at most ``max_depth``
+brackets; as many colons in the text as object members plus colons inside strings, so
+no key was repeated); anything else, and every error, goes to the package's strict
+reader (``files.strict_json``), whose message the caller gets.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,6 +38,8 @@ from .cases import Case, Contract
 
 #: documents larger than this are refused before they are parsed
 MAX_DOCUMENT_BYTES = 1 << 20
+#: the deepest nesting a document may have (the strict reader's default)
+MAX_DEPTH = 64
 
 _NUMERIC_KINDS = frozenset("iuf")
 
@@ -43,17 +57,75 @@ class InputError(FeedError):
 
 
 def read_document(text: str | bytes, limit: int = MAX_DOCUMENT_BYTES) -> Any:
-    """Parse one JSON document with the package's strict reader: at most ``limit``
-    bytes, UTF-8, no duplicate keys, no ``NaN``/``Infinity`` literals, bounded nesting
-    and integers (``InputError`` otherwise)."""
+    """Parse one JSON document under the module's rules: at most ``limit`` bytes,
+    UTF-8, no duplicate keys, no ``NaN``/``Infinity`` literals, at most ``MAX_DEPTH``
+    levels of nesting (``InputError`` otherwise); integers past int64 become floats."""
     if len(text) > limit:
         raise InputError(f"the document has {len(text)} bytes, more than the limit of "
                          f"{limit}", None, "too_large")
+    document = _fast_document(text)
+    if document is not _NOT_FAST:
+        return document
+    return _strict_document(text, limit)
+
+
+def _strict_document(text: str | bytes, limit: int) -> Any:
     try:
-        return decode(text, JsonLimits(max_bytes=limit))
+        return decode(text, JsonLimits(max_bytes=limit, max_depth=MAX_DEPTH,
+                                       integers_past_range_as_floats=True))
     except ValueError as error:  # JSONDecodeError is a ValueError, as are the bounds'
         raise InputError(f"not JSON ({error}); send one object such as "
                          '{"features": [0, 1, 0]}', None, "json") from None
+
+
+def _fast_document(text: str | bytes) -> Any:
+    """The document as orjson reads it when that is provably the strict reader's result
+    (see the module's docstring), else ``_NOT_FAST``."""
+    loads = _fast_loads()
+    if loads is None:
+        return _NOT_FAST
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    if b"\\" in raw or raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        return _NOT_FAST
+    try:
+        document = loads(raw)
+    except ValueError:  # orjson's JSONDecodeError: the strict reader words the error
+        return _NOT_FAST
+    if raw.count(b":") != _colons(document):  # a repeated key was dropped
+        return _NOT_FAST
+    return document
+
+
+def _colons(value: Any) -> int:
+    """How many colons the JSON text of ``value`` holds when written without escapes:
+    one per object member, plus those inside keys and strings."""
+    kind = type(value)
+    if kind is dict:
+        return sum(1 + key.count(":") + _colons(item) for key, item in value.items())
+    if kind is list:
+        if _NUMBER_TYPES.issuperset(map(type, value)):
+            return 0
+        return sum(_colons(item) for item in value)
+    return value.count(":") if kind is str else 0
+
+
+def _fast_loads() -> Any:
+    """``orjson.loads`` when the ``serve`` extra is installed, else ``None`` (the strict
+    reader alone gives the same results, more slowly); looked up once."""
+    global _ORJSON_LOADS
+    if _ORJSON_LOADS is _UNRESOLVED:
+        try:
+            import orjson
+        except ImportError:
+            _ORJSON_LOADS = None
+        else:
+            _ORJSON_LOADS = orjson.loads
+    return _ORJSON_LOADS
+
+
+_UNRESOLVED: Any = object()
+_ORJSON_LOADS: Any = _UNRESOLVED
+_NOT_FAST: Any = object()
 
 
 def check_case(case: Any, contract: Contract, what: str = "") -> Case:
@@ -153,6 +225,74 @@ def check_batch(cases: Any, contract: Contract, *, may_hold_booleans: bool = Tru
     if not checked:
         return {name: np.empty((0, *contract[name])) for name in names}
     return {name: np.stack([case[name] for case in checked]) for name in names}
+
+
+def read_batch(text: bytes, contract: Contract, limit: int = MAX_DOCUMENT_BYTES,
+               max_cases: int | None = None) -> dict[str, np.ndarray]:
+    """A JSON array of case objects as ``{name: float64 array [N, *shape]}``: what
+    ``check_batch(read_document(text, limit), contract)`` returns, with the same errors
+    (``too_many`` past ``max_cases``), but read in a few C passes when the text allows.
+
+    The fast read takes a body only when orjson parses it, it has no escape sequence, no
+    ``true``/``false``, no string but the keys (two quotes per member), exactly one colon
+    per member (no repeated key), every case is an object of exactly the contract's
+    names and every value converts to the declared shape with finite numbers (``null``
+    reads as NaN): then the strict reader would have returned the same numbers. Anything
+    else takes the strict path, which says what is wrong.
+    """
+    if len(text) > limit:
+        raise InputError(f"the document has {len(text)} bytes, more than the limit of "
+                         f"{limit}", None, "too_large")
+    stacked = _fast_batch(text, contract, max_cases)
+    if stacked is not None:
+        return stacked
+    documents = _strict_document(text, limit)
+    if isinstance(documents, list) and max_cases is not None and len(documents) > max_cases:
+        raise InputError(f"the batch has {len(documents)} cases, more than the limit of "
+                         f"{max_cases}", None, "too_many")
+    return check_batch(documents, contract, may_hold_booleans=(
+        b"true" in text or b"false" in text))
+
+
+def _fast_batch(text: bytes, contract: Contract, max_cases: int | None
+                ) -> dict[str, np.ndarray] | None:
+    loads = _fast_loads()
+    names = list(contract)
+    if (loads is None or type(text) is not bytes or b"\\" in text or b"true" in text
+            or b"false" in text or 2 + max(map(len, contract.values())) > MAX_DEPTH):
+        return None
+    try:
+        cases = loads(text)
+    except ValueError:
+        return None
+    count = len(cases) if type(cases) is list else -1
+    if count <= 0 or (max_cases is not None and count > max_cases):
+        return None
+    if set(map(type, cases)) != {dict} or set(map(len, cases)) != {len(names)}:
+        return None
+    colons = count * sum(1 + name.count(":") for name in names)
+    quotes = count * 2 * len(names)
+    if text.count(b":") != colons or text.count(b'"') != quotes:
+        return None  # a repeated key, an object or a string among the values
+    stacked = {}
+    try:
+        for name in names:
+            rows: Any = list(map(operator.itemgetter(name), cases))  # KeyError: another name
+            shape = contract[name]
+            for level, size in enumerate(shape):  # each level: lists of the declared length
+                if set(map(type, rows)) != {list} or set(map(len, rows)) != {size}:
+                    return None
+                rows = itertools.chain.from_iterable(rows)
+                if level < len(shape) - 1:
+                    rows = list(rows)
+            total = count * math.prod(shape)
+            array = np.fromiter(rows, dtype=np.float64, count=total)
+            if not np.isfinite(array).all():
+                return None
+            stacked[name] = array.reshape(count, *shape)
+    except (KeyError, OverflowError, TypeError, ValueError):
+        return None
+    return stacked
 
 
 class _Slow(Exception):

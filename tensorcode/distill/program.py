@@ -61,9 +61,9 @@ def check_executor(executor: str) -> None:
     error of every attempt."""
     if executor == "numba":
         try:
-            from ..compiler import plan  # noqa: F401  (imports numba)
+            from ..compiler.plans import plan  # noqa: F401  (imports numba)
         except ImportError as error:
-            raise CompileError(f"the numba executor needs tensorcode.compiler.plan, which "
+            raise CompileError(f"the numba executor needs tensorcode.compiler.plans.plan, which "
                                f"cannot be imported here ({error}); pass "
                                "executor='reference'") from None
 

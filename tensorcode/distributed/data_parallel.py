@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
-from ..compiler.tables import Parameters
+from ..compiler.plans.tables import Parameters
 from ..errors import TensorCodeError
 from .ray_support import DEFAULT_TIMEOUT_S, check_timeout, gather, require_initialized
 from .recording import (

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
-from ..compiler.network import Network
-from ..compiler.tables import Gradients, Layout, Parameters
-from ..compiler.tape import Adjoints, Expr
+from ..compiler.plans.network import Network
+from ..compiler.plans.tables import Gradients, Layout, Parameters
+from ..compiler.trace.tape import Adjoints, Expr
 from ..errors import FeedError, TensorCodeError
 
 #: what ``build()`` returns: ``(network, adjoints)``, the loss being ``adjoints.loss``

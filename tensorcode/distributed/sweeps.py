@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
-from ..compiler.network import Network
-from ..compiler.tables import Parameters
+from ..compiler.plans.network import Network
+from ..compiler.plans.tables import Parameters
 from ..errors import FeedError, TensorCodeError
 from .ray_support import DEFAULT_TIMEOUT_S, check_timeout, gather, require_initialized
 from .recording import Buffers, Build, Lowered, buffers_of, check_signature, record

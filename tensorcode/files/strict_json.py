@@ -35,6 +35,10 @@ class JsonLimits:
     max_depth: int = 64
     min_integer: int = -(2 ** 63)
     max_integer: int = 2 ** 64 - 1
+    #: read an integer outside the range as the nearest float64 (an infinity past
+    #: float64's range) instead of refusing it: for readers whose numbers all become
+    #: float64, so ``10**30`` written as an integer means what ``1e30`` means
+    integers_past_range_as_floats: bool = False
 
 
 DEFAULT_LIMITS = JsonLimits()
@@ -88,11 +92,17 @@ def decode(text: str | bytes, limits: JsonLimits = DEFAULT_LIMITS) -> Any:
     low, high = limits.min_integer, limits.max_integer
     digits = max(len(str(low)), len(str(high)))
 
-    def integer(token: str) -> int:
+    as_float = limits.integers_past_range_as_floats
+
+    def integer(token: str) -> int | float:
         if len(token) > digits:
+            if as_float:  # float() of a decimal string is correctly rounded, inf past range
+                return float(token)
             raise ValueError(f"the integer {token[:20]}... is outside {low}..{high}")
         value = int(token)
         if not low <= value <= high:
+            if as_float:
+                return float(token)
             raise ValueError(f"the integer {token} is outside {low}..{high}")
         return value
 

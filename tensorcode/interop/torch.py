@@ -19,7 +19,7 @@ except ModuleNotFoundError as error:  # pragma: no cover - exercised only withou
     raise ModuleNotFoundError("tensorcode.interop.torch needs PyTorch: pip install "
                               "torch==2.13.0", name=error.name) from error
 
-from ..compiler.tables import Parameters
+from ..compiler.plans.tables import Parameters
 from ..errors import TensorCodeError
 from ..runtime.optim import Adam, AdamW, Optimizer, Sgd
 

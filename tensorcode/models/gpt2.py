@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..compiler.network import Network
-from ..compiler.plan import BoundPlan, Plan
-from ..compiler.tables import Gradients, Parameters
-from ..compiler.tape import Expr, Tape
+from ..compiler.plans.network import Network
+from ..compiler.plans.plan import BoundPlan, Plan
+from ..compiler.plans.tables import Gradients, Parameters
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ArtifactError, CompileError, FeedError, ShapeError
 from ..files import atomic_write_json
 from ..files.strict_json import read_json
@@ -484,7 +484,7 @@ def generate(model: GptModel, prompt_ids: Any, max_new_tokens: int, generator: A
             max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
     if generator is not None:  # options checked before anything runs
-        from ..compiler.draws import check_sampling
+        from ..compiler.trace.draws import check_sampling
         from ..runtime.random import Generator
 
         check_sampling(temperature, top_k, None)

@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..compiler.autodiff import record_backward
-from ..compiler.plan import BoundPlan, Plan
-from ..compiler.tables import Gradients, Parameters
-from ..compiler.tape import Expr, Tape
+from ..compiler.plans.plan import BoundPlan, Plan
+from ..compiler.plans.tables import Gradients, Parameters
+from ..compiler.trace.autodiff import record_backward
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import CompileError, FeedError
 from ..nn import init as initializers
 from ..nn.transformer import Gpt, TransformerBlock

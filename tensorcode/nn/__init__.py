@@ -1,6 +1,6 @@
 """Neural building blocks (``tc.nn``) and initializers (``tc.init``)."""
 
-from ..compiler.draws import dropout
+from ..compiler.trace.draws import dropout
 from . import init
 from .modules import ACTIVATIONS, Dropout, Embedding, LayerNorm, Linear, Mlp, Module
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ..compiler.draws import check_probability, dropout
-from ..compiler.functions import gelu, layer_norm
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.composites import gelu, layer_norm
+from ..compiler.trace.draws import check_probability, dropout
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ShapeError
 from . import init as initializers
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.functions import where
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.composites import where
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ShapeError
 from . import init as initializers
 from .modules import Embedding, LayerNorm, Linear, Module

@@ -2,7 +2,7 @@
 
 ``Operation`` is the base; ``Linear``, ``Mlp``, ``Embedding``, ``TextEncoder`` and
 ``Classifier`` are ready to use. (The op *registry* of primitives is a different thing:
-``tensorcode.compiler.primitives``.)
+``tensorcode.compiler.core.registry``.)
 """
 
 from .base import Operation, canonical_json

@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..compiler.tables import Parameters
-from ..compiler.tape import Expr, Tape
+from ..compiler.plans.tables import Parameters
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ShapeError, TensorCodeError
 from . import execute
 

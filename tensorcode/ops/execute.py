@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..compiler.backends import BACKENDS, DEFAULT_BACKEND, check_backend
-from ..compiler.tables import Parameters, Table
-from ..compiler.tape import Expr
+from ..compiler.plans.tables import Parameters, Table
+from ..compiler.trace.tape import Expr
 from ..errors import RandomError, TensorCodeError
 
 
@@ -28,7 +28,7 @@ def lower(network: Any, roots: Sequence[Expr], backend: str | None, optimizer: A
           ) -> Any:
     """A plan computing ``roots``: ``plan.forward(parameters, feeds) -> run``; with
     ``optimizer``, a step plan (``roots`` a loss and its gradients) that can also apply the
-    optimizer's update in the same compiled call (``compiler/step.py``)."""
+    optimizer's update in the same compiled call (``compiler/plans/step.py``)."""
     backend = resolve_backend(backend)
     if optimizer is not None:
         return network.entry(list(roots)).lower(backend=backend, optimizer=optimizer)

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from .. import nn
-from ..compiler.draws import check_probability
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.draws import check_probability
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ShapeError
 from ..nn import init as initializers
 from .base import Operation, as_float_array, check_last_axis

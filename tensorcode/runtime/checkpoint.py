@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.tables import Layout, Parameters, Table
+from ..compiler.plans.tables import Layout, Parameters, Table
 from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
 from ..files import atomic_write, fsync_directory
 from ..files.atomic import remove_stale_temporaries

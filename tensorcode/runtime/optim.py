@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..compiler.backends import check_backend
-from ..compiler.tables import Gradients, Layout, Parameters, Table
-from ..compiler.tape import Eager, Expr, Tape
-from ..compiler.update import AdamRule, ExprRule, SgdRule, UpdateRule
+from ..compiler.lower.update import AdamRule, ExprRule, SgdRule, UpdateRule
+from ..compiler.plans.tables import Gradients, Layout, Parameters, Table
+from ..compiler.trace.tape import Eager, Expr, Tape
 from ..errors import DTypeError, TensorCodeError
 from . import optim_reference
 from .optim_state import check_state_dict, state_entries, torch_flags
@@ -82,7 +82,7 @@ class Optimizer:
         self.lr: float = self.default_lr
         self._spare: dict[str, list[np.ndarray]] = {}
         #: bumped whenever the state buffers or the hyperparameters are replaced, so a
-        #: bound step plan (``compiler/step.py``) knows to look them up again
+        #: bound step plan (``compiler/plans/step.py``) knows to look them up again
         self.revision = 0
 
     def __deepcopy__(self, memo: dict) -> Optimizer:

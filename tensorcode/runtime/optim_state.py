@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.tables import Layout
+from ..compiler.plans.tables import Layout
 from ..errors import TensorCodeError
 
 

@@ -6,14 +6,14 @@ resume drawing the same numbers with ``set_state()``.
 
 A generator holds two streams. Host draws (initializers, minibatch order) come from
 NumPy's PCG64. Draws inside plans (dropout masks, ``random_uniform``, sampling) come
-from a Philox-4x32-10 key and a 64-bit block counter (``compiler/philox.py``): a plan
+from a Philox-4x32-10 key and a 64-bit block counter (``compiler/core/philox.py``): a plan
 takes ``key_state()`` as an input and the generator ``advance``s past the blocks the
 plan used, so a plan stays a pure function of its inputs. ``get_state()`` writes every
 integer wider than 53 bits as a ``"0x..."`` hex string, so a JavaScript reader restores
 it exactly; ``set_state()`` also reads the older form (plain integers, no Philox part,
 which resumes with the counter at 0).
 
-``tc.random`` also re-exports the recording functions of ``compiler/draws.py``
+``tc.random`` also re-exports the recording functions of ``compiler/trace/draws.py``
 (``random_uniform``, ``random_normal``, ``bernoulli``, ``categorical``, ``dropout``) and
 offers ``sample`` for language models.
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.draws import (
+from ..compiler.trace.draws import (
     bernoulli,
     categorical,
     check_sampling,
@@ -35,7 +35,7 @@ from ..compiler.draws import (
     random_normal,
     random_uniform,
 )
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ArtifactError, RandomError
 from ..files.strict_json import read_safe_int
 

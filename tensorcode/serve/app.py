@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import inspect
-import json
 import logging
+import math
 import os
 import signal
 import time
@@ -34,13 +34,16 @@ from typing import Any
 
 import numpy as np
 
-from ..distill.inputs import InputError, read_document
+from ..distill.inputs import InputError, read_batch, read_document
+from ..distill.router import PROGRAM, REFUSED, path_of
 from ..errors import TensorCodeError
+from .answers import dumps, render_batch
 from .escalations import EscalationLog
 from .extra import require
 from .metrics import UNKNOWN, Metrics, reason_class
 from .reload import Routers, Source
-from .served import ServedRouter, claimed_template, json_value
+from .rolling import read_state
+from .served import ServedRouter, json_value
 
 LOGGER = logging.getLogger("tensorcode.serve")
 
@@ -48,6 +51,9 @@ LOGGER = logging.getLogger("tensorcode.serve")
 MAX_BODY_BYTES = 4 << 20
 #: the most cases one batch request may hold
 MAX_BATCH = 10_000
+
+#: seconds between two log lines about escalation records that could not be written
+LOG_FAILURE_REPORT_S = 10.0
 
 #: HTTP status for each kind of refused input
 STATUS = {"json": 400, "not_object": 400, "too_large": 413, "too_many": 413}
@@ -60,7 +66,8 @@ class Service:
 
     def __init__(self, routers: Routers, fallback: Fallback | None = None,
                  escalation_log: EscalationLog | None = None, admin_token: str | None = None,
-                 max_body_bytes: int = MAX_BODY_BYTES, max_batch: int = MAX_BATCH) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES, max_batch: int = MAX_BATCH,
+                 rolling_reloads: str | os.PathLike | None = None) -> None:
         if fallback is not None and not callable(fallback):
             raise TensorCodeError(f"the fallback must be callable as fallback(router, inputs) "
                                   f"(sync or async), got {type(fallback).__name__}")
@@ -72,7 +79,11 @@ class Service:
         self.admin_token = admin_token
         self.max_body_bytes = int(max_body_bytes)
         self.max_batch = int(max_batch)
-        self.metrics = Metrics()
+        self.rolling = rolling_reloads
+        self.metrics = Metrics(rolling_reloads)
+        self.last_reloads: dict[str, dict[str, Any]] = {}
+        self._lost_records = 0
+        self._last_log_report = -math.inf
         self._async_fallback = fallback is not None and (
             inspect.iscoroutinefunction(fallback)
             or inspect.iscoroutinefunction(type(fallback).__call__))
@@ -81,6 +92,7 @@ class Service:
         """Reload routers in a worker thread (loading compiles; serving goes on)."""
         anyio = require("anyio")
         outcomes = await anyio.to_thread.run_sync(self.routers.reload, names)
+        self.last_reloads.update(outcomes)
         for name, outcome in outcomes.items():
             self.metrics.reloads.labels(name, outcome["outcome"]).inc()
             log = LOGGER.warning if outcome["outcome"] == "failed" else LOGGER.info
@@ -91,6 +103,24 @@ class Service:
     def close(self) -> None:
         if self.log is not None:
             self.log.close()
+
+    def _append(self, record: dict[str, Any], router: str) -> None:
+        """Append to the escalation log; a failed write (a full disk, an I/O error) loses
+        that record, never the answer: it is counted, and logged at most every
+        ``LOG_FAILURE_REPORT_S`` seconds with the count since the last report."""
+        assert self.log is not None
+        try:
+            self.log.append(record)
+        except (OSError, TensorCodeError) as error:
+            self.metrics.log_failures.labels(router).inc()
+            self._lost_records += 1
+            now = time.monotonic()
+            if now - self._last_log_report >= LOG_FAILURE_REPORT_S:
+                LOGGER.error("escalation log %s: a record was not written (%s); %d lost "
+                             "since the last report, the answers still went out",
+                             self.log.path, error, self._lost_records)
+                self._last_log_report = now
+                self._lost_records = 0
 
     async def escalate(self, served: ServedRouter, case: Mapping[str, np.ndarray],
                        reason: str | None) -> dict[str, Any]:
@@ -114,14 +144,16 @@ class Service:
                 failure = f"{type(error).__name__}: {error}"
                 self.metrics.errors.labels(name, "fallback").inc()
         if self.log is not None:
-            self.log.append({"time": time.time(), "router": name,
-                             "artifact_sha256": served.artifact_sha256,
-                             "inputs": {k: v.tolist() for k, v in case.items()},
-                             "target": target, "reason": reason,
-                             "answered_by": "fallback" if target is not None else None})
+            self._append({"time": time.time(), "router": name,
+                          "artifact_sha256": served.artifact_sha256,
+                          "inputs": {k: v.tolist() for k, v in case.items()},
+                          "target": target, "reason": reason,
+                          "answered_by": "fallback" if target is not None else None}, name)
+        path = path_of(reason)
+        self.metrics.paths.labels(name, path).inc()
         document: dict[str, Any] = {k: (None if target is None else target[k])
                                     for k in served.outputs}
-        document.update(escalated=True, reason=reason,
+        document.update(escalated=True, reason=reason, path=path,
                         answered_by="fallback" if target is not None else None)
         if failure is not None:
             document["fallback_error"] = failure
@@ -135,7 +167,8 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
                escalation_log: EscalationLog | str | os.PathLike | None = None,
                admin_token: str | None = None, *, max_body_bytes: int = MAX_BODY_BYTES,
                max_batch: int = MAX_BATCH, executor: str | None = None,
-               reload_on_sighup: bool = False) -> Any:
+               reload_on_sighup: bool = False,
+               rolling_reloads: str | os.PathLike | None = None) -> Any:
     """A Starlette application serving ``routers``.
 
     ``routers``: directories written by ``Distillation.save`` (named after the
@@ -145,6 +178,9 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
     ``escalation_log``: an ``EscalationLog`` or a path for one. ``admin_token``: the
     bearer token ``POST /admin/reload`` requires (without one, reload over HTTP is off).
     ``reload_on_sighup`` installs a SIGHUP handler while the app's lifespan runs.
+    ``rolling_reloads`` (set by ``tensorcode serve --workers N``) is the supervisor's
+    record of rolling reloads: ``POST /admin/reload`` then asks the supervisor to replace
+    every worker (202) and ``GET /admin/reload`` and ``/metrics`` report the outcomes.
     """
     starlette_app = require("starlette.applications")
     require("prometheus_client")
@@ -156,13 +192,15 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
     held = routers if isinstance(routers, Routers) else Routers(routers, executor=executor)
     if escalation_log is not None and not isinstance(escalation_log, EscalationLog):
         escalation_log = EscalationLog(escalation_log)
-    service = Service(held, fallback, escalation_log, admin_token, max_body_bytes, max_batch)
+    service = Service(held, fallback, escalation_log, admin_token, max_body_bytes, max_batch,
+                      rolling_reloads)
     metrics = service.metrics
 
     def refuse(error: InputError, router: str) -> Response:
         metrics.errors.labels(router, error.kind).inc()
+        metrics.paths.labels(router, REFUSED).inc()
         return _error(JSONResponse, STATUS.get(error.kind, 422), error.kind, str(error),
-                      error.field)
+                      error.field, path=REFUSED)
 
     def unknown(name: str) -> Response:
         metrics.errors.labels(UNKNOWN, "unknown_router").inc()
@@ -181,17 +219,19 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
         except InputError as error:
             return refuse(error, name)
         answer, reason = served.answer(case)
+        bound = metrics.served(name, "single")
         if answer is None:
             document = await service.escalate(served, case, reason)
         else:
             document = {k: json_value(v) for k, v in answer.items()}
             document["escalated"] = False
             document["reason"] = None
-        bound = metrics.served(name, "single")
+            document["path"] = PROGRAM
+            bound.program.inc()
         bound.calls.inc()
         bound.requests.inc()
         bound.latency.observe(time.perf_counter() - start)
-        return JSONResponse(document)
+        return Response(dumps(document), media_type="application/json")
 
     async def route_batch(request: Request) -> Response:
         name = request.path_params["name"]
@@ -201,38 +241,25 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
         try:
             body = await _read_body(request, service.max_body_bytes)
             start = time.perf_counter()
-            documents = read_document(body, service.max_body_bytes)
-            if isinstance(documents, list) and len(documents) > service.max_batch:
-                raise InputError(f"the batch has {len(documents)} cases, more than the limit "
-                                 f"of {service.max_batch}", None, "too_many")
-            stacked = served.check_batch(documents, may_hold_booleans=(
-                b"true" in body or b"false" in body))
+            stacked = read_batch(body, served.inputs, service.max_body_bytes,
+                                 service.max_batch)
         except InputError as error:
             return refuse(error, name)
-        rows, reasons = served.decide_batch(stacked)
-        names = list(served.outputs)
-        template = claimed_template(served.outputs)
-        pieces: list[str] = [""] * len(rows)
-        pending = []
-        for i, row in enumerate(rows):
-            if reasons[i] is not None:
-                case = {k: v[i] for k, v in stacked.items()}
-                pending.append((i, service.escalate(served, case, reasons[i])))
-            elif template is not None:  # the common case, without a dict per answer
-                pieces[i] = template % row
-            else:
-                answer = dict(zip(names, row), escalated=False, reason=None)
-                pieces[i] = _dumps(answer)
-        if pending:
+        columns, reasons = served.decide_columns(stacked)
+        count = len(next(iter(stacked.values()))) if stacked else 0
+        escalated: dict[int, bytes] = {}
+        if reasons:
+            pending = [(i, service.escalate(served, {k: v[i] for k, v in stacked.items()},
+                                            reason)) for i, reason in reasons.items()]
             done = await asyncio.gather(*(job for _, job in pending))
-            for (i, _), document in zip(pending, done):
-                pieces[i] = _dumps(document)
+            escalated = {i: dumps(document) for (i, _), document in zip(pending, done)}
         bound = metrics.served(name, "batch")
-        bound.calls.inc(len(rows))
+        bound.program.inc(count - len(escalated))
+        bound.calls.inc(count)
         bound.requests.inc()
+        answers = render_batch(served.outputs, columns, count, escalated)
         bound.latency.observe(time.perf_counter() - start)
-        return Response(("[" + ",".join(pieces) + "]").encode("utf-8"),
-                        media_type="application/json")
+        return Response(answers, media_type="application/json")
 
     async def list_routers(request: Request) -> Response:
         return JSONResponse({"routers": [r.describe() for r in held.all()]})
@@ -247,7 +274,8 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
         body, content_type = metrics.exposition()
         return Response(body, media_type=content_type)
 
-    async def admin_reload(request: Request) -> Response:
+    def unauthorized(request: Request) -> Response | None:
+        """The refusal of an admin request without the token, or ``None``."""
         if service.admin_token is None:
             return _error(JSONResponse, 403, "reload_disabled",
                           "reload over HTTP is off: the service has no admin token", None)
@@ -259,6 +287,28 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
                               "send Authorization: Bearer <admin token>", None)
             response.headers["WWW-Authenticate"] = "Bearer"
             return response
+        return None
+
+    async def reload_status(request: Request) -> Response:
+        refusal = unauthorized(request)
+        if refusal is not None:
+            return refusal
+        rolling = None if service.rolling is None else read_state(service.rolling)
+        return Response(dumps({"routers": service.last_reloads, "rolling": rolling}),
+                        media_type="application/json")
+
+    async def admin_reload(request: Request) -> Response:
+        refusal = unauthorized(request)
+        if refusal is not None:
+            return refusal
+        if service.rolling is not None:  # several workers: the supervisor replaces them all
+            state = read_state(service.rolling)
+            os.kill(os.getppid(), signal.SIGHUP)
+            return Response(dumps({
+                "rolling": "started", "reloads_so_far": state["counts"],
+                "message": "the workers are being replaced one by one; GET /admin/reload "
+                           "reports the outcome"}), status_code=202,
+                media_type="application/json")
         try:
             body = await _read_body(request, 64 << 10)
             names = _reload_names(read_document(body) if body.strip() else {})
@@ -268,8 +318,13 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
                           error.field)
         except TensorCodeError as error:
             return _error(JSONResponse, 404, "unknown_router", str(error), "routers")
-        failed = any(o["outcome"] == "failed" for o in outcomes.values())
-        return JSONResponse({"routers": outcomes}, status_code=422 if failed else 200)
+        failed = [name for name, o in outcomes.items() if o["outcome"] == "failed"]
+        if not failed:
+            return Response(dumps({"routers": outcomes}), media_type="application/json")
+        return _error(JSONResponse, 422, "reload_failed",
+                      f"the reload of {failed} was refused; still serving the previous "
+                      f"artifact: {outcomes[failed[0]]['reason']}", "routers",
+                      routers=outcomes)
 
     async def http_error(request: Request, error: Exception) -> Response:
         status = getattr(error, "status_code", 500)
@@ -309,6 +364,7 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
             Route("/admin/reload", admin_reload, methods=["POST"]),
+            Route("/admin/reload", reload_status, methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error, Exception: internal_error},
         lifespan=lifespan)
@@ -316,14 +372,25 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
     return app
 
 
-def _dumps(document: Any) -> str:
-    return json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
 def _error(response: Callable[..., Any], status: int, kind: str, message: str,
-           field: str | None) -> Any:
-    return response({"error": {"kind": kind, "field": field, "message": message}},
+           field: str | None, **extra: Any) -> Any:
+    """The one error body, ``{"error": {"kind", "field", "message"}}`` (plus ``extra``
+    keys beside ``error``). Text a caller sent may hold lone surrogates (a JSON key
+    ``"\\ud800"``), which UTF-8 cannot carry: they are written as ``\\ud800`` text, so
+    the body always renders and a refusal is never a 500."""
+    return response({"error": {"kind": kind, "field": _renderable(field),
+                                "message": _renderable(message)}, **extra},
                     status_code=status)
+
+
+def _renderable(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 async def _read_body(request: Any, limit: int) -> bytes:

@@ -15,7 +15,9 @@ line (a crash mid-write) is skipped and counted, never guessed at.
 from __future__ import annotations
 
 import atexit
+import errno
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -26,6 +28,8 @@ from typing import Any, BinaryIO
 from ..distill.inputs import InputError, read_document
 from ..errors import TensorCodeError
 from ..files import fsync_directory
+
+LOGGER = logging.getLogger("tensorcode.serve")
 
 FORMAT = "tensorcode.escalation"
 VERSION = 1
@@ -52,6 +56,7 @@ class EscalationLog:
         self._size = os.fstat(self._fd).st_size
         self._unsynced = 0
         self._written = 0
+        self._torn = False  # the last write was cut short: start the next on a new line
         self._closed = False
         self._wake = threading.Event()
         self._syncer = threading.Thread(target=self._sync_loop, name="escalation-log-fsync",
@@ -68,16 +73,30 @@ class EscalationLog:
         return self._written
 
     def append(self, record: Mapping[str, Any]) -> None:
-        """Append one record (a JSON object) as one line."""
+        """Append one record (a JSON object) as one line. A failed write (a full disk)
+        raises ``OSError`` and loses only this record: a short write is completed or,
+        when the disk refuses the rest, the next record starts on a new line, so the
+        reader skips the torn one instead of losing both."""
         line = (json.dumps({"format": FORMAT, "version": VERSION, **record},
                            separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
         with self._lock:
             if self._closed:
                 raise TensorCodeError(f"the escalation log {self.path} is closed")
+            if self._torn:
+                line = b"\n" + line
             if self._size and self._size + len(line) > self.max_bytes:
                 self._rotate()
-            os.write(self._fd, line)
-            self._size += len(line)
+            written = 0
+            try:
+                while written < len(line):  # os.write may write less than it was given
+                    step = os.write(self._fd, line[written:])
+                    if step <= 0:
+                        raise OSError(errno.EIO, "the write made no progress")
+                    written += step
+            finally:
+                self._size += written
+                if written:
+                    self._torn = written < len(line)
             self._unsynced += 1
             self._written += 1
             if self._unsynced >= self.sync_every:
@@ -95,10 +114,14 @@ class EscalationLog:
         with self._lock:
             if self._closed:
                 return
-            if self._unsynced:
-                os.fsync(self._fd)
-            os.close(self._fd)
-            self._closed = True
+            try:
+                if self._unsynced:
+                    os.fsync(self._fd)
+            except OSError as error:  # the records reached the OS; say the flush failed
+                LOGGER.error("escalation log %s: fsync at close failed: %s", self.path, error)
+            finally:
+                os.close(self._fd)
+                self._closed = True
         self._wake.set()
         atexit.unregister(self.close)
 
@@ -130,7 +153,10 @@ class EscalationLog:
                 if self._closed:
                     return
                 if self._unsynced:
-                    os.fsync(self._fd)
+                    try:
+                        os.fsync(self._fd)
+                    except OSError as error:  # a full or failing disk: the appends say so
+                        LOGGER.error("escalation log %s: fsync failed: %s", self.path, error)
                     self._unsynced = 0
 
 

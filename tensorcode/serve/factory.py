@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TensorCodeError
+from .rolling import STATE
 
 SETTINGS = "TENSORCODE_SERVE_SETTINGS"
 
@@ -50,7 +51,9 @@ def app_from_environment() -> Any:
         log = EscalationLog(path, max_bytes=settings["log_max_bytes"])
     token_variable = settings.get("admin_token_env")
     token = os.environ.get(token_variable) if token_variable else None
+    several = settings.get("workers", 1) > 1
     return create_app(settings["routers"], fallback=fallback, escalation_log=log,
                       admin_token=token or None, max_body_bytes=settings["max_body_bytes"],
                       max_batch=settings["max_batch"], executor=settings["executor"],
-                      reload_on_sighup=settings.get("workers", 1) == 1)
+                      reload_on_sighup=not several,
+                      rolling_reloads=os.environ.get(STATE) if several else None)

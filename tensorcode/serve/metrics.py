@@ -24,7 +24,7 @@ LATENCY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
 class Metrics:
     """Counters and a histogram for one application; ``exposition()`` renders them."""
 
-    def __init__(self) -> None:
+    def __init__(self, rolling_reloads: str | os.PathLike | None = None) -> None:
         prometheus = require("prometheus_client")
         self._prometheus = prometheus
         self.registry = prometheus.CollectorRegistry(auto_describe=True)
@@ -45,7 +45,18 @@ class Metrics:
             "tensorcode_router_latency_seconds", "Time from the request body read to the "
             "answer, by router and endpoint", ["router", "endpoint"], registry=r,
             buckets=LATENCY_BUCKETS)
+        self.paths = prometheus.Counter(
+            "tensorcode_router_paths", "Cases by the path that answered them: program, "
+            "fallback_abstained, fallback_error, refused (a refused request counts once)",
+            ["router", "path"], registry=r)
+        self.log_failures = prometheus.Counter(
+            "tensorcode_router_escalation_log_failures", "Escalation records that could not "
+            "be written (a full disk, an I/O error); the requests were answered",
+            ["router"], registry=r)
         self._served: dict[tuple[str, str], Served] = {}
+        self._rolling = None if rolling_reloads is None else _RollingReloads(rolling_reloads)
+        if self._rolling is not None:
+            r.register(self._rolling)
         self.reloads = prometheus.Counter(
             "tensorcode_router_reloads", "Reload attempts by outcome (reloaded, unchanged, "
             "failed)", ["router", "outcome"], registry=r)
@@ -57,7 +68,8 @@ class Metrics:
         bound = self._served.get(key)
         if bound is None:
             bound = Served(self.calls.labels(router), self.requests.labels(router, endpoint),
-                           self.latency.labels(router, endpoint))
+                           self.latency.labels(router, endpoint),
+                           self.paths.labels(router, "program"))
             self._served[key] = bound
         return bound
 
@@ -70,18 +82,42 @@ class Metrics:
 
             registry = prometheus.CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
+            if self._rolling is not None:
+                registry.register(self._rolling)
         return prometheus.generate_latest(registry), prometheus.CONTENT_TYPE_LATEST
 
 
 class Served:
-    """A router endpoint's calls, requests and latency children."""
+    """A router endpoint's calls, requests, latency and program-path children."""
 
-    __slots__ = ("calls", "latency", "requests")
+    __slots__ = ("calls", "latency", "program", "requests")
 
-    def __init__(self, calls: Any, requests: Any, latency: Any) -> None:
+    def __init__(self, calls: Any, requests: Any, latency: Any, program: Any) -> None:
         self.calls = calls
         self.requests = requests
         self.latency = latency
+        self.program = program
+
+
+class _RollingReloads:
+    """``tensorcode_server_reloads_total{outcome}``: the rolling reloads of the workers,
+    read at each scrape from the supervisor's record (see ``serve.rolling``)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = path
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily
+
+        from .rolling import OUTCOMES, read_state
+
+        family = CounterMetricFamily(
+            "tensorcode_server_reloads", "Rolling reloads of the worker processes by "
+            "outcome (reloaded, failed, interrupted)", labels=["outcome"])
+        counts = read_state(self.path)["counts"]
+        for outcome in OUTCOMES:
+            family.add_metric([outcome], float(counts.get(outcome, 0)))
+        yield family
 
 
 def reason_class(reason: str | None) -> str:

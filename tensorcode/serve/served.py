@@ -9,7 +9,6 @@ both plans before the router takes traffic and refuses an artifact whose paths d
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import time
@@ -63,39 +62,46 @@ class ServedRouter:
 
     def answer_batch(self, stacked: Mapping[str, np.ndarray]) -> list[Decision]:
         """Decisions for N validated cases through the plan's batch path (compiled once
-        for any N); a batch that fails at run time is answered case by case, so the
-        failure is charged to the cases that cause it."""
-        names = list(self.distillation.outputs)
-        rows, reasons = self.decide_batch(stacked)
-        return [(None, reasons[i]) if reasons[i] is not None else (dict(zip(names, row)), None)
-                for i, row in enumerate(rows)]
+        for any N), one per case as ``answer`` gives them."""
+        columns, reasons = self.decide_columns(stacked)
+        count = len(next(iter(stacked.values()))) if stacked else 0
+        return [(None, reasons[i]) if i in reasons else
+                ({name: json_value(column[i]) for name, column in columns.items()}, None)
+                for i in range(count)]
 
-    def decide_batch(self, stacked: Mapping[str, np.ndarray]
-                     ) -> tuple[list[tuple[Any, ...]], list[str | None]]:
-        """``(rows, reasons)``: each case's outputs as a tuple of JSON values in output
-        order, and ``None`` where the program answered or the escalation reason where it
-        did not (that row's values are then meaningless)."""
+    def decide_columns(self, stacked: Mapping[str, np.ndarray]
+                       ) -> tuple[dict[str, np.ndarray], dict[int, str]]:
+        """``(columns, reasons)`` for N validated cases in one call of the plan's batch
+        path: each output as a float64 array ``[N, *shape]`` and, for each case the
+        program did not claim, its escalation reason (that row's values are then
+        meaningless). A batch that fails at run time is answered case by case, so the
+        failure is charged to the cases that cause it."""
         names = list(self.distillation.outputs)
         count = len(next(iter(stacked.values()))) if stacked else 0
         if count == 0:
-            return [], []
+            return {name: np.empty((0, *shape)) for name, shape in self.outputs.items()}, {}
         try:
             produced = self.distillation.program.batch(stacked)
         except Exception:  # a run-time failure: find the cases that cause it
             decisions = [self.answer({k: v[i] for k, v in stacked.items()})
                          for i in range(count)]
-            return ([tuple(json_value(a[n]) for n in names) if a is not None else ()
-                     for a, _ in decisions], [r for _, r in decisions])
+            columns = {name: np.stack([np.zeros(self.outputs[name]) if a is None
+                                       else np.asarray(a[name], dtype=np.float64)
+                                       for a, _ in decisions]) for name in names}
+            return columns, {i: r for i, (_, r) in enumerate(decisions) if r is not None}
         covered = produced.get(COVERED)
         claimed = np.ones(count, dtype=bool) if covered is None else (
             np.isfinite(covered) & claims(covered))
         finite = np.ones(count, dtype=bool)
-        columns = []
+        columns = {}
         for name in names:
             values = np.asarray(produced[name], dtype=np.float64)
             finite &= np.isfinite(values.reshape(count, -1)).all(axis=1)
-            columns.append(values.tolist())
-        return list(zip(*columns)), _reasons(covered, claimed, finite, count)
+            columns[name] = values
+        if claimed.all() and finite.all():
+            return columns, {}
+        reasons = _reasons(covered, claimed, finite, count)
+        return columns, {i: r for i, r in enumerate(reasons) if r is not None}
 
     def describe(self) -> dict[str, Any]:
         """What ``GET /v1/routers`` says about this router."""
@@ -113,15 +119,6 @@ class ServedRouter:
             "report": summary,
             "loaded_at": self.loaded_at,
         }
-
-
-def claimed_template(outputs: Mapping[str, tuple[int, ...]]) -> str | None:
-    """A ``%``-template rendering a claimed answer of scalar outputs as JSON (``None``
-    when an output is an array): ``repr`` of a finite float is its JSON text."""
-    if any(shape != () for shape in outputs.values()):
-        return None
-    fields = ",".join(f"{json.dumps(name)}:%r" for name in outputs)
-    return "{" + fields + ',"escalated":false,"reason":null}'
 
 
 def _reasons(covered: Any, claims: np.ndarray, finite: np.ndarray, count: int) -> list[str | None]:

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from .. import nn
-from ..compiler.functions import maximum
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.composites import maximum
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ArtifactError, ShapeError, StaleWeightsError
 from ..files import Fields, TensorFile, atomic_write, parse_json
 from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, write_tensors

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..compiler.tape import Expr
+from ..compiler.trace.tape import Expr
 from ..errors import TrainingError
 from ..ops.base import Operation
 from . import checks

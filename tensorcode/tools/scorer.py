@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from .. import nn
-from ..compiler.functions import maximum
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.composites import maximum
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ShapeError, TrainingError
 from ..nn import init as initializers
 from ..ops.base import Operation, row_bucket

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.tape import Expr, Tape
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ShapeError, TensorCodeError
 from ..ops.base import Operation, as_float_array
 

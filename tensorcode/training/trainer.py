@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler import ir
-from ..compiler.autodiff import needs_gradient
-from ..compiler.tables import Gradients, Parameters
-from ..compiler.tape import Expr, Tape
+from ..compiler.core import ir
+from ..compiler.plans.tables import Gradients, Parameters
+from ..compiler.trace.autodiff import needs_gradient
+from ..compiler.trace.tape import Expr, Tape
 from ..errors import ArtifactError, TensorCodeError, TrainingError
 from ..ops.base import Operation
 from ..ops.execute import lower, resolve_backend, rewrap
@@ -357,7 +357,7 @@ class Trainer:
     def _step_plan(self, lowered: _Step) -> Any:
         """The step plan of ``lowered`` for the optimizer's current configuration (lowered
         again when its hyperparameters changed since), or None when it has none."""
-        from ..compiler.step import StepPlan
+        from ..compiler.plans.step import StepPlan
 
         plan = lowered.plan
         if not isinstance(plan, StepPlan):

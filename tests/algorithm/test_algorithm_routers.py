@@ -52,7 +52,7 @@ def test_compiled_executor_matches_reference(name, compiled):
 def test_compiled_executor_never_falls_back_to_the_reference(monkeypatch):
     """Without plans the compiled executor refuses with an instruction; it does not run
     the reference interpreter under the compiled name."""
-    monkeypatch.setitem(sys.modules, "tensorcode.compiler.plan", None)
+    monkeypatch.setitem(sys.modules, "tensorcode.compiler.plans.plan", None)
     source, parameters, _ = ROUTERS["groups"]
     with pytest.raises(CompileError, match="executor='reference'"):
         algorithms.compile(source, INPUTS, OUTPUTS, parameters)

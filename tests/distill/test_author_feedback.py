@@ -38,7 +38,7 @@ def test_a_program_that_reads_no_input_is_scored(executor):
 
 
 def test_a_backend_failure_is_not_reported_as_a_compile_error(monkeypatch):
-    from tensorcode.compiler import plan
+    from tensorcode.compiler.plans import plan
 
     def broken(self, *args, **kwargs):
         raise RuntimeError("simulated backend failure")

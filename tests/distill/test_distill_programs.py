@@ -77,7 +77,9 @@ def test_save_and_load_round_trip(tmp_path):
 
 
 def test_loading_never_evaluates_or_parses_the_source(tmp_path, monkeypatch):
-    from tensorcode.compiler import subset, subset_syntax
+    from tensorcode.compiler import subset
+    from tensorcode.compiler.subset import syntax as subset_syntax
+    from tensorcode.compiler.subset import walker
 
     result, _ = run([(LINEAR % "2.0").replace("0.0}", "1.0}")])
     directory = result.save(tmp_path / "router")
@@ -86,7 +88,8 @@ def test_loading_never_evaluates_or_parses_the_source(tmp_path, monkeypatch):
         raise AssertionError("the source was parsed during load")
 
     monkeypatch.setattr(subset_syntax, "parse", refuse)
-    monkeypatch.setattr(subset, "parse", refuse)
+    monkeypatch.setattr(walker, "parse", refuse)
+    monkeypatch.setattr(walker, "compile_program", refuse)
     monkeypatch.setattr(subset, "compile_program", refuse)
     loaded = Distillation.load(directory, executor="reference")
     case = {"x": [3.0, 1.0]}

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tensorcode as tc
-from tensorcode.compiler.tables import Gradients
+from tensorcode.compiler.plans.tables import Gradients
 from tensorcode.interop import torch as interop
 
 CONFIGS = [

@@ -124,3 +124,11 @@ def test_batch_sizes_share_the_weights_and_one_model_per_padded_size(model):
     again = gpt2.generate(model, prompt, 3, generator=tc.random.Generator(2))
     np.testing.assert_array_equal(sampled, again)
     assert sampled.shape == (7, 5) and 8 in model._batches
+
+
+def test_the_layered_strategy_decodes_any_batch_size_alike(model):
+    layered = gpt2.GptModel(CONFIG, batch=2, seed=4, backend="reference", strategy="layered")
+    prompt = np.random.default_rng(9).integers(0, CONFIG.vocab_size, (5, 3))
+    out = gpt2.generate(layered, prompt, 4)
+    np.testing.assert_array_equal(out, gpt2.generate(model, prompt, 4))
+    assert layered.for_batch(5).strategy == "layered" and layered.for_batch(5).batch == 8

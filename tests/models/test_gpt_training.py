@@ -11,7 +11,7 @@ import torch
 from test_gpt2 import released_tensors, torch_forward
 
 import tensorcode as tc
-from tensorcode.compiler.tables import Parameters
+from tensorcode.compiler.plans.tables import Parameters
 from tensorcode.errors import FeedError
 from tensorcode.models import gpt2
 from tensorcode.models.gpt_training import PLANS

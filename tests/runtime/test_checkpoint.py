@@ -19,7 +19,7 @@ from safetensors.numpy import load_file, save_file
 
 import tensorcode as tc
 from tensorcode import files
-from tensorcode.compiler.tables import Gradients
+from tensorcode.compiler.plans.tables import Gradients
 from tensorcode.files import tensorfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

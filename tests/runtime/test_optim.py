@@ -13,7 +13,7 @@ from safetensors import safe_open
 from safetensors.numpy import load_file
 
 import tensorcode as tc
-from tensorcode.compiler.tables import Gradients
+from tensorcode.compiler.plans.tables import Gradients
 
 FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
 FIXTURE_FILES = sorted(FIXTURES.glob("optim_*.safetensors"))

@@ -36,7 +36,8 @@ def scorer() -> Distillation:
 def test_array_outputs_through_both_paths(scorer):
     with TestClient(create_app({"scores": scorer})) as client:
         answer = client.post("/v1/routers/scores", json={"features": [1, 2, 3]}).json()
-        assert answer == {"scores": [2.0, 4.0], "escalated": False, "reason": None}
+        assert answer == {"scores": [2.0, 4.0], "escalated": False, "reason": None,
+                          "path": "program"}
         answers = client.post("/v1/routers/scores/batch",
                               json=[{"features": [1, 2, 3]}, {"features": [0, 0, 0]}]).json()
         assert answers[0] == answer
@@ -60,9 +61,10 @@ def test_a_callable_fallback_answers_escalations(scorer, kind):
         batch = client.post("/v1/routers/scores/batch",
                             json=[{"features": [0, 0, 0]}, {"features": [0, 1, 0]}]).json()
     expected = {"scores": [7.0, 8.0], "escalated": True, "reason": "abstained",
-                "answered_by": "fallback"}
+                "answered_by": "fallback", "path": "fallback_abstained"}
     assert answer == expected and batch[0] == expected
-    assert batch[1] == {"scores": [0.0, 2.0], "escalated": False, "reason": None}
+    assert batch[1] == {"scores": [0.0, 2.0], "escalated": False, "reason": None,
+                        "path": "program"}
     assert seen == [("scores", [0.0, 0.0, 0.0])] * 2
 
 
@@ -79,6 +81,9 @@ def test_reload_of_an_in_memory_router_says_why_and_without_a_token_is_off(score
         response = client.post("/admin/reload", headers={"Authorization": f"Bearer {token}"})
         assert response.status_code == 422
         assert "in memory" in response.json()["routers"]["scores"]["reason"]
+        error = response.json()["error"]  # the one error body shape
+        assert error["kind"] == "reload_failed" and error["field"] == "routers"
+        assert "in memory" in error["message"]
     with TestClient(create_app({"scores": scorer})) as client:
         response = client.post("/admin/reload", headers={"Authorization": f"Bearer {token}"})
         assert response.status_code == 403

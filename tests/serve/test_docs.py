@@ -24,6 +24,6 @@ def test_the_serving_guide_runs(tmp_path):
                          cwd=tmp_path, timeout=600, check=False,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "{'route': 1.0, 'escalated': False, 'reason': None}" in out.stdout
+    assert "{'route': 1.0, 'escalated': False, 'reason': None, 'path': 'program'}" in out.stdout
     assert "[True, False]" in out.stdout and "422 features" in out.stdout
     assert (tmp_path / "repaired" / "distillation.json").is_file()

@@ -149,7 +149,7 @@ def test_escalations_reach_the_teacher_the_log_and_repair(ticket_dir, tmp_path, 
         status, answer = server.request("POST", "/v1/routers/tickets", {"features": ZERO})
         assert status == 200
         assert answer == {"route": 0.0, "escalated": True, "reason": "abstained",
-                          "answered_by": "fallback"}
+                          "answered_by": "fallback", "path": "fallback_abstained"}
         status, answers = server.request("POST", "/v1/routers/tickets/batch",
                                          [{"features": ZERO}, {"features": [1.0] + ZERO[1:]}])
         assert [a["escalated"] for a in answers] == [True, False]

@@ -10,7 +10,7 @@ import pytest
 
 import tensorcode as tc
 from tensorcode import trace
-from tensorcode.compiler.step import StepPlan
+from tensorcode.compiler.plans.step import StepPlan
 from tensorcode.errors import TrainingError
 from tensorcode.ops import Linear, Mlp
 from tensorcode.training import Trainer

@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 from tensorcode.errors import PatchError
-from tensorcode.weights import Dense, LowRank, Patch, Projection, Sparse, build, diff, tensor_sha256
+from tensorcode.weights import (
+    Dense,
+    LowRank,
+    Patch,
+    Projection,
+    Sparse,
+    build,
+    diff,
+    tensor_sha256,
+)
 
 
 def _base(seed: int = 0) -> dict[str, np.ndarray]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ...errors import BackendError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..schedule import Schedule
+    from ..lower.schedule import Schedule
 
 #: every backend name, in the order errors list them
 BACKENDS: tuple[str, ...] = ("numba", "llvm", "reference")
@@ -74,7 +74,7 @@ class Backend(Protocol):
     def prepare(self, schedule: Schedule, approximate: bool) -> Program | None: ...
 
 
-_MODULES = {"numba": "numba_cache", "llvm": "llvm", "reference": "reference"}
+_MODULES = {"numba": "numba.backend", "llvm": "llvm", "reference": "reference.interpreter"}
 
 
 def get(name: str) -> Backend:

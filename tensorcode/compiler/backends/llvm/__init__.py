@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ....errors import CacheError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...schedule import Schedule
+    from ...lower.schedule import Schedule
     from .program import LlvmProgram
 
 _PROGRAMS: dict[str, Any] = {}
@@ -83,7 +83,7 @@ def _generator_files() -> list[pathlib.Path]:
 
 
 def plan_key(schedule: Schedule, approximate: bool, step: Any = None) -> str:
-    from ..numba_cache import ir_key
+    from ..numba.backend import ir_key
 
     text = f"llvm\n{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}"
     if step is not None:
@@ -154,7 +154,7 @@ def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
 
 
 def _count(name: str, n: int = 1) -> None:
-    from ..numba_cache import count
+    from ..numba.backend import count
 
     count(name, n)
 
@@ -182,7 +182,7 @@ def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None
                ) -> dict[str, int]:
     """The entry points' addresses: the cache entry's object when it is valid, else a
     fresh compile (written to the cache when it can be used)."""
-    from ..numba_cache import locked, plans_directory, warn_once
+    from ..numba.backend import locked, plans_directory, warn_once
     from . import cache
     from .objects import UntrustedObject, load
 

@@ -31,7 +31,7 @@ import numpy as np
 from llvmlite import ir
 
 from ....errors import CompileError
-from ...kernels import (
+from ...lower.kernels import (
     Arena,
     ConcatKernel,
     CopyKernel,
@@ -48,8 +48,8 @@ from ...kernels import (
     broadcast_access,
     c_strides,
 )
-from ...schedule import Schedule, blas_layout
-from ..numba import coalesce, fused_layout, row_terms, scratch_sizes
+from ...lower.schedule import Schedule, blas_layout
+from ..numba.loops import coalesce, fused_layout, row_terms, scratch_sizes
 from . import ops, rows
 from .random import RandomFills
 from .types import (

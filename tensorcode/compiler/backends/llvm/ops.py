@@ -6,7 +6,7 @@ values, ``out`` the result's dtype and ``operand`` operand 0's) with ``b``, an
 registry's Numba template computes, operation for operation (the same IEEE operations
 in the same order, the same intrinsics or libm functions, NaN-propagating ``maximum``
 and ``minimum``), so where both backends run the same order the results are the same
-bits. ``APPROXIMATIONS`` are the float32 approximations of ``backends/approx.py`` as IR
+bits. ``APPROXIMATIONS`` are the float32 approximations of ``backends/numba/approx.py`` as IR
 (taken unless exact math was asked for).
 
 A libm function is called by the name in ``LIBM``; those names are part of the
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from .. import approx
+from ..numba import approx
 from .types import F32, I32, TYPES, constant, convert, is_float
 
 #: libm functions the generated code calls (float64 name, float32 name)
@@ -166,7 +166,7 @@ LOWERINGS: dict[str, Lowering] = {
 
 
 # ---------------------------------------------------------------------------------------
-# float32 approximations (backends/approx.py, operation for operation)
+# float32 approximations (backends/numba/approx.py, operation for operation)
 
 
 def _f(value: float) -> ir.Constant:

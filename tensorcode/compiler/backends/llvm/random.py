@@ -1,4 +1,4 @@
-"""The random fills as IR: the Philox stream of ``compiler/philox.py``, bit for bit.
+"""The random fills as IR: the Philox stream of ``compiler/core/philox.py``, bit for bit.
 
 Each fill walks the counter blocks of one random node and writes its output flat,
 element ``e`` from words ``e * words ...`` of the stream, exactly as the Numba backend's
@@ -19,8 +19,8 @@ import math
 from llvmlite import ir
 
 from ....errors import CompileError
-from ... import philox
-from ...kernels import RandomKernel
+from ...core import philox
+from ...lower.kernels import RandomKernel
 from .types import F32, F64, I32, I64, constant, convert, i64, load, loop, store
 
 

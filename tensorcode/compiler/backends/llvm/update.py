@@ -26,7 +26,7 @@ _SHORT = {"float32": "f32", "float64": "f64"}
 
 def rule_api() -> Any:
     """The rule-graph interface of ``compiler/update.py``."""
-    from ... import update
+    from ...lower import update
 
     needed = ("CALL", "SLOT", "ELEMENT", "CONST", "SCALAR_INPUTS", "closure")
     if not all(hasattr(update, name) for name in needed):

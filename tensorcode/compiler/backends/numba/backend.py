@@ -1,0 +1,676 @@
+"""The Numba backend's ahead-of-time plan cache, and the backend itself.
+
+``NumbaBackend.prepare(schedule)`` generates the plan's module (``module``),
+writes it to ``<cache>/plans/p_<hash>.py`` and compiles it with Numba's ``cache=True``,
+so a second process that lowers the same network loads machine code instead of
+compiling. A module already loaded in this process is reused from memory.
+
+The cache directory is ``TENSORCODE_CACHE_DIR``, or ``tensorcode`` under the user's cache
+directory (``XDG_CACHE_HOME`` or ``~/.cache``). The key hashes the lowered IR (types,
+attrs, baked scalars, parameter offsets), the TensorCode, Numba, llvmlite and LLVM
+versions, the code generator's version, the CPU name and features, and the generated
+source. Before importing a cached module the source is regenerated and compared: a
+corrupt or foreign file is reported once as a warning and rewritten. Writers take a lock
+file per entry and replace files atomically, so processes filling the same entry at once
+do not corrupt it.
+
+``compile_stats()`` counts, in this process, Numba compilations and cache loads of plan
+code, so a test can prove a cache hit in a fresh process without timing anything.
+Importing this module imports neither Numba nor llvmlite; compiling does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import pathlib
+import stat
+import sys
+import threading
+import types
+import warnings
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+import numpy as np
+
+from ....errors import CacheError, TensorCodeError
+from ...core import ir
+
+if TYPE_CHECKING:  # pragma: no cover - kept out of ``import tensorcode``
+    from ...lower.schedule import Schedule
+    from ...lower.update import StepSpec
+
+_STATS_LOCK = threading.Lock()
+_STATS = {"compiled": 0, "cache_loaded": 0, "sources_written": 0, "corrupt_entries": 0,
+          "plans_lowered": 0, "memory_hits": 0, "memory_compiled": 0,
+          "native_loaded": 0, "native_built": 0, "native_refused": 0, "native_unavailable": 0,
+          "untrusted_entries": 0, "llvm_compile_ms": 0}
+_MODULES: dict[str, Any] = {}
+_MODULE_LOCK = threading.Lock()
+
+
+def compile_stats() -> dict[str, int]:
+    """Counters for this process: ``compiled`` (Numba compilations of plan functions),
+    ``cache_loaded`` (plan functions loaded from the on-disk cache), ``sources_written``,
+    ``corrupt_entries`` (cache entries found damaged and rebuilt), ``plans_lowered`` and
+    ``memory_hits`` (lowerings served by a module already loaded in this process);
+    ``native_loaded`` (plans loaded as native objects without Numba, also counted in
+    ``cache_loaded``), ``native_built`` (native objects written after a compile),
+    ``native_refused`` (native objects not used because they need a symbol the loader
+    cannot provide, or failed to load: those plans loaded through Numba) and
+    ``native_unavailable`` (plans for which no native object could be built);
+    see ``native``; ``untrusted_entries`` (llvm cache entries without a valid
+    authentication tag or with a refused symbol, recompiled) and ``llvm_compile_ms``
+    (milliseconds the llvm backend spent compiling plans; see ``backends/llvm``)."""
+    with _STATS_LOCK:
+        return dict(_STATS)
+
+
+def count(key: str, n: int = 1) -> None:
+    """Add ``n`` to counter ``key`` of ``compile_stats`` (``plans_lowered`` is counted
+    by ``Entry.lower``, the rest here)."""
+    with _STATS_LOCK:
+        _STATS[key] += n
+    if n and os.environ.get("TENSORCODE_LOG_COMPILES") and key in ("compiled", "cache_loaded"):
+        print(f"tensorcode: {key} {n}", file=sys.stderr)
+
+
+def cache_dir() -> pathlib.Path:
+    """``TENSORCODE_CACHE_DIR``, else ``tensorcode`` under the user's cache directory."""
+    env = os.environ.get("TENSORCODE_CACHE_DIR")
+    if env:
+        return pathlib.Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME")
+    root = pathlib.Path(base).expanduser() if base else pathlib.Path.home() / ".cache"
+    return root / "tensorcode"
+
+
+# ---------------------------------------------------------------------------------------
+# keys
+
+
+_ENVIRONMENT: str | None = None
+
+
+def environment_key() -> str:
+    """Versions and CPU that compiled code depends on."""
+    global _ENVIRONMENT
+    if _ENVIRONMENT is None:
+        import llvmlite
+        import llvmlite.binding as llvm
+
+        from .... import __version__
+        from .loops import CODEGEN_VERSION
+
+        try:
+            cpu = llvm.get_host_cpu_name() + ":" + llvm.get_host_cpu_features().flatten()
+        except Exception:
+            cpu = llvm.get_host_cpu_name()
+        _ENVIRONMENT = json.dumps({
+            "tensorcode": __version__, "codegen": CODEGEN_VERSION,
+            "numba": _installed_version("numba"), "llvmlite": llvmlite.__version__,
+            "llvm": ".".join(map(str, llvm.llvm_version_info)), "cpu": cpu,
+            "numpy": np.__version__, "python": sys.version_info[:2],
+        }, sort_keys=True)
+    return _ENVIRONMENT
+
+
+def _installed_version(package: str) -> str:
+    """The installed version of ``package`` without importing it (importing Numba is
+    what a warm start avoids): from the name of its ``.dist-info`` directory beside it,
+    else from ``importlib.metadata``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is not None and spec.submodule_search_locations:
+        site = pathlib.Path(next(iter(spec.submodule_search_locations))).parent
+        found = [p.name[len(package) + 1:-len(".dist-info")]
+                 for p in site.glob(f"{package}-*.dist-info")]
+        if len(found) == 1:
+            return found[0]
+    import importlib.metadata
+
+    return importlib.metadata.version(package)
+
+
+def ir_key(schedule: Schedule) -> str:
+    """The lowered IR as hashed: text form, parameter offsets, input order, and the
+    contents of the scalars baked into the code (array constants are arguments)."""
+    s = schedule
+    lines = [ir.describe(s.graph)]
+    lines.append("parameters " + json.dumps(sorted((i, d, o) for i, (d, o) in
+                                                   s.sources.parameters.items())))
+    lines.append("parameter_dtypes " + json.dumps(s.sources.parameter_dtypes))
+    lines.append("inputs " + json.dumps(s.sources.inputs))
+    for i, node in enumerate(s.graph.nodes):
+        if node.op == "leaf" and node.type.size == 1:
+            assert node.value is not None  # a leaf always carries its value
+            lines.append(f"scalar %{i} {node.value.reshape(-1)[0].item()!r}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# files
+
+
+@contextlib.contextmanager
+def _locked(path: pathlib.Path):
+    """An exclusive lock on ``path`` (a lock file) for the duration of the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            import fcntl
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not POSIX: atomic renames only
+            pass
+        try:
+            yield
+        finally:
+            try:
+                import fcntl
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            except ImportError:  # pragma: no cover
+                pass
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=5)
+
+
+def _purge_numba_cache(directory: pathlib.Path, stem: str) -> None:
+    pycache = directory / "__pycache__"
+    if pycache.is_dir():
+        for f in pycache.glob(f"{stem}.*"):
+            with contextlib.suppress(OSError):
+                f.unlink()
+
+
+def _dispatcher_counts(dispatchers: Iterable[Any]) -> tuple[int, int]:
+    hits = misses = 0
+    for d in dispatchers:
+        stats = d.stats
+        hits += sum(stats.cache_hits.values())
+        misses += sum(stats.cache_misses.values())
+    return hits, misses
+
+
+# ---------------------------------------------------------------------------------------
+# compiled modules
+
+
+#: scratch plus output bytes from which a plan's ``run`` reuses a per-thread scratch arena
+#: and takes NumPy's output arenas (``CompiledModule._run_reusing``); below it, ``run``
+#: allocates inside the compiled call, where ``malloc``'s free lists make that cheap
+REUSE_BYTES = 1 << 18
+
+
+class _JitOptions(TypedDict):
+    """The ``numba.njit`` keywords every entry point of a plan module compiles with."""
+
+    cache: bool
+    nogil: bool
+    error_model: Literal["python", "numpy"]
+
+
+class CompiledModule:
+    """The loaded, jitted functions of one plan module (a ``backends.Program``): ``run``
+    compiled now for the plan's exact argument types, ``batch()`` and ``scalars()`` on
+    first use; all three call the one jitted ``body``."""
+
+    def __init__(self, key: str, module: Any, source: str = "", cache: bool = True,
+                 sealed: Callable[[], None] | None = None) -> None:
+        import numba
+        from numba import types
+
+        self.key = key
+        self.module = module
+        self.source = source
+        self._sealed = sealed
+        options: _JitOptions = {"cache": cache, "nogil": True, "error_model": "numpy"}
+        body_options: _JitOptions = {**options, "cache": False}
+        # only the compiled entry points call ``body``: no Python wrapper to build, and
+        # no cache entry of its own (each cached entry point holds the code it calls).
+        # numba's stubs leave out these two CPU-target options, which njit accepts.
+        self.body = numba.njit(no_cpython_wrapper=True,  # type: ignore[call-overload]
+                               no_cfunc_wrapper=True, **body_options)(module.body)
+        module.body = self.body
+        # a step plan's update helpers (numba_step): internal like ``body``
+        self._helpers = [self.body]
+        for name in getattr(module, "HELPERS", ()):
+            helper = numba.njit(no_cpython_wrapper=True,  # type: ignore[call-overload]
+                                no_cfunc_wrapper=True, **body_options)(getattr(module, name))
+            setattr(module, name, helper)
+            self._helpers.append(helper)
+        self._entries: dict[str, Any] = {}
+        scope = {"types": types}
+        self.run_signature = eval(compile(module.RUN_SIGNATURE,
+                                          "<signature>", "eval"), scope)
+        self.batch_signature_text = module.BATCH_SIGNATURE
+        self._options = options
+        before = _dispatcher_counts(self._helpers)
+        self._scratch = [(n, np.dtype(d)) for d, n in module.SCRATCH_ARENAS]
+        self._outputs = [(n, np.dtype(d)) for d, n in module.OUTPUT_ARENAS]
+        self._local = threading.local()
+        self.run: Callable[..., Any]
+        if sum(n * d.itemsize for n, d in self._scratch + self._outputs) >= REUSE_BYTES:
+            into = eval(compile(module.INTO_SIGNATURE, "<signature>", "eval"), scope)
+            self._run_into = numba.njit(into, **options)(module.run_into)
+            self.run = self._run_reusing
+            # run_scalars (all-scalar plans) calls ``run``: compiled if it is ever used
+            module.run = numba.njit(**options)(module.run)
+            self._account([self._run_into], before)
+        else:
+            self.run = numba.njit(self.run_signature, **options)(module.run)
+            module.run = self.run  # run_scalars calls it
+            self._account([self.run], before)
+        self._scalars = None
+        self._batch = None
+        self._batch_lock = threading.Lock()
+        self.output_dtypes = list(module.OUTPUT_DTYPES)
+
+    def _run_reusing(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``run`` of a plan with large arenas: this thread's scratch, reused from call
+        to call (it never leaves a call), and output arenas from NumPy, fresh every call
+        so results never alias. A fresh large block from ``malloc`` is fresh pages from
+        the kernel, each faulted in and zeroed on first touch, which costs as much as
+        the elementwise work of a big plan; NumPy also asks for huge pages."""
+        local = self._local
+        scratch = getattr(local, "scratch", None)
+        if scratch is None:
+            scratch = local.scratch = [np.empty(n, d) for n, d in self._scratch]
+        outputs = tuple(np.empty(n, d) for n, d in self._outputs)
+        self._run_into(*args, *scratch, *outputs)
+        return outputs
+
+    def _account(self, dispatchers: list[Any], before: tuple[int, int]) -> None:
+        hits, misses = _dispatcher_counts(dispatchers + self._helpers)
+        count("cache_loaded", hits - before[0])
+        count("compiled", misses - before[1])
+        if misses - before[1] and self._sealed is not None:
+            self._sealed()  # Numba wrote cache files: record their hashes
+
+    def scalars(self) -> Any:
+        """``run_scalars``, compiled on first use (only all-scalar plans have it)."""
+        with self._batch_lock:
+            if self._scalars is None:
+                import numba
+
+                before = _dispatcher_counts(self._helpers + [self.run])
+                self._scalars = numba.njit(self.run_signature, **self._options)(
+                    self.module.run_scalars)
+                self._account([self._scalars, self.run], before)
+            return self._scalars
+
+    def batch(self) -> Any:
+        """``run_batch``, compiled on first use."""
+        with self._batch_lock:
+            if self._batch is None:
+                import numba
+                from numba import types
+
+                sig = eval(compile(self.batch_signature_text, "<signature>", "eval"),
+                           {"types": types})
+                before = _dispatcher_counts(self._helpers)
+                self._batch = numba.njit(sig, **self._options)(self.module.run_batch)
+                self._account([self._batch], before)
+            return self._batch
+
+    def entry(self, name: str) -> Any:
+        """A step plan's entry point ``run_step`` or ``run_steps`` (``step``),
+        compiled (or loaded from the cache) on first use for ``<NAME>_SIGNATURE``."""
+        with self._batch_lock:
+            function = self._entries.get(name)
+            if function is None:
+                import numba
+                from numba import types
+
+                text = getattr(self.module, name.upper().replace("RUN_", "") + "_SIGNATURE")
+                sig = eval(compile(text, "<signature>", "eval"), {"types": types})
+                before = _dispatcher_counts(self._helpers)
+                function = numba.njit(sig, **self._options)(getattr(self.module, name))
+                self._account([function], before)
+                self._entries[name] = function
+            return function
+
+
+def _load_module(source: str, key: str, filename: str) -> Any:
+    """A fresh module holding ``source`` (the text generated in this process), compiled
+    with ``compile`` and run with ``exec``: Python's import system is not involved, so no
+    ``.pyc`` beside the cached file is ever read or written. ``filename`` is what Numba
+    sees as the functions' file (the cache entry, beside which its index lives)."""
+    name = f"tensorcode_plan_{key}"
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    code = compile(source, filename, "exec", dont_inherit=True)
+    # registered so Numba can find the module again when it loads cached code
+    sys.modules[name] = module
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def compiled_module(schedule: Schedule, approximate: bool = True,
+                    step: StepSpec | None = None) -> CompiledModule:
+    """The compiled module for ``schedule`` (with a step plan's update when ``step`` is
+    given): from this process's memory, the on-disk cache, or compiled now (and
+    cached). When the cache directory cannot be trusted or written
+    (``plans_directory``), the plan is compiled in memory, with one warning."""
+    from .module import generate
+
+    source = generate(schedule, approximate=approximate, step=step)
+    # the key covers the generated code too, so any change to code generation (or to a
+    # scheduling constant) is a new entry rather than a mismatch
+    text = f"{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}\n{source}"
+    key = hashlib.sha256(text.encode()).hexdigest()[:32]
+    with _MODULE_LOCK:
+        if key in _MODULES:
+            count("memory_hits")
+            return _MODULES[key]
+        try:
+            compiled = _cached_module(source, key, schedule, step)
+        except (CacheError, OSError) as error:
+            reason = str(error) if isinstance(error, CacheError) else \
+                f"the plan cache cannot be used: {error.strerror or error}"
+            _warn_once("untrusted-cache", f"tensorcode: {reason}; compiling plans in memory "
+                                          "(see docs/compiler.md, 'Trusting a cache "
+                                          "directory')")
+            count("memory_compiled")
+            compiled = CompiledModule(
+                key, _load_module(source, key, f"<tensorcode plan {key}>"), source,
+                cache=False)
+        _MODULES[key] = compiled
+        return compiled
+
+
+def _cached_module(source: str, key: str, schedule: Schedule | None = None,
+                  step: StepSpec | None = None) -> Any:
+    """``compiled_module`` through the on-disk cache (raises ``CacheError`` or
+    ``OSError`` when the directory or the entry cannot be used). While Numba is not
+    imported in this process, an entry's native object (``native``) is loaded
+    without it; after a Numba compile or load of an entry that has none, one is built."""
+    from . import native as native
+
+    directory = plans_directory()
+    stem = f"p_{key}"
+    use_native = schedule is not None and native.enabled()
+    if use_native and "numba" not in sys.modules:
+        assert schedule is not None
+        program = _native_program(directory, stem, source, key, schedule, step)
+        if program is not None:
+            return program
+    compiled = _numba_module(source, key)
+    if use_native:
+        assert schedule is not None
+        _build_native(compiled, directory, stem, schedule, step)
+    return compiled
+
+
+def _owned_file(path: pathlib.Path) -> None:
+    _check_owned(path, directory=False)
+
+
+def _native_program(directory: pathlib.Path, stem: str, source: str, key: str,
+                    schedule: Schedule, step: StepSpec | None) -> Any:
+    """The entry's native object loaded as a ``NativeProgram``, or None when the entry
+    has none that can be trusted and used here (then Numba loads it, and any damage is
+    reported and repaired there)."""
+    from . import native as native
+
+    path = directory / f"{stem}.py"
+    with _locked(directory / f"{stem}.lock"):
+        try:
+            _check_owned(path, directory=False)
+            if path.read_text(encoding="utf-8") != source:
+                return None
+        except (OSError, UnicodeDecodeError, _Untrusted):
+            return None
+        if not _verify_numba_files(directory, stem):
+            return None
+        found = native.read(directory, stem, _owned_file)
+        if found is None:
+            return None
+        data, symbol = found
+        try:
+            runtime = native.runtime()
+            if runtime.missing(native.undefined_symbols(data)):
+                count("native_refused")
+                return None
+            address = runtime.load(data, symbol)
+        except Exception:  # a foreign platform or object: Numba loads the plan instead
+            count("native_refused")
+            return None
+    count("native_loaded")
+    count("cache_loaded")
+    arguments = native.Arguments(schedule, len(step.rule.state_keys) if step else None)
+    return native.NativeProgram(key, source, arguments, address,
+                                step.loss if step is not None else None,
+                                lambda: _numba_module(source, key))
+
+
+def _build_native(compiled: CompiledModule, directory: pathlib.Path, stem: str,
+                  schedule: Schedule, step: StepSpec | None) -> None:
+    """Write the entry's native object unless it has a usable one (a failure to build
+    one leaves the plan on Numba, counted as ``native_unavailable``)."""
+    from . import native as native
+
+    with _locked(directory / f"{stem}.lock"):
+        if native.read(directory, stem, _owned_file) is not None:
+            return
+        if native.present(directory, stem):
+            count("corrupt_entries")
+            _warn_once(stem + ":native", f"tensorcode: the native object of plan cache "
+                                         f"entry {stem} was corrupt or foreign; rebuilding "
+                                         "it")
+        try:
+            data, symbol = native.build_object(compiled.module, schedule, step)
+        except Exception:
+            count("native_unavailable")
+            return
+        native.store(directory, stem, data, symbol)
+    count("native_built")
+
+
+def _numba_module(source: str, key: str) -> CompiledModule:
+    """The entry's module compiled or loaded by Numba, through the on-disk cache."""
+    directory = plans_directory()
+    stem = f"p_{key}"
+    path = directory / f"{stem}.py"
+    with _locked(directory / f"{stem}.lock"):
+        existing = None
+        if os.path.lexists(path):
+            try:
+                _check_owned(path, directory=False)
+                existing = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError, _Untrusted):
+                existing = ""
+        if existing != source:
+            if existing is not None:
+                count("corrupt_entries")
+                _warn_once(key, f"tensorcode: plan cache entry {path} was corrupt or "
+                                "foreign; rebuilding it")
+                _purge_numba_cache(directory, stem)
+                path.unlink()
+            from ....files.atomic import atomic_write_bytes  # local: kept out of the import
+
+            atomic_write_bytes(path, source.encode("utf-8"))
+            os.chmod(path, 0o600)
+            count("sources_written")
+        if not _verify_numba_files(directory, stem):
+            count("corrupt_entries")
+            _warn_once(key + ":numba", f"tensorcode: compiled cache files of {path} do not "
+                                       "match what TensorCode recorded; rebuilding them")
+            _purge_numba_cache(directory, stem)
+
+        holding = [True]  # the entry's lock is held while the module is first built
+
+        def sealed() -> None:
+            if holding[0]:
+                _seal(directory, stem)
+            else:
+                with _locked(directory / f"{stem}.lock"):
+                    _seal(directory, stem)
+
+        try:
+            try:
+                return CompiledModule(key, _load_module(source, key, str(path)), source,
+                                      sealed=sealed)
+            except Exception as error:
+                if isinstance(error, (TensorCodeError,)):
+                    raise
+                count("corrupt_entries")
+                _warn_once(key + ":numba", f"tensorcode: compiled cache for {path} could "
+                                           f"not be loaded ({type(error).__name__}); "
+                                           "rebuilding it")
+                _purge_numba_cache(directory, stem)
+                return CompiledModule(key, _load_module(source, key, str(path)), source,
+                                      sealed=sealed)
+        finally:
+            holding[0] = False
+
+
+# ---------------------------------------------------------------------------------------
+# trust: the cache directory is treated the way ssh treats ~/.ssh
+
+
+class _Untrusted(Exception):
+    """The cache directory (or an entry) cannot be trusted or used; the text says why."""
+
+
+def _check_owned(path: pathlib.Path, directory: bool) -> None:
+    """Refuse ``path`` unless it is a real (not linked) directory or regular file owned
+    by the current user and writable by nobody else."""
+    info = path.lstat()
+    kind = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
+    if not kind:
+        raise _Untrusted(f"{path} is not a {'directory' if directory else 'regular file'}")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise _Untrusted(f"{path} is owned by uid {info.st_uid}, not by the current user")
+    if info.st_mode & 0o022:
+        raise _Untrusted(f"{path} is writable by its group or by others "
+                         f"(mode {stat.S_IMODE(info.st_mode):o})")
+
+
+def _trusted_directory(path: pathlib.Path) -> pathlib.Path:
+    """``path``, created ``0700`` if missing, checked by ``_check_owned`` and writable."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _check_owned(path, directory=True)
+    except OSError as error:
+        raise _Untrusted(f"{path}: {error.strerror or error}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise _Untrusted(f"{path} is not writable")
+    return path
+
+
+def plans_directory() -> pathlib.Path:
+    """The cache's ``plans`` directory, checked: the cache root, ``plans`` and its
+    ``__pycache__`` (Numba's machine code) each a real directory owned by the current
+    user, writable by no one else and writable by us (each created ``0700``). Raises
+    ``CacheError`` saying why the cache cannot be used."""
+    try:
+        root = _trusted_directory(cache_dir())
+        plans = _trusted_directory(root / "plans")
+        _trusted_directory(plans / "__pycache__")
+    except _Untrusted as error:
+        raise CacheError(f"the plan cache cannot be used: {error}") from None
+    return plans
+
+
+def _digest(path: pathlib.Path) -> str:
+    """The file's authentication tag (``secret.authenticate`` over the directory, its
+    name and its bytes): a file whose recorded tag was not made with the secret, a hash
+    recomputed by whoever planted it included, does not match."""
+    from ..secret import authenticate
+
+    return authenticate(b"tensorcode.numba-cache/1", str(path.parent.resolve()).encode(),
+                        path.name.encode(), path.read_bytes()).hex()
+
+
+def _numba_files(directory: pathlib.Path, stem: str) -> list[pathlib.Path]:
+    return sorted((directory / "__pycache__").glob(f"{stem}.*"))
+
+
+def _manifest_path(directory: pathlib.Path, stem: str) -> pathlib.Path:
+    return directory / f"{stem}.manifest.json"
+
+
+def _read_manifest(directory: pathlib.Path, stem: str) -> dict[str, str]:
+    from ....files import decode
+
+    path = _manifest_path(directory, stem)
+    try:
+        _check_owned(path, directory=False)
+        document = decode(path.read_bytes())
+    except (OSError, ValueError, _Untrusted):
+        return {}
+    if not isinstance(document, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in document.items()):
+        return {}
+    return document
+
+
+def _verify_numba_files(directory: pathlib.Path, stem: str) -> bool:
+    """Whether every Numba cache file of entry ``stem`` (its index files are pickles,
+    which Numba loads before any check of ours) is a regular file owned by us, writable
+    by no one else, with the authentication tag (HMAC-SHA-256, ``_digest``) TensorCode
+    recorded after Numba wrote it."""
+    manifest = _read_manifest(directory, stem)
+    for path in _numba_files(directory, stem):
+        try:
+            _check_owned(path, directory=False)
+            if manifest.get(path.name) != _digest(path):
+                return False
+        except (OSError, _Untrusted):
+            return False
+    return True
+
+
+def _seal(directory: pathlib.Path, stem: str) -> None:
+    """Record the authentication tags of entry ``stem``'s Numba cache files (just written by Numba
+    in this process) in its manifest; the caller holds the entry's lock."""
+    from ....files import atomic_write_bytes, dumps
+
+    record = {}
+    for path in _numba_files(directory, stem):
+        os.chmod(path, 0o600)  # whatever the umask, writable by us alone
+        record[path.name] = _digest(path)
+    manifest = _manifest_path(directory, stem)
+    atomic_write_bytes(manifest, dumps(record, sort_keys=True))
+    os.chmod(manifest, 0o600)
+
+
+# ---------------------------------------------------------------------------------------
+# the backend
+
+
+class NumbaBackend:
+    """The ``Backend`` that generates loops and compiles them with Numba (cached)."""
+
+    name = "numba"
+    approximates = True
+
+    def prepare(self, schedule: Schedule, approximate: bool,
+                step: StepSpec | None = None) -> CompiledModule:
+        """The compiled module for ``schedule`` (see ``compiled_module``)."""
+        return compiled_module(schedule, approximate, step)
+
+
+BACKEND = NumbaBackend()
+
+# the cache directory's rules, shared with the llvm backend's cache (``backends/llvm``)
+locked, warn_once, check_owned, Untrusted = _locked, _warn_once, _check_owned, _Untrusted
+
+__all__ = ["NumbaBackend", "BACKEND", "CompiledModule", "compiled_module", "compile_stats",
+           "count", "cache_dir", "plans_directory", "environment_key", "ir_key"]

@@ -1,0 +1,418 @@
+"""What a schedule hands a backend: typed locations and typed kernel records.
+
+A value lives at a *location*: a ``Scalar`` baked into the code, or a ``Strided`` view
+(offset and strides in elements) of a flat array. Once a schedule is built, every
+``Strided`` names its array by an ``Arena``: the role the array plays in the generated
+function (a parameter buffer of the table, a constant, an input, the scratch arena or
+the output arena of a dtype) and, for constants and inputs, the argument position. The
+offset is absolute within that array, so a backend never resolves a name: it turns an
+arena into whatever it calls the array and indexes it.
+
+While a schedule is being built, computed values point at their ``Buffer`` instead (the
+arena offset is not known until liveness placed it); ``schedule.build``'s last stage
+rebinds every location to its arena.
+
+Each kind of kernel is its own record (``FusedKernel``, ``MatmulKernel``, ``TakeKernel``,
+``ScatterAddKernel``, ``OneHotKernel``, ``ConcatKernel``, ``PadKernel``, ``CopyKernel``)
+with its operands as fields. ``READS`` and ``WRITES`` name the fields holding locations,
+so liveness and rebinding walk every kernel the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..core import registry as primitives
+from ..core.ir import DTYPES, Graph, Node
+
+
+def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides (in elements) of ``shape``."""
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(int(d), 1)
+    return tuple(reversed(strides))
+
+
+# ---------------------------------------------------------------------------------------
+# arrays and buffers
+
+
+#: what an arena is to the generated function, in its argument order
+ROLES = ("parameter", "constant", "input", "scratch", "output")
+
+
+@dataclass(frozen=True)
+class Arena:
+    """A flat array of the generated function: ``role`` (one of ``ROLES``), its
+    ``dtype`` and, for a constant or an input, its argument ``index``. Parameters come
+    as the table's buffer of that dtype; scratch and output arenas are one per dtype."""
+
+    role: str
+    dtype: str
+    index: int = 0
+
+    @property
+    def label(self) -> str:
+        """A short name for printed schedules: ``P_f32``, ``C0``, ``X1``, ``W_f64``,
+        ``O_i64``."""
+        if self.role == "constant":
+            return f"C{self.index}"
+        if self.role == "input":
+            return f"X{self.index}"
+        letter = {"parameter": "P", "scratch": "W", "output": "O"}[self.role]
+        return f"{letter}_{DTYPES[self.dtype]}"
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A flat region computed by one kernel: scratch (placed in the arena by liveness)
+    or an output (a fixed region of the output arena). ``name`` identifies it in
+    ``Kernel.reads``/``writes`` and printed schedules."""
+
+    name: str
+    dtype: str
+    size: int
+    kind: str  # "scratch" or "output"
+    offset: int = 0
+    first: int = -1  # kernel index that writes it
+    last: int = -1   # last kernel index that reads it
+    node: int | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * np.dtype(self.dtype).itemsize
+
+    @property
+    def arena(self) -> Arena:
+        return Arena(self.kind, self.dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# locations
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A value every element of which is one constant, baked into the code."""
+
+    value: Any
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Strided:
+    """A strided view of a flat array: ``base`` is its ``Arena`` (a ``Buffer`` only
+    while the schedule is being built), ``offset`` and ``strides`` in elements."""
+
+    base: Arena | Buffer
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+
+    @property
+    def contiguous(self) -> bool:
+        return all(s == c for s, c, d in zip(self.strides, c_strides(self.shape), self.shape)
+                   if d != 1)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def arena(self) -> Arena:
+        """The array this view reads (only once the schedule is built)."""
+        assert isinstance(self.base, Arena), "location not bound to an arena yet"
+        return self.base
+
+    @property
+    def buffer(self) -> Buffer | None:
+        """The schedule buffer this view lies in, while the schedule is being built."""
+        return self.base if isinstance(self.base, Buffer) else None
+
+    def at(self, base: Arena | Buffer, offset: int = 0) -> Strided:
+        """This view moved onto ``base`` (``offset`` added)."""
+        return Strided(base, self.offset + offset, self.shape, self.strides, self.dtype)
+
+    def __str__(self) -> str:
+        where = self.base.label if isinstance(self.base, Arena) else self.base.name
+        return f"{where}[{self.offset}]"
+
+
+Loc = Scalar | Strided
+
+
+def contiguous(base: Arena | Buffer, shape: tuple[int, ...], dtype: str,
+               offset: int = 0) -> Strided:
+    """A row-major view of ``shape`` starting ``offset`` elements into ``base``."""
+    return Strided(base, offset, tuple(shape), c_strides(shape), dtype)
+
+
+def view_of(loc: Loc, node: Node, graph: Graph) -> Loc | None:
+    """The location of view op ``node`` applied to ``loc``, or None if it is not a
+    strided view of it (a reshape of a non-contiguous view)."""
+    shape = node.type.shape
+    if isinstance(loc, Scalar):
+        return loc
+    op = node.op
+    if op == "detach":
+        return loc
+    if op == "reshape":
+        if not loc.contiguous:
+            return None
+        return Strided(loc.base, loc.offset, shape, c_strides(shape), loc.dtype)
+    if op == "transpose":
+        axes = node.attr("axes")
+        return Strided(loc.base, loc.offset, shape, tuple(loc.strides[a] for a in axes),
+                       loc.dtype)
+    if op == "broadcast_to":
+        lead = len(shape) - len(loc.shape)
+        strides = [0] * lead + [0 if d == 1 and t != 1 else s for d, t, s in
+                                zip(loc.shape, shape[lead:], loc.strides)]
+        return Strided(loc.base, loc.offset, shape, tuple(strides), loc.dtype)
+    if op == "slice":
+        axis, start = node.attr("axis"), node.attr("start")
+        return Strided(loc.base, loc.offset + start * loc.strides[axis], shape, loc.strides,
+                       loc.dtype)
+    raise AssertionError(op)  # pragma: no cover
+
+
+def broadcast_access(loc: Strided, space: Sequence[int]) -> tuple[int, ...]:
+    """Strides of ``loc`` over an iteration ``space`` it broadcasts to (right-aligned)."""
+    lead = len(space) - len(loc.shape)
+    return tuple([0] * lead + [0 if d == 1 else s for d, s in zip(loc.shape, loc.strides)])
+
+
+def _map(value: Any, fn: Callable[[Loc], Loc]) -> Any:
+    if isinstance(value, (Scalar, Strided)):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map(v, fn) for k, v in value.items()}
+    return value
+
+
+def _flatten(value: Any) -> list[Loc]:
+    if isinstance(value, (Scalar, Strided)):
+        return [value]
+    if isinstance(value, list):
+        return [v for item in value for v in _flatten(item)]
+    if isinstance(value, dict):
+        return [v for item in value.values() for v in _flatten(item)]
+    return []
+
+
+# ---------------------------------------------------------------------------------------
+# kernels
+
+
+@dataclass(eq=False)
+class Kernel:
+    """One loop nest (or library call). ``nodes`` are the graph nodes it computes,
+    ``space`` the shape it iterates; ``reads``/``writes`` name the schedule buffers it
+    reads and writes (filled by liveness). Subclasses add their operands as fields and
+    list the location fields in ``READS``/``WRITES``."""
+
+    kind: ClassVar[str] = ""
+    READS: ClassVar[tuple[str, ...]] = ()
+    WRITES: ClassVar[tuple[str, ...]] = ()
+
+    nodes: list[int]
+    space: tuple[int, ...]
+    reads: set[str] = field(default_factory=set, init=False)
+    writes: set[str] = field(default_factory=set, init=False)
+
+    def read_locs(self) -> list[Loc]:
+        return [loc for name in self.READS for loc in _flatten(getattr(self, name))]
+
+    def write_locs(self) -> list[Strided]:
+        return [loc for name in self.WRITES for loc in _flatten(getattr(self, name))
+                if isinstance(loc, Strided)]
+
+    def rebind(self, fn: Callable[[Loc], Loc]) -> None:
+        """Replace every location this kernel reads or writes by ``fn(location)``."""
+        for name in self.READS + self.WRITES:
+            setattr(self, name, _map(getattr(self, name), fn))
+
+    def headline(self) -> str:
+        """What ``Schedule.describe`` prints after ``kernel k:``."""
+        return self.kind
+
+
+@dataclass(eq=False)
+class FusedKernel(Kernel):
+    """A fused elementwise group and the reductions it feeds, over ``space``: ``loads``
+    are the values read from memory (node -> location), ``stores`` the members written
+    to memory; every other member lives in a register."""
+
+    kind: ClassVar[str] = "fused"
+    READS: ClassVar[tuple[str, ...]] = ("loads",)
+    WRITES: ClassVar[tuple[str, ...]] = ("stores",)
+
+    loads: dict[int, Loc]
+    stores: dict[int, Strided]
+
+    def headline(self) -> str:
+        return f"fused over [{','.join(map(str, self.space))}]"
+
+
+@dataclass(eq=False)
+class MatmulKernel(Kernel):
+    """``out = a @ b`` over ``batch`` leading axes; ``a`` is m x k, ``b`` k x n (rank-1
+    operands already promoted). ``mode``: ``blas`` (``np.dot`` on contiguous or
+    transposed operands), ``ikj`` or ``kij`` (generated loops)."""
+
+    kind: ClassVar[str] = "matmul"
+    READS: ClassVar[tuple[str, ...]] = ("a", "b")
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+
+    a: Loc
+    b: Loc
+    out: Strided
+    batch: tuple[int, ...]
+    m: int
+    k: int
+    n: int
+    mode: str
+
+    def headline(self) -> str:
+        return f"matmul ({self.mode})"
+
+
+@dataclass(eq=False)
+class TakeKernel(Kernel):
+    """``out = take(x, index, axis)`` with a range check of every index."""
+
+    kind: ClassVar[str] = "take"
+    READS: ClassVar[tuple[str, ...]] = ("x", "index")
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+
+    x: Loc
+    index: Loc
+    out: Strided
+    axis: int
+
+
+@dataclass(eq=False)
+class ScatterAddKernel(Kernel):
+    """``out`` (``size`` along ``axis``) zeroed, then ``values`` added at ``index``."""
+
+    kind: ClassVar[str] = "scatter_add"
+    READS: ClassVar[tuple[str, ...]] = ("values", "index")
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+
+    values: Loc
+    index: Loc
+    out: Strided
+    axis: int
+    size: int
+
+
+@dataclass(eq=False)
+class OneHotKernel(Kernel):
+    """``out[..., index] = 1`` over ``n`` classes, zero elsewhere."""
+
+    kind: ClassVar[str] = "one_hot"
+    READS: ClassVar[tuple[str, ...]] = ("index",)
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+
+    index: Loc
+    out: Strided
+    n: int
+
+
+@dataclass(eq=False)
+class ConcatKernel(Kernel):
+    """``ins`` copied one after another along ``axis`` of ``out``."""
+
+    kind: ClassVar[str] = "concat"
+    READS: ClassVar[tuple[str, ...]] = ("ins",)
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+
+    ins: list[Loc]
+    out: Strided
+    axis: int
+
+
+@dataclass(eq=False)
+class PadKernel(Kernel):
+    """``out`` zeroed, then ``x`` copied ``before`` elements into ``axis``."""
+
+    kind: ClassVar[str] = "pad"
+    READS: ClassVar[tuple[str, ...]] = ("x",)
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+
+    x: Loc
+    out: Strided
+    axis: int
+    before: int
+
+
+@dataclass(eq=False)
+class CopyKernel(Kernel):
+    """``dst = src`` elementwise over ``dst.shape`` (``src`` broadcast to it)."""
+
+    kind: ClassVar[str] = "copy"
+    READS: ClassVar[tuple[str, ...]] = ("src",)
+    WRITES: ClassVar[tuple[str, ...]] = ("dst",)
+
+    src: Loc
+    dst: Strided
+
+
+@dataclass(eq=False)
+class RandomKernel(Kernel):
+    """``out`` filled by the random op ``op`` from the Philox stream of ``key`` starting
+    at counter block ``offset`` (``philox.py``); ``logits`` for ``categorical``. ``attrs``
+    holds the op's remaining attributes (``p``, ``temperature``, ``top_k``, ``top_p``)."""
+
+    kind: ClassVar[str] = "random"
+    READS: ClassVar[tuple[str, ...]] = ("key", "logits")
+    WRITES: ClassVar[tuple[str, ...]] = ("out",)
+
+    op: str
+    key: Loc
+    logits: Loc | None
+    out: Strided
+    offset: int
+    attrs: dict[str, Any]
+
+    def headline(self) -> str:
+        return f"random {self.op} at block {self.offset}"
+
+
+def index_kernel(node_id: int, node: Node, ins: list[Loc], out: Strided) -> Kernel:
+    """The kernel of an ``index`` or ``shape`` primitive that computes (``take``,
+    ``scatter_add``, ``one_hot``, ``concat``, ``pad``), its attributes as fields."""
+    shape, op = node.type.shape, node.op
+    if op == "take":
+        return TakeKernel([node_id], shape, ins[0], ins[1], out, node.attr("axis"))
+    if op == "scatter_add":
+        return ScatterAddKernel([node_id], shape, ins[0], ins[1], out, node.attr("axis"),
+                                node.attr("size"))
+    if op == "one_hot":
+        return OneHotKernel([node_id], shape, ins[0], out, node.attr("n"))
+    if op == "concat":
+        return ConcatKernel([node_id], shape, list(ins), out, node.attr("axis"))
+    if op == "pad":
+        return PadKernel([node_id], shape, ins[0], out, node.attr("axis"), node.attr("before"))
+    if primitives.is_random(op):
+        attrs = {k: v for k, v in node.attrs if k not in ("offset", "shape", "dtype")}
+        return RandomKernel([node_id], shape, op, ins[0], ins[1] if len(ins) > 1 else None,
+                            out, node.attr("offset"), attrs)
+    raise AssertionError(f"no kernel for {op}")  # pragma: no cover
+
+
+__all__ = ["Arena", "Buffer", "Scalar", "Strided", "Loc", "ROLES", "Kernel", "FusedKernel",
+           "MatmulKernel", "TakeKernel", "ScatterAddKernel", "OneHotKernel", "ConcatKernel",
+           "RandomKernel",
+           "PadKernel", "CopyKernel", "index_kernel", "c_strides", "contiguous", "view_of",
+           "broadcast_access"]

@@ -1,0 +1,637 @@
+"""Entries and plans.
+
+``network.entry(roots)`` is an ``Entry``; ``entry.lower(backend)`` optimizes the graph
+(``passes.optimize``), schedules it (``schedule.build``) and hands the schedule to a
+``Backend`` (``backends.get``):
+
+- ``"numba"`` (default): generated loops compiled by Numba and kept in the on-disk plan
+  cache (``backends/numba/backend.py``), so a second process that lowers the same network
+  loads machine code instead of compiling;
+- ``"reference"``: the NumPy interpreter running the same optimized graph.
+
+``compile_stats()`` and ``cache_dir()`` (re-exported from the cache) count compilations
+and cache loads in this process and name the cache directory.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...errors import FeedError, RandomError, TensorCodeError
+from ..backends import BACKENDS, DEFAULT_BACKEND, Program, check_backend
+from ..backends import get as get_backend
+from ..backends.numba.backend import cache_dir, compile_stats, count
+from ..core import ir
+from ..core import registry as primitives
+from ..core.ir import Graph, Node
+from ..lower.passes import canonical_order, optimize
+from ..lower.schedule import Schedule, Sources, build
+from .network import feed_dict, gradients_table
+from .tables import Gradients
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..trace.tape import Adjoints
+    from .network import Network
+    from .tables import Parameters
+
+ARTIFACT_FORMAT = "tensorcode.plan/1"
+
+# ---------------------------------------------------------------------------------------
+# entries
+
+
+class Entry:
+    """The sub-program of a network computing ``roots`` (node ids), ready to lower."""
+
+    def __init__(self, network: Network, roots: Sequence[int]) -> None:
+        roots = [int(r) for r in roots]
+        if not roots:
+            raise TensorCodeError("an entry needs at least one root")
+        for r in roots:
+            if not 0 <= r < len(network.graph.nodes):
+                raise TensorCodeError(f"root %{r} is not a node of this network")
+        self.network = network
+        self.roots = tuple(roots)
+
+    def graph(self) -> Graph:
+        """The network's graph with this entry's roots as outputs (before any pass)."""
+        return Graph(self.network.graph.nodes, self.roots)
+
+    def origins(self) -> dict[int, int]:
+        """For the graph ``optimized()`` returned last, the network node each parameter
+        and input node came from."""
+        return dict(self._origins)
+
+    def describe(self) -> str:
+        """The entry's program before lowering: what the roots depend on."""
+        from ..lower.passes import dce
+
+        return ir.describe(dce(self.graph()))
+
+    def optimized(self) -> tuple[Graph, Sources]:
+        """The optimized graph in canonical order, and where its sources come from."""
+        network = self.network
+        origin = {id(node): i for i, node in enumerate(network.graph.nodes)
+                  if node.op in ("parameter", "input")}
+        slots = {s.node: (k, s) for k, s in enumerate(network.layout.slots)}
+        graph = optimize(self.graph())
+
+        def rank(i: int, node: Node) -> tuple:
+            if node.op == "parameter":
+                return (slots[origin[id(node)]][0],)
+            if node.op == "input":
+                return (origin[id(node)],)
+            return (i,)
+        graph = canonical_order(graph, rank)
+        parameters, inputs, origins = {}, [], {}
+        for i, node in enumerate(graph.nodes):
+            if node.op == "parameter":
+                slot = slots[origin[id(node)]][1]
+                parameters[i] = (slot.dtype, slot.offset)
+                origins[i] = slot.node
+            elif node.op == "input":
+                inputs.append(i)
+                origins[i] = origin[id(node)]
+        sources = Sources(parameters, inputs, sorted(network.layout.sizes))
+        self._origins = origins
+        return graph, sources
+
+    def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None,
+              optimizer: Any = None) -> Any:
+        """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"numba"`` or
+        ``"reference"``). ``approximate`` (default: on unless the environment sets
+        ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``,
+        ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
+        ``backends/numba/approx.py``; float64 and the reference backend are always exact.
+
+        With ``optimizer`` (an optimizer that offers a fused rule: ``tc.optim.Sgd``,
+        ``Adam``, ``AdamW`` or a ``RuleOptimizer``), the entry's roots must be a loss and
+        its gradients (``adjoints.roots()``), and the result is a ``StepPlan``
+        (``compiler/plans/step.py``): one call computes the loss and the gradients and updates
+        the parameters and the optimizer's state in place."""
+        check_backend(backend)  # before any work
+        if approximate is None:
+            approximate = os.environ.get("TENSORCODE_EXACT_MATH", "") not in ("1", "true", "yes")
+        if optimizer is not None:
+            from .step import lower_step
+
+            return lower_step(self, backend, bool(approximate), optimizer)
+        graph, sources = self.optimized()
+        schedule = build(graph, sources)
+        count("plans_lowered")
+        return Plan(self, schedule, backend, dict(self._origins), bool(approximate))
+
+
+# ---------------------------------------------------------------------------------------
+# plans
+
+
+class Plan:
+    """A lowered, forward-only program with three call paths: ``forward(parameters,
+    feeds) -> PlanRun`` (validated feeds by symbol), ``forward_batch`` (N cases in one
+    compiled loop) and ``bind(parameters)`` (the low-overhead path every executor and
+    operation uses; see ``BoundPlan`` and ``docs/compiler.md``)."""
+
+    def __init__(self, entry: Entry, schedule: Schedule, backend: str,
+                 origins: dict[int, int], approximate: bool = True, step: Any = None) -> None:
+        self.entry = entry
+        self.network = entry.network
+        self.schedule = schedule
+        self.backend = backend
+        self.graph = schedule.graph
+        self._origins = origins
+        self._layout = self.network.layout
+        g = self.graph
+        # root positions: network node id -> list of root positions
+        self.roots = entry.roots
+        self._positions: dict[int, int] = {}
+        for k, r in enumerate(self.roots):
+            self._positions.setdefault(r, k)
+        self._out_dtypes = sorted(schedule.out_arena)
+        self._root_slices = []
+        for dtype, offset, shape in schedule.roots:
+            size = int(np.prod(shape, dtype=np.int64))
+            self._root_slices.append((self._out_dtypes.index(dtype), offset, offset + size,
+                                      tuple(shape)))
+        self._inputs = [origins[i] for i in schedule.sources.inputs]  # network input ids
+        self._defaults: list[np.ndarray] = []
+        for i in schedule.sources.inputs:
+            default = g.nodes[i].value
+            assert default is not None  # every input node records its default feed
+            self._defaults.append(default)
+        self._input_types = {origins[i]: (g.nodes[i].type.shape, np.dtype(g.nodes[i].type.dtype))
+                             for i in schedule.sources.inputs}
+        self._batch_defaults = [d[None] for d in self._defaults]
+        self._consts = [np.ascontiguousarray(g.nodes[i].value).reshape(-1)
+                        for i in schedule.constants]
+        self._param_dtypes = schedule.sources.parameter_dtypes
+        self._random_position, self.random_blocks = _random_facts(self)
+        self._gradient_views: dict[int, Any] = {}
+        self.key = ""
+        self._compiled: Program | None = None
+        implementation = get_backend(backend)
+        self.approximate = approximate and implementation.approximates
+        if step is None:
+            self._compiled = implementation.prepare(schedule, self.approximate)
+        else:  # a step plan's module: the plan's code and its fused update (step.py)
+            self._compiled = implementation.prepare(schedule, self.approximate,
+                                                    step)  # type: ignore[call-arg]
+        if self._compiled is not None:
+            self.key = self._compiled.key
+            self._run = self._compiled.run
+
+    # -- introspection ---------------------------------------------------------------
+    @property
+    def origins(self) -> dict[int, int]:
+        """For each parameter and input node of the lowered graph, the network node it
+        came from (what a saved plan records so it can run on the original network)."""
+        return dict(self._origins)
+
+    def describe(self) -> str:
+        """The lowered program: kernels, buffers and bytes."""
+        head = f"plan ({self.backend}){' ' + self.key if self.key else ''}: " \
+               f"{len(self.graph)} nodes from {len(self.network.graph)}"
+        return head + "\n" + self.schedule.describe()
+
+    def source(self) -> str:
+        """The generated module's source (numba backend)."""
+        if self._compiled is None:
+            raise TensorCodeError("the reference backend generates no source")
+        return self._compiled.source
+
+    def _program(self) -> Program:
+        """The compiled program (numba backend)."""
+        if self._compiled is None:
+            raise TensorCodeError(f"the {self.backend} backend compiles no program")
+        return self._compiled
+
+    def inputs(self) -> list[Any]:
+        """The input symbols this plan reads, in the order ``call`` and ``bind`` take."""
+        return [self.network.symbol(i) for i in self._inputs]
+
+    def reads(self, symbol: Any) -> bool:
+        """Whether this plan reads input ``symbol`` (a feed for one it does not read is
+        refused by ``forward``: callers holding feeds for every input keep these)."""
+        return self.network.owns(symbol) and symbol.index in self._input_types
+
+    def parameters(self) -> Parameters:
+        """A fresh table of the network's recorded initials."""
+        return self.network.parameters()
+
+    # -- running ---------------------------------------------------------------------
+    def _check_parameters(self, parameters: Any) -> None:
+        if getattr(parameters, "layout", None) is not self._layout:
+            self.network.check_parameters(parameters)
+
+    def _arguments(self, parameters: Parameters) -> list[np.ndarray]:
+        buffers = parameters.buffers()
+        return [buffers[d] for d in self._param_dtypes] + self._consts
+
+    @property
+    def takes_randomness(self) -> bool:
+        """Whether the plan reads a ``tape.random_key()`` (then every call needs a
+        generator, which it advances by ``random_blocks`` counter blocks)."""
+        return self._random_position is not None
+
+    def _with_key(self, args: list, feeds: Mapping[Any, Any] | None, generator: Any) -> list:
+        """``args`` with the generator's key state in the random key's place (the
+        caller advances the generator once the call succeeded)."""
+        position = self._random_position
+        if position is None:
+            return args
+        if generator is None:
+            if feeds and any(getattr(s, "index", None) == self._inputs[position]
+                             and self.network.owns(s) for s in feeds):
+                return args  # the key was fed by hand
+            raise RandomError("this plan draws random numbers (dropout, sampling or a "
+                              "random_* op): call it with generator=tc.random.Generator(seed)"
+                              ", or feed its tape.random_key() input")
+        args = list(args)
+        args[position] = generator.key_state()
+        return args
+
+    def forward(self, parameters: Parameters, feeds: Mapping[Any, Any] | None = None,
+                generator: Any = None) -> PlanRun:
+        """Run the plan: every root computed in one call. A plan that takes randomness
+        (``takes_randomness``) reads ``generator``'s Philox state and advances it past
+        the plan's draws; a plan that does not ignores ``generator``."""
+        if getattr(parameters, "layout", None) is not self._layout:
+            self.network.check_parameters(parameters)
+        if feeds and type(feeds) is not dict:
+            feeds = feed_dict(feeds)
+        if feeds:
+            checked = self.network.check_feeds(feeds)
+            for index in checked:
+                if index not in self._input_types:
+                    raise _unused_feed(self, index)
+            args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
+        else:
+            args = self._defaults
+        args = self._with_key(args, feeds, generator)
+        if self.backend == "reference":
+            outs = self._reference(parameters, list(args))
+        else:
+            buffers = parameters.buffers()
+            try:
+                outs = self._run(*[buffers[d] for d in self._param_dtypes], *self._consts,
+                                 *args)
+            except (IndexError, ValueError) as error:
+                raise feed_error(self, error) from None
+        if generator is not None and self._random_position is not None:
+            generator.advance(self.random_blocks)
+        return PlanRun(self, outs, None)
+
+    def forward_batch(self, parameters: Parameters, feeds: Mapping[Any, Any],
+                      generator: Any = None) -> PlanRun:
+        """Run the plan over N cases: every fed input carries a leading axis of N cases
+        (the same N for all); unfed inputs take their default in every case. ``of``
+        returns arrays with a leading axis of N. The loop over cases is compiled. A plan
+        that takes randomness draws case c as the c-th of N consecutive ``forward``
+        calls with ``generator`` would, and advances it past all N."""
+        self._check_parameters(parameters)
+        fed: dict[int, np.ndarray] = {}
+        n = None
+        expected = self._input_types
+        for symbol, value in feed_dict(feeds).items():
+            if not self.network.owns(symbol):
+                self.network.check_feeds({symbol: value})  # raises the precise FeedError
+            index = symbol.index
+            if index not in expected:
+                node = self.network.graph.nodes[index]
+                if node.op != "input":
+                    raise FeedError(f"feed for {symbol!r}: it is a {node.op}, not an input")
+                raise _unused_feed(self, index)
+            shape, dtype = expected[index]
+            array = value if isinstance(value, np.ndarray) else np.asarray(value)
+            if array.ndim == 0 or array.shape[1:] != shape:
+                raise FeedError(f"batched input {symbol!r}: expected [N, "
+                                f"{', '.join(map(str, shape))}], got {list(array.shape)}")
+            if array.dtype.name == dtype.name and not array.dtype.isnative:
+                array = array.astype(dtype)  # once, to native byte order
+            if array.dtype != dtype:
+                if isinstance(value, np.ndarray):
+                    raise FeedError(f"batched input {symbol!r}: expected {dtype.name}, got "
+                                    f"{array.dtype.name}")
+                array = array.astype(dtype)
+            if n is None:
+                n = array.shape[0]
+            elif array.shape[0] != n:
+                raise FeedError(f"batched inputs disagree on N: {n} and {array.shape[0]}")
+            fed[index] = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+        n = 1 if n is None else n
+        position = self._random_position
+        if position is not None and self._inputs[position] not in fed:
+            if generator is None:
+                self._with_key([], None, None)  # raises RandomError naming the fix
+            fed[self._inputs[position]] = generator.key_states(n, self.random_blocks)
+            generator = (generator, n)
+        else:
+            generator = None
+        if self.backend == "reference" or n == 0:
+            outs = self._reference_batch(parameters, fed, n)
+        else:
+            args = [fed.get(i, d) for i, d in zip(self._inputs, self._batch_defaults)]
+            try:
+                outs = self._program().batch()(*self._arguments(parameters), *args)
+            except (IndexError, ValueError) as error:
+                raise feed_error(self, error) from None
+        if generator is not None:
+            generator[0].advance(generator[1] * self.random_blocks)
+        return PlanRun(self, outs, n)
+
+    def bind(self, parameters: Parameters) -> BoundPlan:
+        """A callable ``f(*inputs) -> tuple of roots`` with the table's buffers bound:
+        no per-call validation of the table, one compiled call, views for results. The
+        bound plan also offers the two lowest-overhead forms of the same call,
+        ``bound.flat`` and ``bound.scalars`` (see ``BoundPlan``)."""
+        self._check_parameters(parameters)
+        return BoundPlan(self, parameters)
+
+    # -- reference backend -------------------------------------------------------------
+    def _reference(self, parameters: Parameters, inputs: list[np.ndarray]) -> tuple:
+        from ..backends.reference import interpreter as reference
+
+        g = self.graph
+        values: dict[int, np.ndarray] = {}
+        buffers = parameters.buffers()
+        for i, (dtype, offset) in self.schedule.sources.parameters.items():
+            t = g.nodes[i].type
+            values[i] = buffers[dtype][offset:offset + t.size].reshape(t.shape)
+        for i, value in zip(self.schedule.sources.inputs, inputs):
+            values[i] = value
+        reference.evaluate(g, values, g.outputs)
+        outs = [np.empty(self.schedule.out_arena[d], d) for d in self._out_dtypes]
+        for r, (k, a, b, _shape) in zip(g.outputs, self._root_slices):
+            outs[k][a:b] = np.asarray(values[r]).reshape(-1)
+        return tuple(outs)
+
+    def _reference_batch(self, parameters: Parameters, fed: dict[int, np.ndarray],
+                         n: int) -> tuple:
+        outs = [np.empty((n, self.schedule.out_arena[d]), d) for d in self._out_dtypes]
+        for c in range(n):
+            inputs = [fed[i][c] if i in fed else d for i, d in zip(self._inputs, self._defaults)]
+            for k, out in enumerate(self._reference(parameters, inputs)):
+                outs[k][c] = out
+        return tuple(outs)
+
+    # -- saving ----------------------------------------------------------------------
+    def save(self, directory: Any) -> pathlib.Path:
+        """Write this plan as a portable artifact (``plan.json`` and
+        ``values.safetensors``; no pickle, no code)."""
+        from .saved import save_plan
+
+        return save_plan(self, pathlib.Path(directory))
+
+    @staticmethod
+    def load(directory: Any, network: Network | None = None, backend: str | None = None
+             ) -> Plan:
+        """Rebuild a saved plan (validated; hits the plan cache when warm). With
+        ``network`` the plan runs on that network's tables; without, on a network
+        rebuilt from the artifact (``plan.network``). ``backend`` defaults to the one
+        the plan was saved with."""
+        from .saved import load_plan
+
+        return load_plan(pathlib.Path(directory), network, backend)
+
+
+class BoundPlan:
+    """``plan.bind(parameters)``: call with the inputs in ``plan.inputs()`` order.
+
+    Inputs are C-contiguous arrays of their exact dtypes. Three forms of one call:
+
+    - ``bound(*inputs)``: the roots as a tuple of views of that call's output buffers;
+    - ``bound.flat``: ``(fn, roots)`` where ``fn(*inputs)`` returns the flat output
+      buffers (one per dtype) and ``roots[k] = (buffer, start, stop, shape)`` says where
+      root k lies in them: no view is built per root;
+    - ``bound.scalars``: for a plan whose roots are all scalars, ``fn(*inputs)`` returning
+      the roots as a tuple of Python numbers (the compiled code hands back the numbers,
+      no output buffer is boxed); ``None`` when some root is not a scalar.
+
+    Every call allocates its own output buffers, so results never alias between calls.
+    """
+
+    __slots__ = ("_fn", "_scalars", "_slices", "parameters", "plan")
+
+    def __init__(self, plan: Plan, parameters: Parameters) -> None:
+        import functools
+
+        self.plan = plan
+        self.parameters = parameters
+        self._slices = plan._root_slices
+        self._scalars: Any = None
+        self._fn: Callable[..., Any]
+        if plan.backend != "reference":
+            bind = getattr(plan._program(), "bind", None)
+            self._fn = bind(*plan._arguments(parameters)) if bind is not None else \
+                functools.partial(plan._run, *plan._arguments(parameters))
+        else:
+            def fn(*inputs):
+                problem = _bound_input_problem(plan, inputs)
+                if problem is not None:  # the compiled path's rule, checked here
+                    raise problem
+                return plan._reference(parameters, list(inputs))
+            self._fn = fn
+
+    def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
+        try:
+            outs = self._fn(*inputs)
+        except (IndexError, ValueError) as error:
+            raise feed_error(self.plan, error) from None
+        except TypeError:  # Numba found no compiled signature for these arguments
+            raise _bind_error(self.plan, inputs) from None
+        return tuple(outs[k][a:b].reshape(shape) for k, a, b, shape in self._slices)
+
+    @property
+    def flat(self) -> tuple[Any, list[tuple[int, int, int, tuple]]]:
+        """``(fn, roots)``: the compiled call returning flat output buffers, and where
+        each root lies in them."""
+        return self._fn, list(self._slices)
+
+    @property
+    def scalars(self) -> Any:
+        """``fn(*inputs) -> tuple of Python numbers`` when every root is a scalar, else
+        ``None``; compiled on first use."""
+        if any(shape for _, _, _, shape in self._slices):
+            return None
+        if self._scalars is None:
+            plan = self.plan
+            if plan.backend != "reference":
+                import functools
+                self._scalars = functools.partial(plan._program().scalars(),
+                                                  *plan._arguments(self.parameters))
+            else:
+                slices = list(self._slices)
+                fn = self._fn
+
+                def numbers(*inputs):
+                    outs = fn(*inputs)
+                    return tuple(outs[k][a].item() for k, a, _, _ in slices)
+                self._scalars = numbers
+        return self._scalars
+
+
+def feed_error(plan: Plan, error: Exception) -> FeedError:
+    """A ``FeedError`` from the compiled code's own check. Generated code names an input
+    by its position (``input #k``) and never by its name, so no text from a name reaches
+    generated source; the name is put back here, as data."""
+    text = str(error)
+    match = re.match(r"input #(\d+)", text)
+    if match is not None and int(match.group(1)) < len(plan._inputs):
+        text = f"input {_input_label(plan, int(match.group(1)))}" + text[match.end():]
+    return FeedError(text)
+
+
+def _unused_feed(plan: Plan, index: int) -> FeedError:
+    """A feed for network input ``index``, which the plan does not read: refused, since
+    the caller expects it to change the result and it cannot."""
+    name = plan.network.graph.nodes[index].name
+    label = f'"{name}"' if name else f"%{index}"
+    return FeedError(f"feed for input {label}: this plan does not read it (its roots do not "
+                     "depend on it); drop the feed, or lower an entry whose roots use it")
+
+
+def _input_label(plan: Plan, k: int) -> str:
+    """Input ``k`` of the plan as messages name it: ``"name"`` or ``%id``."""
+    index = plan._inputs[k]
+    name = plan.network.graph.nodes[index].name
+    return f'"{name}"' if name else f"%{index}"
+
+
+def _bind_error(plan: Plan, inputs: Sequence[Any]) -> FeedError:
+    """Why the compiled call refused ``inputs`` (Numba reports only "No matching
+    definition"): the first input of the wrong kind, dtype, byte order, shape or layout."""
+    return _bound_input_problem(plan, inputs) or FeedError(
+        "the compiled plan refused its inputs; feed C-contiguous arrays of the exact dtypes "
+        "and shapes in plan.inputs() order")
+
+
+def _bound_input_problem(plan: Plan, inputs: Sequence[Any]) -> FeedError | None:
+    """The first input a bound plan cannot take as it is, as a ``FeedError``; ``None``
+    when every input is a C-contiguous, native-order array of its exact dtype and shape."""
+    if len(inputs) != len(plan._inputs):
+        return FeedError(f"the bound plan takes {len(plan._inputs)} inputs (plan.inputs() "
+                         f"order), got {len(inputs)}")
+    for k, value in enumerate(inputs):
+        shape, dtype = plan._input_types[plan._inputs[k]]
+        label = _input_label(plan, k)
+        want = f"a C-contiguous {dtype.name} array of shape {list(shape)}"
+        if not isinstance(value, np.ndarray):
+            return FeedError(f"input {label}: expected {want}, got {type(value).__name__}; "
+                             f"convert with np.ascontiguousarray(value, dtype={dtype.name!r})")
+        problem = None
+        if value.dtype.name != dtype.name:
+            problem = f"dtype {value.dtype.name}"
+        elif not value.dtype.isnative:
+            problem = f"non-native byte order ({value.dtype.str})"
+        elif value.shape != shape:
+            problem = f"shape {list(value.shape)}"
+        elif not value.flags.c_contiguous:
+            problem = "a non-contiguous array"
+        if problem is not None:
+            return FeedError(f"input {label}: expected {want}, got {problem}; convert with "
+                             f"np.ascontiguousarray(value, dtype={dtype.name!r})")
+    return None
+
+
+class PlanRun:
+    """The roots of one ``plan.forward`` (or ``forward_batch``): read with ``of``."""
+
+    __slots__ = ("_outs", "batch", "plan")
+
+    def __init__(self, plan: Plan, outs: tuple, batch: int | None) -> None:
+        self.plan = plan
+        self._outs = outs
+        self.batch = batch
+
+    def _position(self, symbol: Any) -> int:
+        plan = self.plan
+        index = plan.network.node_of(symbol)
+        position = plan._positions.get(index)
+        if position is None:
+            raise TensorCodeError(
+                f"{symbol!r} is not a root of this plan; lower an entry whose roots include "
+                f"it (this plan's roots are {', '.join('%' + str(r) for r in plan.roots)})")
+        return position
+
+    def of(self, symbol: Any) -> np.ndarray:
+        """The value of root ``symbol`` (with a leading case axis for a batch run)."""
+        k, a, b, shape = self.plan._root_slices[self._position(symbol)]
+        if self.batch is None:
+            return self._outs[k][a:b].reshape(shape)
+        return self._outs[k][:, a:b].reshape((self.batch,) + shape)
+
+    def recorded_gradients(self, adjoints: Adjoints) -> Gradients:
+        """The gradients ``adjoints`` recorded, as a table aligned with the parameters;
+        a view of the plan's output buffer when the gradient roots follow the table's
+        layout (as ``adjoints.roots()`` does for every parameter), a copy otherwise."""
+        if self.batch is not None:
+            raise TensorCodeError("recorded_gradients reads one case; a batch run has "
+                                  f"{self.batch}: read run.of(gradient) per case instead")
+        plan = self.plan
+        views = plan._gradient_views.get(id(adjoints))
+        if views is None or views[0] is not adjoints:
+            views = (adjoints, _gradient_view_plan(plan, adjoints))
+            plan._gradient_views[id(adjoints)] = views
+        layout_view = views[1]
+        if layout_view is not None:
+            outs = self._outs
+            buffers = {d: outs[k][a:b] for d, k, a, b in layout_view}
+            return Gradients.adopt(plan._layout, buffers)
+        return gradients_table(plan.network, adjoints, self.of)
+
+
+def _random_facts(plan: Plan) -> tuple[int | None, int]:
+    """Where the plan reads its random key (position among its inputs, or None when it
+    draws nothing) and how many counter blocks a call uses: every draw its network
+    records on that key, so each entry of one network moves the stream alike."""
+    g = plan.graph
+    keys = {plan._origins[g.nodes[i].inputs[0]] for i in range(len(g.nodes))
+            if primitives.is_random(g.nodes[i].op) and g.nodes[i].inputs[0] in plan._origins}
+    if not keys:
+        return None, 0
+    if len(keys) > 1:
+        raise RandomError("a plan reads one random key; this one draws from "
+                          f"{len(keys)} inputs: record every draw with tape.random_key()")
+    (key,) = keys
+    nodes = plan.network.graph.nodes
+    blocks = max(node.attr("offset") + primitives.random_blocks(node.op, node.type)
+                 for node in nodes if primitives.is_random(node.op) and node.inputs[0] == key)
+    return plan._inputs.index(key), int(blocks)
+
+
+def _gradient_view_plan(plan: Plan, adjoints: Adjoints) -> list | None:
+    """Where each dtype's gradients sit in the output arenas when they are laid out
+    exactly like the parameter table (every slot, in order, contiguous); else None."""
+    layout = plan._layout
+    network = plan.network
+    by_slot: dict[int, int] = {}
+    try:
+        for p, g in adjoints:
+            by_slot[layout.index(p)] = plan._positions[network.node_of(g)]
+    except (TensorCodeError, KeyError, TypeError):
+        return None
+    if len(by_slot) != len(layout.slots):
+        return None
+    result: dict[str, tuple[int, int, int]] = {}
+    for k, slot in enumerate(layout.slots):
+        # the first root position holding this gradient must sit at base + offset
+        out_k, a, b, _shape = plan._root_slices[by_slot[k]]
+        if plan._out_dtypes[out_k] != slot.dtype or b - a != slot.size:
+            return None
+        base = a - slot.offset
+        if slot.dtype in result:
+            if result[slot.dtype][1] != base:
+                return None
+        else:
+            result[slot.dtype] = (out_k, base, base + layout.sizes[slot.dtype])
+    return [(d, k, a, b) for d, (k, a, b) in result.items()]
+
+
+__all__ = ["Entry", "Plan", "PlanRun", "BoundPlan", "compile_stats", "cache_dir",
+           "BACKENDS"]

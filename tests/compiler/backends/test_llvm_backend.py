@@ -1,0 +1,212 @@
+"""The llvm backend against the reference interpreter, and against Numba bit for bit.
+
+The plans of ``test_numba_backend`` (every op of the registry, integer programs, random
+programs) are lowered with ``backend="llvm"`` and checked against the reference
+backend's plan and the runtime backward; where the two compiled backends run the same
+operations in the same order (elementwise code, loop matmuls, BLAS matmuls, random
+draws), the llvm plan's results equal the numba plan's bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from compiler_graphs import mlp_program, random_program
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_numba_backend import all_ops_program, compare, int_program
+
+import tensorcode as tc
+from tensorcode.compiler.backends.llvm import ops
+from tensorcode.compiler.core import registry as primitives
+from tensorcode.errors import FeedError
+
+
+@pytest.fixture(scope="module", params=["float32", "float64"])
+def all_ops(request):
+    dtype = request.param
+    network, loss, adjoints, extras = all_ops_program(dtype)
+    entry = network.entry(adjoints.roots() + extras)
+    return dtype, network, loss, adjoints, extras, entry.lower("llvm"), entry.lower("reference")
+
+
+def test_every_op_lowers_and_matches(all_ops):
+    dtype, network, loss, adjoints, extras, plan, reference = all_ops
+    random = {n for n in primitives.REGISTRY if primitives.is_random(n)}
+    lowered = {n.op for n in plan.graph.nodes}
+    assert set(primitives.REGISTRY) - {"detach"} - random <= lowered
+    compare(dtype, network, loss, adjoints, extras, plan, reference)
+    assert "define i32 @\"tc_run\"(ptr" in plan.source()
+
+
+def test_every_elementwise_op_has_a_lowering_and_the_same_approximations():
+    elementwise = {n for n in primitives.REGISTRY if primitives.is_elementwise(n)}
+    assert elementwise == set(ops.LOWERINGS)
+    approximated = {n for n, op in primitives.REGISTRY.items()
+                    if "numba" in op.lowerings and op.lowerings["numba"].approx_f32}
+    assert approximated == set(ops.APPROXIMATIONS)
+
+
+def test_integer_programs():
+    network, roots = int_program()
+    plan = network.entry(roots).lower("llvm")
+    parameters = network.parameters()
+    run, interp = plan.forward(parameters), network.forward(parameters)
+    for sym in roots:
+        got, want = run.of(sym), interp.of(sym)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 100_000), dtype=st.sampled_from(["float32", "float64"]))
+def test_random_programs_compile_and_match(seed, dtype):
+    network, loss, adjoints, extras = random_program(seed, dtype, steps=14, parts=4)
+    entry = network.entry(adjoints.roots() + extras)
+    compare(dtype, network, loss, adjoints, extras, entry.lower("llvm"),
+            entry.lower("reference"))
+
+
+@pytest.mark.parametrize("approximate", [True, False])
+def test_the_same_bits_as_numba(approximate):
+    """An MLP's loss, gradients and outputs (loop and BLAS matmuls, tanh, sigmoid, exp,
+    an embedding gather and its scatter, cross-entropy): the same operations in the
+    same order, so the same bits, with approximations on and off."""
+    network, value, adjoints, syms = mlp_program([30, 64, 27], "tanh", batch=32,
+                                                 loss="cross_entropy", embedding=(27, 10, 3))
+    entry = network.entry(adjoints.roots() + [syms["out"]])
+    llvm = entry.lower("llvm", approximate=approximate)
+    numba = entry.lower("numba", approximate=approximate)
+    assert "(blas)" in llvm.describe()
+    parameters = network.parameters()
+    left, right = llvm.forward(parameters), numba.forward(parameters)
+    for root in [value, syms["out"]]:
+        assert np.array_equal(left.of(root), right.of(root)), root
+    for a, b in zip(left.recorded_gradients(adjoints), right.recorded_gradients(adjoints)):
+        assert np.array_equal(a, b)
+
+
+def test_an_index_out_of_range_is_a_feed_error():
+    tape = tc.Tape()
+    table = tape.parameter(np.ones((4, 3), np.float32), name="table")
+    idx = tape.input(np.array([0, 3], np.int64), name="idx")
+    out = table.take(idx, axis=0)
+    network = tape.into_network()
+    plan = network.entry([out]).lower("llvm")
+    with pytest.raises(FeedError, match="take: an index is out of range for an axis of size 4"):
+        plan.forward(network.parameters(), {idx: np.array([0, 4], np.int64)})
+    with pytest.raises(FeedError, match="out of range"):
+        plan.forward(network.parameters(), {idx: np.array([-1, 0], np.int64)})
+    bound = plan.bind(network.parameters())
+    with pytest.raises(FeedError, match='input "idx"'):
+        bound(np.zeros(3, np.int64))
+    with pytest.raises(FeedError, match="dtype int32"):
+        bound(np.zeros(2, np.int32))
+    assert np.array_equal(bound(np.array([1, 2], np.int64))[0], np.ones((2, 3), np.float32))
+
+
+def test_batch_bound_and_scalar_calls():
+    network, value, adjoints, syms = mlp_program([3, 8, 1], "tanh", batch=5)
+    entry = network.entry([value])
+    llvm, reference = entry.lower("llvm"), entry.lower("reference")
+    parameters = network.parameters()
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for symbol in llvm.inputs():
+        shape, dtype = llvm._input_types[symbol.index]
+        feeds[symbol] = rng.normal(size=(4,) + shape).astype(dtype)
+    got = llvm.forward_batch(parameters, feeds).of(value)
+    want = reference.forward_batch(parameters, feeds).of(value)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    bound = llvm.bind(parameters)
+    (number,) = bound.scalars(*[x[1] for x in feeds.values()])
+    assert isinstance(number, float)
+    np.testing.assert_allclose(number, want[1], rtol=1e-5)
+    np.testing.assert_allclose(bound(*[x[2] for x in feeds.values()])[0], want[2], rtol=1e-5)
+
+
+def test_random_draws_match_the_reference_bit_for_bit():
+    from test_random_ops import _program
+
+    network, roots = _program()  # every random op, categorical with top-k/top-p and views
+    llvm = network.entry(roots).lower("llvm")
+    reference = network.entry(roots).lower("reference")
+    assert llvm.takes_randomness and llvm.random_blocks == reference.random_blocks
+    for seed in (0, 7):
+        a, b = tc.random.Generator(seed), tc.random.Generator(seed)
+        for _ in range(2):
+            left = llvm.forward(network.parameters(), generator=a)
+            right = reference.forward(network.parameters(), generator=b)
+            for r in roots:
+                x, y = left.of(r), right.of(r)
+                assert x.dtype == y.dtype and np.array_equal(x, y), r
+
+
+def test_fused_steps_equal_numba_bit_for_bit_or_are_refused():
+    """Adam, AdamW and SGD with Nesterov momentum through ``step`` and ``run_steps``: the
+    llvm step plan lowers the optimizer's rule graph with its own op table and equals the
+    Numba step plan bit for bit (losses, parameters). An optimizer whose rule is not a
+    graph is refused with a ``CompileError`` naming the backend that lowers it."""
+    from tensorcode.compiler.lower import update
+    from tensorcode.errors import CompileError
+
+    graphs = all(hasattr(update, name) for name in ("SLOT", "ELEMENT", "closure"))
+    factories = [tc.optim.Adam, lambda: tc.optim.Sgd(momentum=0.9, nesterov=True),
+                 lambda: tc.optim.AdamW(weight_decay=0.1)]
+    for factory in factories:
+        results = {}
+        for backend in ("numba", "llvm"):
+            network, value, adjoints, syms = mlp_program([3, 16, 1], "tanh", batch=20)
+            opt = factory()
+            if backend == "llvm" and not graphs:
+                with pytest.raises(CompileError, match="backend='numba'"):
+                    network.entry(adjoints.roots()).lower(backend, optimizer=opt)
+                continue
+            plan = network.entry(adjoints.roots()).lower(backend, optimizer=opt)
+            parameters = network.parameters()
+            losses = [plan.step(parameters, opt, None, 0.01) for _ in range(3)]
+            batches = {s: np.stack([plan._defaults[k]] * 3) for k, s in
+                       enumerate(plan.inputs())}
+            losses += list(plan.run_steps(parameters, opt, batches, 0.01))
+            results[backend] = (losses, {d: b.copy() for d, b in
+                                         parameters.buffers().items()})
+        if graphs:
+            (a, pa), (b, pb) = results["numba"], results["llvm"]
+            assert a == b
+            assert all(np.array_equal(pa[d], pb[d]) for d in pa)
+
+
+def test_no_caller_array_is_kept_past_a_call():
+    import gc
+    import weakref
+
+    network, value, adjoints, syms = mlp_program([3, 8, 1], "tanh", batch=5)
+    plan = network.entry([value]).lower("llvm")
+    bound = plan.bind(network.parameters())
+    rng = np.random.default_rng(0)
+    inputs = [rng.normal(size=plan._input_types[s.index][0]).astype(np.float32)
+              for s in plan.inputs()]
+    refs = [weakref.ref(x) for x in inputs]
+    outputs = bound(*inputs)
+    plan.forward(network.parameters(), dict(zip(plan.inputs(), inputs)))
+    del inputs
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert np.isfinite(outputs[0]).all()
+
+
+def test_a_small_gpt_equals_numba_bit_for_bit():
+    """The layered GPT's plans (embedding gathers, attention, layer norm, the decode
+    plans and their cache) on the llvm backend: the numba backend's logits exactly, and
+    the same greedy tokens."""
+    from tensorcode.models import gpt2
+    from tensorcode.nn.transformer import GptConfig
+
+    config = GptConfig(vocab_size=65, block_size=16, n_layer=2, n_head=2, n_embd=32)
+    ids = np.random.default_rng(0).integers(0, 65, size=(1, 8))
+    out = {}
+    for backend in ("llvm", "numba"):
+        model = gpt2.GptModel(config, seed=0, context=8, cache_length=16, backend=backend)
+        out[backend] = (model.logits(ids), gpt2.generate(model, np.array([1, 2, 3]), 5))
+    assert np.array_equal(out["llvm"][0], out["numba"][0])
+    assert np.array_equal(out["llvm"][1], out["numba"][1])

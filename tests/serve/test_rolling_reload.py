@@ -1,0 +1,97 @@
+"""``tensorcode serve --workers 2``: a rolling reload under (bounded, loopback) client
+load replaces both workers without a failed request, and its outcome, success or
+failure, is in ``/metrics`` and ``GET /admin/reload``, not only in the server's log."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from .conftest import TOKEN, copy_router, running_server
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+BILLING = [0.0, 0.0, 0.0, 1.0] + [0.0] * 8
+RELOAD_DEADLINE_S = 240.0
+
+
+def _reloads(server) -> dict:
+    status, document = server.request("GET", "/admin/reload", headers=AUTH)
+    assert status == 200
+    return document["rolling"]
+
+
+def _wait_for(server, count: int) -> dict:
+    deadline = time.monotonic() + RELOAD_DEADLINE_S
+    while True:
+        rolling = _reloads(server)
+        if len(rolling["history"]) >= count:
+            return rolling
+        assert time.monotonic() < deadline, "the rolling reload did not finish in time"
+        time.sleep(0.5)
+
+
+def _metric(server, outcome: str) -> float:
+    return server.metrics().get(f'tensorcode_server_reloads_total{{outcome="{outcome}"}}', 0.0)
+
+
+@pytest.fixture()
+def load():
+    """A bounded client load: one thread sending single requests until told to stop
+    (or 20,000 requests), recording every status."""
+    state = {"stop": threading.Event(), "statuses": [], "errors": []}
+
+    def start(server):
+        def run():
+            for _ in range(20_000):
+                if state["stop"].is_set():
+                    return
+                try:
+                    status, _ = server.request("POST", "/v1/routers/tickets",
+                                               {"features": BILLING})
+                    state["statuses"].append(status)
+                except OSError as error:  # a dropped connection would be a failure
+                    state["errors"].append(error)
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        state["thread"] = thread
+        return state
+
+    yield start
+    state["stop"].set()
+    if "thread" in state:
+        state["thread"].join(timeout=60)
+
+
+def test_rolling_reloads_report_their_outcome_under_load(ticket_dir, tmp_path, load):
+    directory = copy_router(ticket_dir, tmp_path / "tickets")
+    with running_server([directory], tmp_path, "--workers", "2",
+                        "--ready-timeout", "120") as server:
+        assert _reloads(server) == {"counts": {"reloaded": 0, "failed": 0, "interrupted": 0},
+                                    "history": []}
+        running = load(server)
+        time.sleep(1.0)
+        # 1. POST /admin/reload asks the supervisor to replace both workers
+        status, answer = server.request("POST", "/admin/reload", headers=AUTH)
+        assert status == 202 and answer["rolling"] == "started"
+        first = _wait_for(server, 1)["history"][0]
+        assert first["outcome"] == "reloaded" and first["replaced"] == 2
+        assert first["ready_timeout"] == 120
+        assert _metric(server, "reloaded") == 1.0
+        # 2. a tampered artifact: the new worker cannot start, the old ones keep serving
+        artifact = directory / "algorithm.json"
+        original = artifact.read_bytes()
+        artifact.write_bytes(original.replace(b'"version"', b'"versi0n"', 1))
+        server.process.send_signal(__import__("signal").SIGHUP)
+        second = _wait_for(server, 2)["history"][1]
+        assert second["outcome"] == "failed" and second["replaced"] == 0
+        assert "keep serving" in second["reason"]
+        assert _metric(server, "failed") == 1.0
+        status, answer = server.request("POST", "/v1/routers/tickets", {"features": BILLING})
+        assert status == 200 and answer["path"] == "program"
+        artifact.write_bytes(original)
+        running["stop"].set()
+        running["thread"].join(timeout=60)
+    statuses = running["statuses"]
+    assert running["errors"] == [] and statuses and set(statuses) == {200}
