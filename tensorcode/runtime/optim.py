@@ -6,7 +6,7 @@ tables. The built-ins (``Sgd``, ``Adam``, ``AdamW``) follow PyTorch's single-ten
 update equations in PyTorch's order of operations, so a trajectory recorded with
 ``torch.optim`` in float64 is reproduced to rounding, and their ``state_dict()`` uses
 PyTorch's exact layout, keys and group defaults, so state moves both ways
-(``tensorcode.interop.torch``).
+(``tensorcode.integrations.torch``).
 
 The hyperparameters are explicit at the call site and the learning rate is an argument
 of every step: the loop owns it, not the optimizer. The built-ins update each dtype's
@@ -17,6 +17,7 @@ equal bit for bit.
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -88,8 +89,6 @@ class Optimizer:
     def __deepcopy__(self, memo: dict) -> Optimizer:
         """An independent copy of the state that shares the (immutable) layout instead of
         copying it and the tape behind it; recycled buffers are not carried over."""
-        import copy
-
         clone = object.__new__(type(self))
         memo[id(self)] = clone
         for key, value in self.__dict__.items():

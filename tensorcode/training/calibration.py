@@ -21,7 +21,7 @@ import numpy as np
 
 from ..compiler.trace.tape import Expr, Tape
 from ..errors import ShapeError, TensorCodeError
-from ..ops.base import Operation, as_float_array
+from ..operations.base import Operation, as_float_array
 
 
 def _logits_and_labels(logits: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:

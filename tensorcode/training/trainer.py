@@ -45,13 +45,16 @@ from typing import Any
 import numpy as np
 
 from ..compiler.core import ir
+from ..compiler.plans.step import StepPlan
 from ..compiler.plans.tables import Gradients, Parameters
 from ..compiler.trace.autodiff import needs_gradient
 from ..compiler.trace.tape import Expr, Tape
 from ..errors import ArtifactError, TensorCodeError, TrainingError
-from ..ops.base import Operation
-from ..ops.execute import lower, resolve_backend, rewrap
+from ..operations.base import Operation
+from ..operations.execute import lower, resolve_backend, rewrap
+from ..runtime import checkpoint, optim
 from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
+from ..runtime.optim import Optimizer
 from ..runtime.progress import progress_bar
 from ..runtime.random import Generator
 from .losses import BUILTIN as BUILTIN_LOSSES
@@ -197,8 +200,6 @@ class Trainer:
         return trainer
 
     def _make_optimizer(self, optimizer: Any) -> Any:
-        from ..runtime import optim
-
         if optimizer is None:
             optimizer = optim.Sgd(backend=self.backend)
         elif not isinstance(optimizer, optim.Optimizer) and callable(optimizer):
@@ -348,8 +349,6 @@ class Trainer:
     def _fuses(self) -> bool:
         """Whether runs of one structure go through ``run_steps``: more than one step per
         call, and an optimizer with a fused rule whose updates reveal nonfinite values."""
-        from ..runtime.optim import Optimizer
-
         optimizer = self.optimizer
         return (self.steps_per_call > 1 and bool(getattr(optimizer, "reveals_nonfinite", False))
                 and type(optimizer).fused_rule is not Optimizer.fused_rule)
@@ -357,8 +356,6 @@ class Trainer:
     def _step_plan(self, lowered: _Step) -> Any:
         """The step plan of ``lowered`` for the optimizer's current configuration (lowered
         again when its hyperparameters changed since), or None when it has none."""
-        from ..compiler.plans.step import StepPlan
-
         plan = lowered.plan
         if not isinstance(plan, StepPlan):
             return None
@@ -648,8 +645,6 @@ class Trainer:
         generator: a directory checkpoint (``training.json`` + safetensors), or the
         standalone single-file form when ``directory`` is a path ending in
         ``.safetensors`` (the manifest in the file's metadata)."""
-        from ..runtime import checkpoint
-
         if progress is not None:
             self.progress = dict(progress)
         save = checkpoint.save_file if str(directory).endswith(".safetensors") else \
@@ -663,8 +658,6 @@ class Trainer:
         ``.safetensors`` file) and return ``progress``. The checkpoint is read and hashed
         once, and every field (modes included) is checked before anything is committed:
         on any failure nothing changes (parameters, optimizer, modes, steps, generator)."""
-        from ..runtime import checkpoint
-
         expected = self.modes()
 
         def check_modes(manifest: dict) -> None:
@@ -760,7 +753,7 @@ def _check_operations(operations: Any) -> dict[str, Operation]:
                              f"{name!r}")
         if not isinstance(op, Operation):
             raise TypeError(f"operation {name!r} is a {type(op).__name__}, not a "
-                            "tensorcode.ops.Operation")
+                            "tensorcode.operations.Operation")
     return dict(operations)
 
 

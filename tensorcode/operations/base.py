@@ -25,6 +25,7 @@ import numpy as np
 from ..compiler.plans.tables import Parameters
 from ..compiler.trace.tape import Expr, Tape
 from ..errors import ShapeError, TensorCodeError
+from ..runtime import experience
 from . import execute
 
 #: What ``replay`` may do with a call of an operation: ``"pure"`` operations are
@@ -169,8 +170,6 @@ class Operation:
 
     # -- calling --------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
-        from ..runtime import experience
-
         session = experience.current_trace()
         if session is None:
             return self.apply(args)
