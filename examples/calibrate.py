@@ -21,7 +21,7 @@ import numpy as np
 import tensorcode as tc
 from tensorcode import trace
 from tensorcode.compiler.backends import BACKENDS, DEFAULT_BACKEND
-from tensorcode.ops import Mlp
+from tensorcode.operations import MlpOperation
 from tensorcode.training import (
     TemperatureCalibration,
     Trainer,
@@ -51,7 +51,7 @@ def main() -> None:
     calib_x, calib_y = sample(rng, 2000)
     test_x, test_y = sample(rng, 2000)
 
-    model = Mlp([FEATURES, 64, CLASSES], activation="tanh", seed=3, backend=args.backend)
+    model = MlpOperation([FEATURES, 64, CLASSES], activation="tanh", seed=3, backend=args.backend)
     batches = []
     for start in range(0, len(train_x), 32):
         session = trace()

@@ -17,8 +17,8 @@ import tempfile
 
 import tensorcode as tc
 from tensorcode.errors import ArtifactError, TensorCodeError
-from tensorcode.ops import Classifier
-from tensorcode.ops.vec import CandidateSet, Space, latent_codecs
+from tensorcode.operations import Classifier
+from tensorcode.operations.vec import CandidateSet, Space, latent_codecs
 from tensorcode.training import Trainer, load_experience
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import tensorcode as tc
 from tensorcode import trace
 from tensorcode.compiler.backends import BACKENDS, DEFAULT_BACKEND
-from tensorcode.ops import Classifier, TextEncoder
+from tensorcode.operations import Classifier, TextEncoder
 from tensorcode.training import Trainer, load_experience
 
 LABELS = ["billing", "outage", "account"]

@@ -9,7 +9,9 @@ for numba.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -66,9 +68,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _silence_stdout() -> None:
     """Point stdout at the null device so the interpreter's last flush cannot fail."""
-    import contextlib
-    import os
-
     # no real descriptor when stdout was replaced in-process: nothing to redirect then
     with contextlib.suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -115,6 +115,20 @@ class RandomError(TensorCodeError, ValueError):
     generator."""
 
 
+class MissingExtraError(TensorCodeError, ImportError):
+    """An optional extra (matplotlib for ``plot``, starlette for ``serve``, Ray for
+    ``distributed``, PyTorch for ``torch``) is not installed; the message names the
+    extra and the ``pip install`` line. Raised only by ``tensorcode.extras.require``.
+
+    It is an ``ImportError`` too, so code that guards an optional import the usual way
+    (``except ImportError``) catches it; ``name`` is the module that could not be
+    imported and ``extra`` the extra that provides it."""
+
+    def __init__(self, message: str, name: str, extra: str) -> None:
+        super().__init__(message, name=name)
+        self.extra = extra
+
+
 class StaleWeightsError(TensorCodeError):
     """State derived from a model's weights (a calibration, an index) no longer matches
     them: the weights changed since it was made. Refit or rebuild it."""
@@ -128,4 +142,5 @@ __all__ = [
     "WorkerError",
     "RandomError",
     "StaleWeightsError",
+    "MissingExtraError",
 ]

@@ -16,12 +16,13 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "tensorcode"
 #: each top-level part of the package and its layer; a module may import its own layer
 #: and the layers below it, never one above
 LAYERS: dict[str, int] = {
-    "errors": 0, "files": 0, "grammars": 0, "version": 0,
+    "errors": 0, "extras": 0, "files": 0, "grammars": 0, "version": 0,
     "compiler": 1,
-    "runtime": 2, "nn": 2, "interop": 2, "text": 2,
+    "runtime": 2, "nn": 2, "text": 2,
     # the public addresses of runtime and nn modules (``import tensorcode.optim``)
     "optim": 2, "checkpoint": 2, "random": 2, "init": 2, "functional": 2,
-    "ops": 3, "algorithm": 3, "distill": 3, "weights": 3, "training": 3, "integrations": 3,
+    "operations": 3, "ops": 3, "algorithm": 3, "distill": 3, "weights": 3, "training": 3,
+    "integrations": 3, "interop": 3,
     "plot": 3, "guide": 3, "tools": 3, "models": 3, "serve": 3, "distributed": 3,
     "commands": 4, "cli": 4,
 }
@@ -110,7 +111,8 @@ def test_the_compiler_loads_without_the_runtime_or_any_product():
             "c.__path__, 'tensorcode.compiler.')]; "
             "print(sorted(m for m in sys.modules if m.startswith(('tensorcode.runtime', "
             "'tensorcode.distill', 'tensorcode.training', 'tensorcode.weights', "
-            "'tensorcode.algorithm', 'tensorcode.ops', 'tensorcode.nn', 'tensorcode.commands'))))")
+            "'tensorcode.algorithm', 'tensorcode.operations', 'tensorcode.nn', "
+            "'tensorcode.commands'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=300)
     assert out.stdout.strip() == "[]"
@@ -195,12 +197,6 @@ KNOWN_CYCLES: set[frozenset[str]] = {frozenset(f"tensorcode.{m}" for m in cycle)
     # a network lowers to plans, plans save and load networks: the plans layer's knot
     ("compiler.plans.document", "compiler.plans.network", "compiler.plans.plan",
      "compiler.plans.saved", "compiler.plans.step", "compiler.plans.tape"),
-    ("distill.cases", "distill.inputs"),
-    ("guide", "guide.plates"),
-    ("models.gpt2", "models.gpt_training"),
-    ("plot.figure", "plot.render"),
-    ("weights.artifact", "weights.patch"),
-    ("weights.edit_scan", "weights.edits_records"),
 )}
 
 
@@ -262,7 +258,7 @@ def test_concrete_backends_are_reached_only_through_get():
 
 
 #: modules outside ``compiler/backends`` that still import numba or llvmlite (shrinks)
-NUMBA_ELSEWHERE = {"tensorcode.runtime.optim_kernels"}
+NUMBA_ELSEWHERE: set[str] = set()
 
 
 def test_only_compiler_backends_import_numba_or_llvmlite():
@@ -275,49 +271,25 @@ def test_only_compiler_backends_import_numba_or_llvmlite():
         f"take these off NUMBA_ELSEWHERE: {NUMBA_ELSEWHERE - found}"
 
 
-#: function-level imports of the package's own modules that need a reason of their own
-#: (each breaks a knot or keeps a heavy module out of a path); the list only shrinks.
-#: Allowed without listing: imports of anything outside the package (the standard
-#: library, optional extras), a backend's own lazy loading (modules under
-#: ``compiler/backends``, so Numba and llvmlite stay out of a warm start), and command
-#: start-up (``commands/``).
+#: function-level imports of the package's own modules in the compiler that need a reason
+#: of their own (each breaks a knot or keeps a heavy module out of a path); the list only
+#: shrinks. Allowed without listing: imports of anything outside the package (the standard
+#: library, optional extras) and a backend's own lazy loading (modules under
+#: ``compiler/backends``, so Numba and llvmlite stay out of a warm start). Outside the
+#: compiler ``DEFERRED_IMPORTS`` below holds the reasons.
 LAZY_IMPORTS = {tuple(f"tensorcode.{m}" for m in pair) for pair in (
     ("compiler.lower.update", "compiler.core.ir"),
     ("compiler.plans.network", "compiler.plans.plan"),
     ("compiler.plans.plan", "compiler.plans.saved"),
     ("compiler.plans.plan", "compiler.plans.step"),
     ("compiler.plans.saved", "compiler.plans.tape"),
-    ("distill.cases", "distill.inputs"), ("distill.fit", "distill.attempts"),
-    ("distill.fit", "distill.report"), ("distill.loop", "distill.spec"),
-    ("distill.program", "algorithm"), ("distill.program", "compiler.plans.plan"),
-    ("distill.program", "compiler.subset"), ("distill.repair", "distill.spec"),
-    ("distill.tickets", "distill.loop"), ("distill.tickets", "distill.result"),
-    ("distill.tickets", "integrations"), ("distributed.cases", "algorithm"),
-    ("distributed.cases", "distill.program"), ("distributed.cases", "errors"),
-    ("distributed.data_parallel", "runtime.optim"), ("distributed.serving", "serve"),
-    ("distributed.sweeps", "runtime.optim"), ("guide", "guide.plates"),
-    ("guide", "plot.render"), ("integrations.recorded", "files"),
-    ("models.gpt2", "compiler.trace.draws"), ("models.gpt2", "models.gpt_training"),
-    ("models.gpt2", "runtime.random"), ("ops.base", "runtime.experience"),
-    ("plot.figure", "plot.render"), ("runtime.optim", "runtime.optim_kernels"),
-    ("serve.escalations", "distill.cases"), ("serve.escalations", "distill.inputs"),
-    ("serve.factory", "serve.app"), ("serve.factory", "serve.escalations"),
-    ("serve.factory", "serve.fallback"), ("serve.metrics", "serve.rolling"),
-    ("serve.served", "algorithm.artifact"), ("tools.chat_example", "runtime.optim"),
-    ("tools.chat_example", "runtime.random"), ("tools.chat_example", "training"),
-    ("tools.example", "runtime.optim"), ("tools.example", "training"),
-    ("tools.investigator_example", "runtime.optim"),
-    ("tools.investigator_example", "training"), ("training.trainer", "compiler.plans.step"),
-    ("training.trainer", "runtime.checkpoint"), ("training.trainer", "runtime.optim"),
-    ("weights.edits", "weights.edit_scan"), ("weights.edits_records", "weights.edit_scan"),
-    ("weights.patch", "weights.artifact"),
 )}
 
 
 def test_function_level_imports_come_from_the_named_list():
     found = {(module, target) for module, path in _MODULES.items()
-             if not module.startswith(("tensorcode.commands", "tensorcode.cli",
-                                       "tensorcode.compiler.backends"))
+             if module.startswith("tensorcode.compiler.")
+             and not module.startswith("tensorcode.compiler.backends")
              for _, target, inner in _edges(path)
              if inner and target.split(".")[0] == "tensorcode"}
     new = sorted(found - LAZY_IMPORTS)
@@ -415,3 +387,84 @@ def test_each_compiler_layer_stays_within_its_line_budget():
           ", ".join(f"{k} {lines[k]}/{LINE_BUDGET[k]}" for k in LINE_BUDGET))
     over = {k: (lines[k], LINE_BUDGET[k]) for k in LINE_BUDGET if lines[k] > LINE_BUDGET[k]}
     assert not over, f"layers over their line budget (lines, budget): {over}"
+
+
+def test_no_import_cycle_outside_the_compiler():
+    """No cycle made by the imports of modules outside ``tensorcode/compiler`` (the
+    package facade included); the compiler's own imports answer to its layer rules."""
+    outside = {module: {t for t in targets if not t.startswith("tensorcode.compiler")}
+               for module, targets in _graph().items()
+               if not module.startswith("tensorcode.compiler")}
+    assert _cycles(outside) == set()
+
+
+#: function-level and ``TYPE_CHECKING`` imports outside the compiler need one of these
+#: reasons; anything else belongs at the top of its module
+DEFERRED_IMPORTS = {
+    ("tensorcode/training/calibration.py", "scipy.optimize"):
+        "a heavy import (seconds) used by one method, TemperatureCalibration.fit",
+    ("tensorcode/runtime/progress.py", "tqdm"):
+        "loaded only when a progress bar is shown (on a terminal)",
+    ("tensorcode/runtime/optim.py", "tensorcode.runtime.optim_kernels"):
+        "a named backend: the Numba update loops, loaded on the first fused update",
+}
+
+
+def _deferred_imports(path: pathlib.Path) -> list[tuple[int, str, bool]]:
+    """``(line, module, under TYPE_CHECKING)`` of the imports inside functions or under
+    ``TYPE_CHECKING`` in ``path``."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+
+    def walk(node: ast.AST, deferred: bool, type_checking: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            in_function = deferred or isinstance(child, (ast.FunctionDef,
+                                                         ast.AsyncFunctionDef))
+            checking = type_checking or (isinstance(child, ast.If)
+                                         and "TYPE_CHECKING" in ast.unparse(child.test))
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and (deferred or type_checking):
+                if isinstance(child, ast.Import):
+                    targets = [alias.name for alias in child.names]
+                else:
+                    base = child.module or ""
+                    if child.level:
+                        parts = package.split(".")
+                        parts = parts[:len(parts) - (child.level - 1)]
+                        base = ".".join(parts + ([child.module] if child.module else []))
+                    targets = [f"{base}.{alias.name}" if PACKAGE.parent.joinpath(
+                        *base.split("."), f"{alias.name}.py").is_file() else base
+                        for alias in child.names]
+                found.extend((child.lineno, target, type_checking) for target in targets)
+            walk(child, in_function, checking)
+
+    walk(ast.parse(path.read_text(encoding="utf-8")), False, False)
+    return found
+
+
+def test_function_level_imports_outside_the_compiler_have_a_named_reason():
+    """Outside the compiler an import is deferred (into a function, or under
+    ``TYPE_CHECKING``) only for: command start-up (``tensorcode/commands``: ``tensorcode
+    --help`` loads no product), a lazy facade (a package ``__init__`` that loads its names
+    on first use), an optional extra (checked first by ``tensorcode.extras.require``), or
+    a reason named in ``DEFERRED_IMPORTS``."""
+    from tensorcode.extras import extra_of
+
+    def optional(module: str) -> bool:
+        try:
+            extra_of(module)
+        except KeyError:
+            return False
+        return True
+
+    unexplained = []
+    for path in _sources():
+        relative = path.relative_to(PACKAGE.parent).as_posix()
+        if relative.startswith(("tensorcode/compiler/", "tensorcode/commands/")):
+            continue
+        for line, module, type_checking in _deferred_imports(path):
+            if (type_checking and path.name == "__init__.py") or optional(module) or \
+                    (relative, module) in DEFERRED_IMPORTS:
+                continue
+            unexplained.append(f"{relative}:{line} defers importing {module}")
+    assert not unexplained, "\n".join(unexplained)

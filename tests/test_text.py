@@ -6,7 +6,7 @@ import pytest
 
 import tensorcode as tc
 from tensorcode.errors import ArtifactError, TensorCodeError
-from tensorcode.ops import Operation
+from tensorcode.operations import Operation
 from tensorcode.text import Message, message_codecs
 from tensorcode.training import load_experience
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..compiler.backends import DEFAULT_BACKEND
 from ..compiler.subset import parse_reply
-from .artifact import FORMAT, VERSION
+from .algorithm_file import FORMAT, VERSION
 from .comparison import Comparison, compare
 from .core import Algorithm, compile
 from .executors import EXECUTORS

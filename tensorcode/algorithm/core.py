@@ -21,7 +21,7 @@ from ..compiler.plans.tables import Parameters
 from ..compiler.subset import DTYPE, CompiledProgram, compile_program, normalize_parameters
 from ..errors import ArtifactError, CompileError, FeedError, TensorCodeError
 from ..files import atomic_write_bytes
-from . import artifact
+from . import algorithm_file
 from .executors import Executor, make_executor
 
 #: the one float64 dtype object NumPy hands out (a non-native byte order is another)
@@ -216,12 +216,12 @@ class Algorithm:
     # -- files --------------------------------------------------------------------------------
     def to_document(self) -> dict:
         """The artifact as a JSON-ready dict."""
-        return artifact.to_document(self._program, self._parameters)
+        return algorithm_file.to_document(self._program, self._parameters)
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the artifact atomically as JSON; returns the path."""
         path = Path(path)
-        atomic_write_bytes(path, artifact.dumps(self.to_document()))
+        atomic_write_bytes(path, algorithm_file.dumps(self.to_document()))
         return path
 
     @classmethod
@@ -232,17 +232,17 @@ class Algorithm:
         path = Path(path)
         try:
             with open(path, "rb") as handle:
-                data = handle.read(artifact.MAX_ARTIFACT_BYTES + 1)
+                data = handle.read(algorithm_file.MAX_ARTIFACT_BYTES + 1)
         except OSError as exc:
             raise ArtifactError(f"cannot read the file: {exc.strerror or exc}", path) from None
-        program, parameters = artifact.loads(data, path)
+        program, parameters = algorithm_file.loads(data, path)
         return cls(program, parameters, executor)
 
     @classmethod
     def from_document(cls, document: Mapping[str, Any], executor: str = DEFAULT_BACKEND
                       ) -> Algorithm:
         """An algorithm from an artifact document already in memory (validated)."""
-        program, parameters = artifact.from_document(document)
+        program, parameters = algorithm_file.from_document(document)
         return cls(program, parameters, executor)
 
 
@@ -262,7 +262,7 @@ def compile(source: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any],
     compiled = compile_program(source, inputs, outputs, parameters)
     values = {name: compiled.network.graph.nodes[symbol.index].value
               for name, symbol in compiled.parameters.items()}
-    program, values = artifact.from_document(artifact.to_document(compiled, values))
+    program, values = algorithm_file.from_document(algorithm_file.to_document(compiled, values))
     verify(program.network.graph)
     return Algorithm(program, values, executor)
 

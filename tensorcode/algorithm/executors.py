@@ -14,6 +14,7 @@ results are keyed by output name.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 from ..compiler.backends import BACKENDS, check_backend, interpreter
 from ..compiler.plans.tables import Parameters
 from ..compiler.subset import CompiledProgram
-from ..errors import CompileError, FeedError, LoweringError, TensorCodeError
+from ..errors import FeedError, LoweringError, TensorCodeError
 
 #: the executor names: the backend names, one word per backend
 EXECUTORS = BACKENDS
@@ -122,16 +123,8 @@ class ReferenceExecutor(Executor):
 
 
 def _plan_module() -> Any:
-    import importlib
-
-    try:  # lazy: plans import numba, which ``import tensorcode`` never does
-        plan = importlib.import_module("tensorcode.compiler.plans.plan")
-    except ImportError as exc:
-        raise CompileError(
-            "the numba executor needs compiled plans (tensorcode.compiler.plans.plan), which "
-            f"this installation cannot provide ({exc}); pass executor='reference' to run "
-            "with the NumPy interpreter instead") from None
-    return plan
+    # loaded on first use: plans import numba, which ``import tensorcode`` never does
+    return importlib.import_module("tensorcode.compiler.plans.plan")
 
 
 class CompiledExecutor(Executor):

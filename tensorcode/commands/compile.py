@@ -44,10 +44,8 @@ def _targets(path: pathlib.Path) -> list[tuple[str, pathlib.Path]]:
 
 
 def _warm_algorithm(path: pathlib.Path, backend: str):
-    try:
-        from ..algorithm import load
-    except ModuleNotFoundError as error:  # pragma: no cover - algorithm package absent
-        raise ArtifactError(f"cannot read algorithm artifacts here ({error})", path=path) from error
+    from ..algorithm import load
+
     algorithm = load(path, executor=backend)
     return algorithm.plan
 

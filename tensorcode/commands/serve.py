@@ -93,7 +93,7 @@ def settings_of(args: argparse.Namespace) -> dict:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..serve.extra import require
+    from ..extras import require
     from ..serve.factory import SETTINGS
 
     uvicorn = require("uvicorn")

@@ -14,9 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FeedError, TensorCodeError
-
-Contract = dict[str, tuple[int, ...]]
-Case = dict[str, np.ndarray]
+from .inputs import Case, Contract, InputError, check_value
 
 #: the output every program adds to the teacher's: 1.0 claims the case, 0.0 abstains
 COVERED = "covered"
@@ -73,8 +71,6 @@ def normalize_case(case: Any, contract: Contract, what: str) -> Case:
         if extra:
             parts.append(f"unexpected {extra}")
         raise FeedError(f"{what}: {', '.join(parts)}; expected exactly {list(contract)}")
-    from .inputs import InputError, check_value  # the one validator (it imports Case from here)
-
     normalized: Case = {}
     for name, shape in contract.items():
         try:

@@ -23,8 +23,9 @@ from ..compiler.plans.document import replay
 from ..compiler.plans.tape import Tape
 from ..errors import TensorCodeError, TrainingError
 from . import program as programs
-from .attempts import CaseSet
+from .attempts import CaseSet, score
 from .cases import COVERED, case_key, claims, paired_cases
+from .report import teacher_vs_truth
 from .result import Distillation
 
 
@@ -181,8 +182,6 @@ class _Objective:
 
 def _refit_result(result: Distillation, fitted: Any, kept: list, excluded: int,
                   summary: dict[str, Any]) -> Distillation:
-    from .attempts import score
-
     start = 1 + max([*result.design.indices, *result.acceptance.indices], default=-1)
     design = CaseSet([*result.design.indices, *range(start, start + len(kept))],
                      [*result.design.cases, *(c for c, _ in kept)],
@@ -195,7 +194,6 @@ def _refit_result(result: Distillation, fitted: Any, kept: list, excluded: int,
     report["acceptance"] = score(fitted, result.abstains, result.acceptance, result.outputs,
                                  atol, rtol, feedback)
     if result.acceptance.truth is not None:
-        from .report import teacher_vs_truth
         report["truth"] = {
             "program_vs_teacher": report["acceptance"],
             "program_vs_truth": score(fitted, result.abstains, result.acceptance,

@@ -33,8 +33,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import FeedError
+from ..extras import installed
 from ..files.strict_json import JsonLimits, decode
-from .cases import Case, Contract
+
+#: the declared inputs (or outputs): ``{name: shape}``
+Contract = dict[str, tuple[int, ...]]
+#: one case: ``{name: float64 array of the declared shape}``
+Case = dict[str, np.ndarray]
 
 #: documents larger than this are refused before they are parsed
 MAX_DOCUMENT_BYTES = 1 << 20
@@ -114,12 +119,8 @@ def _fast_loads() -> Any:
     reader alone gives the same results, more slowly); looked up once."""
     global _ORJSON_LOADS
     if _ORJSON_LOADS is _UNRESOLVED:
-        try:
-            import orjson
-        except ImportError:
-            _ORJSON_LOADS = None
-        else:
-            _ORJSON_LOADS = orjson.loads
+        orjson = installed("orjson")
+        _ORJSON_LOADS = None if orjson is None else orjson.loads
     return _ORJSON_LOADS
 
 

@@ -22,6 +22,7 @@ from .cases import (
 from .cases import split as split_positions
 from .report import teacher_vs_truth
 from .result import Distillation
+from .spec import SUBSET_SPEC
 
 
 @programs.accepts_runner
@@ -84,7 +85,6 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
     settings = {"atol": atol, "rtol": rtol, "min_coverage": min_coverage,
                 "feedback_cases": feedback_cases, "examples": examples, "holdout": holdout,
                 "seed": seed, "attempts": attempts, "split": split}
-    from .spec import SUBSET_SPEC
 
     programs.check_executor(executor)
     made = search(task=task, inputs=input_contract, outputs=outputs, author=author,

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
+from .. import algorithm as algorithms
+from ..algorithm import Algorithm
+from ..compiler.subset import parse_reply as parse
 from ..errors import CompileError, LoweringError
 from .cases import COVERED, Case, Contract
 
 
 def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
     """``(source, parameters)`` from an author's reply (``CompileError`` if none)."""
-    from ..compiler.subset import parse_reply as parse
-
     source, parameters = parse(text)
     return source, dict(parameters or {})
 
@@ -36,8 +38,6 @@ def compile_program(source: str, parameters: Mapping[str, Any] | None, inputs: C
     ``abstains: False``. Any other rejection re-raises the first ``CompileError``, the
     one about the full contract, because that is the message the author can act on.
     """
-    from .. import algorithm as algorithms
-
     full = {**outputs, COVERED: ()}
     try:
         return algorithms.compile(source, inputs=inputs, outputs=full,
@@ -56,22 +56,15 @@ def compile_program(source: str, parameters: Mapping[str, Any] | None, inputs: C
 
 
 def check_executor(executor: str) -> None:
-    """Refuse up front an executor this installation cannot build, so that the failure
-    is reported to the caller instead of being fed back to the author as a compile
-    error of every attempt."""
+    """Load the numba executor's compiler up front (it imports numba, a required
+    dependency): a broken installation fails here, at the caller, instead of being fed
+    back to the author as a compile error of every attempt."""
     if executor == "numba":
-        try:
-            from ..compiler.plans import plan  # noqa: F401  (imports numba)
-        except ImportError as error:
-            raise CompileError(f"the numba executor needs tensorcode.compiler.plans.plan, which "
-                               f"cannot be imported here ({error}); pass "
-                               "executor='reference'") from None
+        importlib.import_module("tensorcode.compiler.plans.plan")
 
 
 def load_algorithm(path: Any, executor: str) -> Any:
-    """A saved algorithm artifact, imported lazily so distill loads without it."""
-    from ..algorithm import Algorithm
-
+    """A saved algorithm artifact, loaded for ``executor``."""
     return Algorithm.load(path, executor=executor)
 
 

@@ -20,6 +20,7 @@ from .cases import case_key, paired_cases
 from .loop import build_report
 from .report import one_line
 from .result import Distillation
+from .spec import SUBSET_SPEC
 
 
 @programs.accepts_runner
@@ -63,7 +64,6 @@ def repair(program: Distillation, author: Any, cases: Sequence[Mapping[str, Any]
     starting = {"source": program.source, "summary": one_line(deployed.design),
                 "parameters": deployed.parameters,
                 "parameters_json": json.dumps(deployed.parameters)}
-    from .spec import SUBSET_SPEC
 
     made = search(task=program.task, inputs=program.inputs, outputs=program.outputs,
                   author=author, attempts=attempts, design=shown,

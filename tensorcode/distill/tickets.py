@@ -26,6 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from ..integrations import RecordedModel
+from .loop import distill
+from .result import ARTIFACT, Distillation
+
 ROUTES = ("billing", "technical", "account", "shipping")
 #: the lexicon the program sees: three keywords per route, in route order
 KEYWORDS = ("refund", "invoice", "charged",
@@ -108,10 +112,6 @@ def replies_path() -> Path:
 
 def run_example(save_dir: str | os.PathLike) -> list[str]:
     """Distill, save to ``save_dir``, serve fresh tickets; the table's lines."""
-    from ..integrations import RecordedModel
-    from .loop import distill
-    from .result import ARTIFACT, Distillation
-
     tickets = generate(WORKLOAD_SIZE, WORKLOAD_SEED)
     workload = [{"features": features(t.text)} for t in tickets]
     targets = [{"route": teacher(t.text)} for t in tickets]

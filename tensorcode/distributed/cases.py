@@ -15,15 +15,15 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..algorithm import Algorithm
+from ..distill.program import run_cases_here
+from ..errors import TensorCodeError
 from .ray_support import DEFAULT_TIMEOUT_S, check_timeout, gather, require_initialized
 
 
 def run_shard(document: Mapping[str, Any], executor: str, cases: Sequence[Any]) -> list[Any]:
     """A worker's share: rebuild the program from its artifact document and run it over
     ``cases`` (outputs, or the exception each case raised)."""
-    from ..algorithm import Algorithm
-    from ..distill.program import run_cases_here
-
     return run_cases_here(Algorithm.from_document(document, executor), cases)
 
 
@@ -39,8 +39,6 @@ class RayExecutor:
 
     def __init__(self, workers: int = 2, *, min_cases: int = 0,
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        from ..errors import TensorCodeError
-
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise TensorCodeError(f"workers must be a positive integer, got {workers!r}")
         if not isinstance(min_cases, int) or min_cases < 0:
@@ -55,8 +53,6 @@ class RayExecutor:
     def run_cases(self, program: Any, cases: Sequence[Any]) -> list[Any]:
         """The program's outputs for each case, or the exception it raised there."""
         if len(cases) < max(1, self.min_cases):
-            from ..distill.program import run_cases_here
-
             return run_cases_here(program, cases)
         ray = require_initialized()
         task = ray.remote(num_cpus=1, max_retries=0)(run_shard)

@@ -26,6 +26,7 @@ import numpy as np
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..compiler.plans.tables import Parameters
 from ..errors import TensorCodeError
+from ..runtime.optim import Sgd
 from .ray_support import DEFAULT_TIMEOUT_S, check_timeout, gather, require_initialized
 from .recording import (
     Buffers,
@@ -106,7 +107,6 @@ class DataParallel:
         network.check_parameters(parameters)
         self.parameters: Parameters = parameters
         if optimizer is None:
-            from ..runtime.optim import Sgd
             optimizer = Sgd()
         self.optimizer = optimizer
         self.compute_s = 0.0

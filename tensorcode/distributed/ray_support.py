@@ -8,33 +8,21 @@ in time is reported, never waited on forever: every ``ray.get`` here carries a t
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 from ..errors import TensorCodeError, WorkerError
-
-INSTALL = ("pip install 'tensorcode[distributed]' (and 'tensorcode[distributed-serve]' for "
-           "serve_deployment)")
+from ..extras import require
 
 #: seconds a call waits for its workers unless told otherwise
 DEFAULT_TIMEOUT_S = 600.0
 
 
-def require_ray() -> ModuleType:
-    """``ray``, or a ``TensorCodeError`` naming the extra that provides it."""
-    try:
-        return importlib.import_module("ray")
-    except ImportError as error:
-        raise TensorCodeError(f"tensorcode.distributed needs Ray, which is not installed here "
-                              f"({error}); install the distributed extra: {INSTALL}") from None
-
-
 def require_initialized() -> ModuleType:
     """``ray`` once ``ray.init(...)`` has connected this process to a cluster; the
     caller owns the cluster (its size, its address), so nothing here starts one."""
-    ray = require_ray()
+    ray = require("ray", "tensorcode.distributed")
     if not ray.is_initialized():
         raise TensorCodeError("Ray is not initialized in this process; call ray.init() "
                               "(a local instance) or ray.init(address=...) (a cluster) first")
@@ -52,8 +40,8 @@ def gather(refs: Sequence[Any], names: Sequence[str], timeout_s: float) -> list[
     """The results of ``refs`` (one per worker, named by ``names``), waiting at most
     ``timeout_s`` seconds in all. A failure raises ``WorkerError`` naming the first
     worker that failed and what it failed with; the other results are dropped."""
-    ray = require_ray()
-    from ray import exceptions
+    ray = require("ray", "tensorcode.distributed")
+    exceptions = require("ray.exceptions", "tensorcode.distributed")
 
     _ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
     if pending:

@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import TensorCodeError
-from .ray_support import require_ray
+from ..extras import require
+from ..serve.app import create_app
 
 #: the deployment's name in Ray Serve (and in a Serve config file's ``deployments``)
 DEPLOYMENT_NAME = "TensorCodeRouters"
@@ -31,8 +32,6 @@ class RouterReplica:
         self.options = dict(options)
 
     def __serve_build_asgi_app__(self) -> Any:
-        from ..serve import create_app
-
         return create_app(self.routers, **self.options)
 
 
@@ -50,12 +49,7 @@ def serve_deployment(routers: str | os.PathLike | Sequence[str | os.PathLike]
     escalation log, the admin token for hot reload, the executor) and the CPUs Ray
     reserves per replica.
     """
-    require_ray()
-    try:
-        from ray import serve
-    except ImportError as error:
-        raise TensorCodeError(f"Ray Serve is not installed here ({error}); install "
-                              "pip install 'tensorcode[distributed-serve]'") from None
+    serve = require("ray.serve", "serve_deployment")
 
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
         raise TensorCodeError(f"replicas must be a positive integer, got {replicas!r}")

@@ -24,6 +24,7 @@ from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..compiler.plans.network import Network
 from ..compiler.plans.tables import Parameters
 from ..errors import FeedError, TensorCodeError
+from ..runtime import optim
 from .ray_support import DEFAULT_TIMEOUT_S, check_timeout, gather, require_initialized
 from .recording import Buffers, Build, Lowered, buffers_of, check_signature, record
 
@@ -55,8 +56,6 @@ class Config:
                                   f"{self.seed!r}")
 
     def make_optimizer(self) -> Any:
-        from ..runtime import optim
-
         kind = {"sgd": optim.Sgd, "adam": optim.Adam, "adamw": optim.AdamW}[self.optimizer]
         try:
             return kind(**dict(self.options))

@@ -16,18 +16,17 @@ import json
 import math
 import os
 import pathlib
+import queue
 import struct
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from ..errors import ArtifactError
 from .atomic import atomic_write
 from .strict_json import JsonLimits, decode
-
-if TYPE_CHECKING:  # pragma: no cover
-    import queue
 
 #: NumPy dtype name <-> safetensors dtype code
 DTYPES = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64",
@@ -81,8 +80,6 @@ class _Hasher:
         self._queue: queue.Queue[memoryview | None] | None = None
         self._started = False
         if threaded:
-            import queue
-            import threading
             self._queue = queue.Queue()
             self._thread = threading.Thread(target=self._work, args=(self._queue,), daemon=True)
             if not deferred:

@@ -20,14 +20,18 @@ from collections.abc import Callable
 from typing import Any
 
 from ..plot import Cells, Line, Plot, PlotError, Points
-from . import GUIDE, GuideResult
+from .result import GUIDE, GuideResult
 
 #: guide examples told in text only: they have no plate
 TEXT_ONLY: tuple[str, ...] = ("spec_and_state", "named_checkpoint")
 
-#: the two classes of the two moons over a red-to-blue surface (+1 blue, -1 red)
-_POSITIVE_COLOR = "#08306b"
-_NEGATIVE_COLOR = "#67000d"
+#: the two classes of the two moons over the red-white-blue surface (+1 blue, -1 red):
+#: colours outside the colormap (gold, spring green) with a black edge stand out on its
+#: saturated ends and on the white boundary alike; the shapes differ too (circle,
+#: triangle), so the classes stay apart without colour
+_POSITIVE_COLOR = "#ffd700"
+_NEGATIVE_COLOR = "#00ff7f"
+_CLASS_EDGE = "black"
 #: noisy samples recede behind the two curves drawn over them
 _SAMPLES_COLOR = "tab:gray"
 
@@ -108,8 +112,10 @@ def _two_moons(result: GuideResult) -> Plot:
     negative_x, negative_y = _pair_of_lists(result, "class_neg")
     return (Plot()
             .layer(surface)
-            .layer(Points.xy(positive_x, positive_y).label("class +1").color(_POSITIVE_COLOR))
-            .layer(Points.xy(negative_x, negative_y).label("class -1").color(_NEGATIVE_COLOR))
+            .layer(Points.xy(positive_x, positive_y).label("class +1").color(_POSITIVE_COLOR)
+                   .edge(_CLASS_EDGE).marker("o"))
+            .layer(Points.xy(negative_x, negative_y).label("class -1").color(_NEGATIVE_COLOR)
+                   .edge(_CLASS_EDGE).marker("^"))
             .colorbar()
             .title("the learned decision surface"))
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArtifactError
+from ..files import atomic_write_json as write_json_atomic
+from ..files import read_json
 from .model import ModelError, ModelRequest
 
 FORMAT = "tensorcode.recorded-replies"
@@ -63,7 +65,6 @@ class RecordedModel:
 def load_replies(path: str | os.PathLike) -> list[str]:
     """Validated replies from a recording file (``ArtifactError`` names what is wrong)."""
     path = Path(path)
-    from ..files import read_json
 
     document: Any = read_json(path, MAX_FILE_BYTES)
     if not isinstance(document, dict):
@@ -82,8 +83,6 @@ def load_replies(path: str | os.PathLike) -> list[str]:
 
 def save_replies(path: str | os.PathLike, replies: Sequence[str], note: str = "") -> None:
     """Write a recording atomically (temp file, fsync, replace, fsync the directory)."""
-    from ..files import atomic_write_json as write_json_atomic
-
     document: dict[str, Any] = {"format": FORMAT, "version": VERSION}
     if note:
         document["note"] = note

@@ -1,3 +1,3 @@
-"""Bridges to other frameworks. Each submodule imports its framework itself, so
-``import tensorcode`` (and this package) never does: ``tensorcode.interop.torch`` needs
-PyTorch installed and says so when it is not."""
+"""Deprecated: ``tensorcode.interop.torch`` is now ``tensorcode.integrations.torch``
+(removed in the next minor release). Importing ``tensorcode.interop.torch`` warns and
+re-exports the new module's names."""

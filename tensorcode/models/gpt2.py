@@ -35,7 +35,7 @@ import os
 import pathlib
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from ..compiler.plans.network import Network
 from ..compiler.plans.plan import BoundPlan, Plan
 from ..compiler.plans.tables import Gradients, Parameters
 from ..compiler.plans.tape import Tape
+from ..compiler.trace.draws import check_sampling
 from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, CompileError, FeedError, ShapeError
 from ..files import atomic_write_json
@@ -52,10 +53,8 @@ from ..nn import init as initializers
 from ..nn.transformer import Gpt, GptConfig, TransformerBlock
 from ..runtime.checkpoint import named_restore, named_restore_file, named_snapshot
 from ..runtime.progress import check_progress, progress_bar
-from .gpt_training import check_layered_layout
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .gpt_training import LayeredTraining
+from ..runtime.random import Generator, sample
+from .gpt_training import LayeredTraining, check_layered_layout
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -263,8 +262,6 @@ class GptModel:
         """The layered training step (one compiled block forward and one block backward
         for every layer; ``tensorcode.models.gpt_training``)."""
         if self._training is None:
-            from .gpt_training import LayeredTraining
-
             self._training = LayeredTraining(self)
         return self._training
 
@@ -460,8 +457,6 @@ def select_next(logits: np.ndarray, generator: Any = None, temperature: float = 
     the same generator state draws the same tokens on every backend and run)."""
     if generator is None:
         return np.argmax(logits, axis=-1).astype(np.int64)
-    from ..runtime.random import sample
-
     return np.asarray(sample(logits, generator, temperature=temperature, top_k=top_k),
                       dtype=np.int64)
 
@@ -485,9 +480,6 @@ def generate(model: GptModel, prompt_ids: Any, max_new_tokens: int, generator: A
             max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
     if generator is not None:  # options checked before anything runs
-        from ..compiler.trace.draws import check_sampling
-        from ..runtime.random import Generator
-
         check_sampling(temperature, top_k, None)
         if not isinstance(generator, Generator):
             raise FeedError(f"generate: generator must be a tc.random.Generator, got "

@@ -32,10 +32,11 @@ the optimizer's ``step``, as for any other model.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from ..compiler.plans.network import Network
 from ..compiler.plans.plan import BoundPlan, Plan
 from ..compiler.plans.tables import Gradients, Parameters
 from ..compiler.plans.tape import Tape
@@ -43,10 +44,24 @@ from ..compiler.trace.backward import record_backward
 from ..compiler.trace.expr import Expr
 from ..errors import CompileError, FeedError
 from ..nn import init as initializers
-from ..nn.transformer import Gpt, TransformerBlock
+from ..nn.transformer import Gpt, GptConfig, TransformerBlock
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .gpt2 import GptModel
+
+class LayeredModel(Protocol):
+    """What layered training reads of a model (``gpt2.GptModel`` is one; it builds on
+    this module, so the step names the attributes it needs instead of the class)."""
+
+    config: GptConfig
+    dtype: str
+    batch: int
+    context: int
+    backend: str
+    network: Network
+
+    @property
+    def parameters(self) -> Parameters: ...
+
+    def set_parameters(self, parameters: Parameters) -> None: ...
 
 #: the plans a layered training step runs, whatever the depth
 PLANS = ("embed", "block", "block_backward", "head_loss", "embed_backward")
@@ -82,7 +97,7 @@ class LayeredTraining:
     the model's ``[batch, context]``.
     """
 
-    def __init__(self, model: GptModel) -> None:
+    def __init__(self, model: LayeredModel) -> None:
         config = model.config
         dtype = model.dtype
         b, t, c = model.batch, model.context, config.n_embd

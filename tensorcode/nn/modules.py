@@ -19,10 +19,19 @@ from . import init as initializers
 
 
 class Module:
-    """Base class: parameters and children in visit order, with structured paths."""
+    """Base class: parameters and children in visit order, with structured paths.
+
+    ``name`` prefixes the paths of the module's parameters (``enc.weights``). Left out,
+    the paths stay unique within the tape, as PyTorch's ``named_parameters()`` are
+    within a model: the first unnamed module on a tape that holds no parameters yet is
+    the root and keeps bare paths (``weights``, ``0.bias``); a later one is named after
+    its kind and the first free number (``linear1``, ``mlp2``), so ``tc.checkpoint``
+    can save a model built without names."""
 
     def __init__(self, tape: Tape, name: str | None = None) -> None:
         self.tape = tape
+        if name is None and tape is not None:
+            name = _default_name(tape, type(self).__name__.lower())
         self.name = name
         self._parameters: dict[str, Expr] = {}
         self._children: dict[str, Module] = {}
@@ -68,6 +77,18 @@ class Module:
 
     def __call__(self, x: Expr) -> Expr:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def _default_name(tape: Tape, kind: str) -> str | None:
+    """None for the root module of ``tape`` (nothing recorded yet), else ``<kind><n>``
+    with the smallest ``n >= 1`` that no parameter path on ``tape`` starts with."""
+    names = [node.name for node in tape.nodes() if node.op == "parameter" and node.name]
+    if not tape.parameters():
+        return None
+    n = 1
+    while any(x == f"{kind}{n}" or x.startswith(f"{kind}{n}.") for x in names):
+        n += 1
+    return f"{kind}{n}"
 
 
 class Linear(Module):

@@ -1,13 +1,19 @@
-"""Operations: parameter-owning callables that tracing records and the Trainer replays.
+"""Deprecated: the former name of ``tensorcode.operations`` (removed in the next minor
+release). Importing it warns; every name still resolves to the new package's object,
+and the dense operations keep their former names here: ``Linear`` is
+``tensorcode.operations.LinearOperation``, ``Mlp`` is ``MlpOperation``, ``Embedding`` is
+``EmbeddingOperation``."""
 
-``Operation`` is the base; ``Linear``, ``Mlp``, ``Embedding``, ``TextEncoder`` and
-``Classifier`` are ready to use. (The op *registry* of primitives is a different thing:
-``tensorcode.compiler.core.registry``.)
-"""
+import warnings
 
-from .base import Operation, canonical_json
-from .layers import Embedding, Linear, Mlp
-from .text import Classifier, TextEncoder
+from ..operations import *  # noqa: F403  (the public names: operations.__all__)
+from ..operations import EmbeddingOperation as Embedding
+from ..operations import LinearOperation as Linear
+from ..operations import MlpOperation as Mlp
+from ..operations import __all__ as _current
 
-__all__ = ["Operation", "Linear", "Mlp", "Embedding", "TextEncoder", "Classifier",
-           "canonical_json"]
+warnings.warn("tensorcode.ops is deprecated: import tensorcode.operations instead (ops.Linear, "
+              "ops.Mlp and ops.Embedding are operations.LinearOperation, MlpOperation and "
+              "EmbeddingOperation)", DeprecationWarning, stacklevel=2)
+
+__all__ = [*_current, "Linear", "Mlp", "Embedding"]

@@ -1,15 +1,18 @@
 """Errors of the plotting layer.
 
-Both are ``TensorCodeError`` subclasses so a caller that already catches the library's
-complaints in one place catches these too.
+``PlotError`` is a ``TensorCodeError`` subclass so a caller that already catches the
+library's complaints in one place catches it too. Drawing without matplotlib raises the
+package's one "extra is missing" error, ``tensorcode.errors.MissingExtraError`` (from
+``tensorcode.extras.require``), re-exported here where plots are made.
 """
 
 from __future__ import annotations
 
-from ..errors import TensorCodeError
+from ..errors import MissingExtraError, TensorCodeError
+from ..extras import install_line
 
 #: the command that installs what drawing needs
-INSTALL_HINT = "pip install 'tensorcode[plot]'"
+INSTALL_HINT = install_line("plot")
 
 
 class PlotError(TensorCodeError):
@@ -17,16 +20,6 @@ class PlotError(TensorCodeError):
     or a plot could not be shown or written."""
 
 
-class MissingExtraError(PlotError):
-    """Drawing needs matplotlib, TensorCode's optional ``plot`` extra, and it is not
-    installed. Building plots never needs it; rendering, saving and showing do."""
-
-    def __init__(self, cause: BaseException | None = None) -> None:
-        detail = f" ({cause})" if cause is not None else ""
-        super().__init__(
-            "drawing a plot needs matplotlib, which TensorCode treats as the optional "
-            f"'plot' extra and which could not be imported{detail}; install it with: "
-            f"{INSTALL_HINT}")
 
 
 __all__ = ["PlotError", "MissingExtraError", "INSTALL_HINT"]

@@ -13,6 +13,7 @@ from typing import Any
 
 from .errors import PlotError
 from .layers import Cells, Layer, Line, Points, checked_text, describe_value
+from .render import draw_figure, save_plot, show_plot
 
 #: the default image size in pixels (width, height) and its resolution
 DEFAULT_SIZE = (800, 500)
@@ -90,26 +91,23 @@ class Plot:
         layers = ", ".join(repr(layer) for layer in self.layers)
         return f"Plot({', '.join(settings)}, layers=[{layers}])"
 
-    # drawing: each imports matplotlib through .render, never at module import
+    # drawing: .render imports matplotlib when called, never at module import
 
     def figure(self) -> Any:
         """A new matplotlib ``Figure`` with this plot drawn on it, attached to the Agg
         canvas (no display and no pyplot state involved): for callers who want to adjust
         it with matplotlib directly or read back what was drawn."""
-        from .render import draw_figure
         return draw_figure(self)
 
     def save(self, path: str | pathlib.Path) -> pathlib.Path:
         """Write the plot as PNG or SVG, chosen by the suffix of ``path``; the file is
         replaced atomically, so a reader never sees half an image. Missing parent
         directories are created. Returns the path written."""
-        from .render import save_plot
         return save_plot(self, path)
 
     def show(self) -> None:
         """Open the plot in a window (or inline in a notebook) when a display exists;
         raises ``PlotError`` naming ``save`` when there is none."""
-        from .render import show_plot
         show_plot(self)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -155,6 +155,11 @@ class Points:
     ys: tuple[float, ...]
     label_text: str | None = None
     color_name: str | None = None
+    edge_name: str = "white"
+    marker_name: str = "o"
+
+    #: marker shapes (matplotlib's codes): circle, triangle up and down, square, diamond
+    MARKERS: ClassVar[tuple[str, ...]] = ("o", "^", "v", "s", "D")
 
     @classmethod
     def xy(cls, xs: Iterable[float], ys: Iterable[float]) -> Points:
@@ -170,6 +175,19 @@ class Points:
     def color(self, color: str) -> Points:
         """Any matplotlib color; checked at render."""
         return dataclasses.replace(self, color_name=checked_text(color, "Points.color"))
+
+    def edge(self, color: str) -> Points:
+        """The colour of each marker's outline (white unless told); any matplotlib color,
+        checked at render. A dark edge keeps light markers visible on light cells."""
+        return dataclasses.replace(self, edge_name=checked_text(color, "Points.edge"))
+
+    def marker(self, shape: str) -> Points:
+        """The marker's shape, one of ``MARKERS`` (``"o"`` unless told): a second cue
+        beside colour, so classes stay apart for every reader and in grayscale."""
+        if shape not in self.MARKERS:
+            raise PlotError(f"Points.marker: expected one of {list(self.MARKERS)}, got "
+                            f"{describe_value(shape)}")
+        return dataclasses.replace(self, marker_name=shape)
 
     def __repr__(self) -> str:
         return f"Points({len(self.xs)} points{_extras(self)})"

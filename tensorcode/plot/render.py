@@ -8,21 +8,22 @@ pyplot, because showing is what pyplot's backends are for.
 
 from __future__ import annotations
 
-import importlib
 import os
 import pathlib
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from ..extras import require
 from ..files import atomic_write
-from .errors import MissingExtraError, PlotError
-from .figure import Plot
-from .layers import Cells, Line, Points
+from .errors import PlotError
+from .layers import Cells, Layer, Line, Points
 
 #: file suffix -> matplotlib format name
 FORMATS = {".png": "png", ".svg": "svg"}
 
+#: what needed matplotlib, in the missing-extra message
+PURPOSE = "drawing a plot"
 #: matplotlib backends that draw to files only; ``show`` refuses them
 _FILE_ONLY_BACKENDS = {"agg", "cairo", "pdf", "pgf", "ps", "svg", "template"}
 
@@ -33,16 +34,35 @@ def require_matplotlib() -> Any:
     Any import failure counts, not only an absent package: a matplotlib whose own
     dependencies are broken cannot draw either, and the cause is kept in the message.
     """
-    try:
-        module = importlib.import_module("matplotlib")
-        importlib.import_module("matplotlib.figure")
-        importlib.import_module("matplotlib.backends.backend_agg")
-    except ImportError as error:
-        raise MissingExtraError(error) from error
+    module = require("matplotlib", PURPOSE)
+    require("matplotlib.figure", PURPOSE)
+    require("matplotlib.backends.backend_agg", PURPOSE)
     return module
 
 
-def draw_figure(plot: Plot) -> Any:
+class Drawable(Protocol):
+    """What drawing reads of a plot (``figure.Plot`` is one; its ``figure``, ``save`` and
+    ``show`` call this module, so this module names the fields instead of the class)."""
+
+    @property
+    def layers(self) -> tuple[Layer, ...]: ...
+    @property
+    def title_text(self) -> str | None: ...
+    @property
+    def x_label_text(self) -> str | None: ...
+    @property
+    def y_label_text(self) -> str | None: ...
+    @property
+    def logarithmic_y(self) -> bool: ...
+    @property
+    def with_colorbar(self) -> bool: ...
+    @property
+    def pixels(self) -> tuple[int, int]: ...
+    @property
+    def dpi(self) -> int: ...
+
+
+def draw_figure(plot: Drawable) -> Any:
     """A new Agg-backed ``Figure`` with ``plot`` drawn on it."""
     matplotlib = require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -56,7 +76,7 @@ def draw_figure(plot: Plot) -> Any:
     return figure
 
 
-def draw_on(figure: Any, plot: Plot, matplotlib: Any | None = None) -> Any:
+def draw_on(figure: Any, plot: Drawable, matplotlib: Any | None = None) -> Any:
     """Draw ``plot`` on a fresh axes of ``figure`` (any matplotlib figure); the axes."""
     matplotlib = matplotlib or require_matplotlib()
     axes = figure.add_subplot()
@@ -73,8 +93,9 @@ def draw_on(figure: Any, plot: Plot, matplotlib: Any | None = None) -> Any:
         if isinstance(layer, Cells):
             last = (_draw_cells(axes, layer, matplotlib), layer)
         elif isinstance(layer, Points):
-            axes.scatter(layer.xs, layer.ys, s=18, label=layer.label_text, color=color,
-                         edgecolors="white", linewidths=0.5, zorder=3)
+            axes.scatter(layer.xs, layer.ys, s=22, label=layer.label_text, color=color,
+                         edgecolors=_color(layer.edge_name, matplotlib),
+                         marker=layer.marker_name, linewidths=0.7, zorder=3)
         elif isinstance(layer, Line):
             axes.plot(layer.xs, layer.ys, label=layer.label_text, color=color,
                       linewidth=1.6, zorder=2)
@@ -127,7 +148,7 @@ def _format_of(path: pathlib.Path) -> str:
     return file_format
 
 
-def save_plot(plot: Plot, path: str | os.PathLike) -> pathlib.Path:
+def save_plot(plot: Drawable, path: str | os.PathLike) -> pathlib.Path:
     """Write ``plot`` to ``path`` (format by suffix); see ``write_figure``."""
     path = pathlib.Path(path)
     _format_of(path)
@@ -149,13 +170,10 @@ def write_figure(figure: Any, path: str | os.PathLike, dpi: int = 100) -> pathli
     return path
 
 
-def show_plot(plot: Plot) -> None:
+def show_plot(plot: Drawable) -> None:
     """Show ``plot`` through pyplot's backend, if that backend can display anything."""
     require_matplotlib()
-    try:
-        import matplotlib.pyplot as pyplot
-    except ImportError as error:
-        raise MissingExtraError(error) from error
+    pyplot = require("matplotlib.pyplot", PURPOSE)
     backend = str(pyplot.get_backend()).lower()
     if backend in _FILE_ONLY_BACKENDS:
         raise PlotError(f"there is no display to show the plot on (matplotlib's backend "

@@ -6,32 +6,41 @@ tables. The built-ins (``Sgd``, ``Adam``, ``AdamW``) follow PyTorch's single-ten
 update equations in PyTorch's order of operations, so a trajectory recorded with
 ``torch.optim`` in float64 is reproduced to rounding, and their ``state_dict()`` uses
 PyTorch's exact layout, keys and group defaults, so state moves both ways
-(``tensorcode.interop.torch``).
+(``tensorcode.integrations.torch``).
 
 The hyperparameters are explicit at the call site and the learning rate is an argument
-of every step: the loop owns it, not the optimizer. The built-ins update each dtype's
-flat buffer in one compiled loop (``backend="numba"``, the default) and keep a NumPy
-path (``backend="reference"``) that computes the same operations; tests hold the two
-equal bit for bit.
+of every step: the loop owns it, not the optimizer (a learning rate given to the
+constructor, ``AdamW(parameters, lr=1e-3)`` as in ``torch.optim``, is the default a
+``Trainer`` uses). The built-ins are ``RuleOptimizer`` s: each update is written once
+with ``Expr`` operations and recorded as IR (``compiler/lower/update.py``), which the backend
+lowers like any plan: one compiled loop per dtype's flat buffer for ``step``
+(``backend="numba"``, the default), the NumPy reference interpreter for
+``backend="reference"`` (tests hold the two equal bit for bit), and the same IR inside a
+step plan (``entry.lower(optimizer=...)``). A slot whose gradient the loss does not
+reach (``Gradients.reached``) is skipped as PyTorch skips a parameter whose ``grad`` is
+``None``: its value, state and step count stay as they are.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
+import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+from ..compiler import backends
 from ..compiler.backends import check_backend
-from ..compiler.lower.update import AdamRule, ExprRule, SgdRule, UpdateRule
+from ..compiler.lower.update import UpdateRule
 from ..compiler.plans.tables import Gradients, Layout, Parameters, Table
 from ..compiler.plans.tape import Tape
+from ..compiler.trace.composites import maximum, where
 from ..compiler.trace.expr import Expr
-from ..compiler.trace.tape import Eager
 from ..errors import DTypeError, TensorCodeError
-from . import optim_reference
 from .optim_state import check_state_dict, state_entries, torch_flags
 
 #: dtypes the built-in update loops support
@@ -82,6 +91,9 @@ class Optimizer:
         self.present: np.ndarray = np.zeros(0, dtype=np.uint8)
         #: the learning rate of the most recent step (``lr`` in the state dict)
         self.lr: float = self.default_lr
+        #: the learning rate given to the constructor (``AdamW(parameters, lr=...)``), the
+        #: default of a ``Trainer`` built with this optimizer; None when none was given
+        self.constructed_lr: float | None = None
         self._spare: dict[str, list[np.ndarray]] = {}
         #: bumped whenever the state buffers or the hyperparameters are replaced, so a
         #: bound step plan (``compiler/plans/step.py``) knows to look them up again
@@ -90,8 +102,6 @@ class Optimizer:
     def __deepcopy__(self, memo: dict) -> Optimizer:
         """An independent copy of the state that shares the (immutable) layout instead of
         copying it and the tape behind it; recycled buffers are not carried over."""
-        import copy
-
         clone = object.__new__(type(self))
         memo[id(self)] = clone
         for key, value in self.__dict__.items():
@@ -99,7 +109,7 @@ class Optimizer:
                 clone._layout = value
             elif key == "_spare":
                 clone._spare = {}
-            elif key in ("_tables", "_writable"):
+            elif key in ("_tables", "_writable") or key.startswith("_memo"):
                 continue
             else:
                 setattr(clone, key, copy.deepcopy(value, memo))
@@ -107,6 +117,28 @@ class Optimizer:
         for key, buffers in self._writable.items():
             clone._init_table(key, {d: b.copy() for d, b in buffers.items()})
         return clone
+
+    def own(self, params: Any = None, lr: float | None = None) -> None:
+        """What ``Sgd(parameters, lr=...)`` does with its first two arguments, as
+        ``torch.optim`` takes them: bind to the parameters now (a ``Parameters`` table or
+        its ``Layout``: the optimizer then owns exactly those slots, and a step with any
+        other table is refused, naming the parameters missing or extra), and keep ``lr``
+        as the default learning rate (``constructed_lr``, reported as ``lr`` before the
+        first step). Both may be left out: the bare optimizer binds on its first step.
+        The learning rate is still an argument of every ``step``."""
+        if lr is not None:
+            self.constructed_lr = self.lr = _check_lr(lr)
+        if params is None:
+            return
+        if isinstance(params, Table):
+            layout = params.layout
+        elif isinstance(params, Layout):
+            layout = params
+        else:
+            raise TypeError(f"{type(self).__name__}(params, ...) takes the parameter table it "
+                            f"updates (network.parameters(), or the trainer's parameters), got "
+                            f"{type(params).__name__}; or build it without parameters")
+        self.bind(layout)
 
     # -- the contract ------------------------------------------------------------------
     @classmethod
@@ -199,8 +231,8 @@ class Optimizer:
         if _signature(self._layout) != _signature(layout):
             raise TensorCodeError(
                 f"this {type(self).__name__} holds state for parameters "
-                f"{_describe(self._layout)} but was stepped with {_describe(layout)}; use one "
-                "optimizer per parameter table")
+                f"{_describe(self._layout)} but was stepped with {_describe(layout)}"
+                f"{_difference(self._layout, layout)}; use one optimizer per parameter table")
         self._rebind(layout)
 
     def _rebind(self, layout: Layout) -> None:
@@ -344,11 +376,155 @@ class Optimizer:
         return commit
 
 
+# -- optimizers written as IR -----------------------------------------------------------
+@dataclass(frozen=True)
+class SlotScalars:
+    """The scalars a rule may read besides the learning rate in the parameters' dtype,
+    each a float64 ``Expr``: ``lr`` (the learning rate as the caller gave it),
+    ``step`` (the slot's step count after this update: 1 on its first) and ``first``
+    (1 when the slot has no state yet, as PyTorch's "no momentum buffer yet", else 0).
+    Values computed from them alone are computed once per slot, not per element."""
+
+    lr: Any
+    step: Any
+    first: Any
+
+
+class RuleOptimizer(Optimizer):
+    """An optimizer whose update is written with ``Expr`` operations, element by element.
+
+    A subclass declares ``state_keys`` (its per-parameter state tables; every slot gets
+    state at the first step) and implements ``rule(parameter, gradient, state, lr)``,
+    returning ``(new_parameter, {key: new_state})``, or ``slot_rule(parameter, gradient,
+    state, lr, slot)`` to also read the per-slot scalars of ``SlotScalars`` (the
+    built-ins do: Adam's bias corrections, SGD's first momentum buffer). Each argument
+    is an ``Expr``: the rule is recorded once per parameter dtype as IR
+    (``compiler/lower/update.py``) and lowered like any plan: compiled for ``step``
+    (``backend="numba"``, the default; one compiled call per dtype, cached on disk) or
+    interpreted by the NumPy reference (``backend="reference"``), and compiled into a
+    step plan by ``entry.lower(optimizer=...)``. ``lr`` arrives in the parameters' dtype
+    and Python numbers in the rule take that dtype too, so float32 stays float32. Only
+    elementwise operations are allowed (``+ - * /``, ``sqrt``, ``abs``, ``maximum``,
+    ``where``, ``astype``, ...): the compiled and the reference paths agree bit for bit
+    on the correctly rounded ones; ``exp``, ``log``, ``tanh`` and other library
+    functions may differ by the libraries' last-place rounding (NumPy's versus LLVM's).
+
+    The recorded rule is reused while ``group()`` and the state keys stay the same (and
+    until ``load_state_dict``): a hyperparameter the rule reads from ``self`` belongs in
+    ``group()``, and a step plan compiles it in (lower again after changing it)."""
+
+    backend = "numba"
+
+    def rule(self, parameter: Any, gradient: Any, state: dict[str, Any], lr: Any
+             ) -> tuple[Any, dict[str, Any]]:
+        raise NotImplementedError(f"{type(self).__name__} must implement rule(parameter, "
+                                  "gradient, state, lr)")
+
+    def slot_rule(self, parameter: Any, gradient: Any, state: dict[str, Any], lr: Any,
+                  slot: SlotScalars) -> tuple[Any, dict[str, Any]]:
+        """``rule`` with the per-slot scalars; by default ``rule`` itself."""
+        return self.rule(parameter, gradient, state, lr)
+
+    def _apply(self, parameter: Any, gradient: Any, state: dict[str, Any], lr: Any,
+               slot: SlotScalars) -> tuple[Any, list[Any]]:
+        result = self.slot_rule(parameter, gradient, dict(state), lr, slot)
+        if not isinstance(result, tuple) or len(result) != 2 or \
+                not isinstance(result[1], Mapping):
+            raise TensorCodeError(f"{type(self).__name__}.rule must return (new_parameter, "
+                                  "{key: new_state})")
+        new, states = result
+        keys = [k for k in self.active_state_keys() if k != "step"]
+        if sorted(states) != sorted(keys):
+            raise TensorCodeError(f"{type(self).__name__}.rule returned state "
+                                  f"{sorted(states)}, expected {sorted(keys)}")
+        for value in [new, *states.values()]:
+            if not isinstance(value, Expr):
+                raise TensorCodeError(f"{type(self).__name__}.rule must return Expr values "
+                                      f"(computed from its arguments), got {value!r:.60}")
+        return new, [states[k] for k in keys]
+
+    def recorded_rule(self, dtypes: Sequence[str]) -> UpdateRule:
+        """The update recorded as IR for each of ``dtypes`` (reused while the
+        configuration stays the same; see the class doc)."""
+        keys = tuple(k for k in self.active_state_keys() if k != "step")
+        memo_key = (tuple(sorted(dtypes)), keys, self.revision, repr(self.group()))
+        memo = self.__dict__.get("_memo_rule")
+        if memo is not None and memo[0] == memo_key:
+            return memo[1]
+        graphs = {}
+        for dtype in sorted(dtypes):
+            _check_float(dtype)
+            tape = Tape()
+            zero, zero64 = np.zeros((), dtype=dtype), np.zeros((), dtype=np.float64)
+            p, g = tape.input(zero, name="parameter"), tape.input(zero, name="gradient")
+            state = {k: tape.input(zero, name=k) for k in keys}
+            lr = tape.input(zero, name="lr")
+            slot = SlotScalars(tape.input(zero64, name="lr64"), tape.input(zero64, name="step"),
+                               tape.input(zero64, name="first"))
+            new, news = self._apply(p, g, state, lr, slot)
+            for value in [new, *news]:
+                if value.builder is not tape:
+                    raise TensorCodeError(f"{type(self).__name__}.rule returned an Expr of "
+                                          "another tape")
+                if value.type.shape != ():
+                    raise TensorCodeError(f"{type(self).__name__}.rule must compute one "
+                                          "element from one element (no reductions or "
+                                          f"broadcasts), got shape {list(value.type.shape)}")
+            inputs = [p, g, *[state[k] for k in keys], lr, slot.lr, slot.step, slot.first]
+            graphs[dtype] = (tape.nodes(), [x.index for x in inputs],
+                             [new.index, *[v.index for v in news]])
+        rule = UpdateRule(type(self).type_name(), graphs, keys,
+                          keeps_state=bool(self.active_state_keys()))
+        self._memo_rule = (memo_key, rule)
+        return rule
+
+    def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
+        layout = parameters.layout
+        params, grads = parameters.buffers(), gradients.buffers()
+        steps, present = self.steps, self.present
+        out = {}
+        for dtype, function, states, slots, starts, sizes, skipped in self._eager(
+                layout, gradients.reached):
+            source = params[dtype]
+            result = self._output_buffer(dtype, source.shape[0])
+            function(source, grads[dtype], result, *states, slots, starts, sizes, starts,
+                     steps, present, lr)
+            for start, stop in skipped:  # a slot the loss did not reach keeps its value
+                result[start:stop] = source[start:stop]
+            out[dtype] = result
+        return Parameters.from_buffers(layout, out)
+
+    def _eager(self, layout: Layout, reached: tuple[bool, ...] | None) -> list[tuple]:
+        """Per dtype: the backend's update function for the recorded rule, the state
+        buffers and the slot tables; kept while the layout, the reached slots, the
+        configuration (``group()``) and the state buffers (``revision``) stay the same,
+        so a step costs one compiled call per dtype."""
+        group = self.group()
+        memo = self.__dict__.get("_memo_eager")
+        if memo is not None and memo[0] is layout and memo[1] == reached and \
+                memo[2] == self.revision and memo[3] == group:
+            return memo[4]
+        rule = self.recorded_rule(tuple(layout.sizes))
+        compute = _backend_for(self.backend)
+        plan = []
+        for dtype in layout.sizes:
+            states = [self._buffer(k, dtype) for k in rule.state_keys]
+            plan.append((dtype, compute.update(rule, dtype), states,
+                         *_slot_table(layout, dtype, reached)))
+        self._memo_eager = (layout, reached, self.revision, group, plan)
+        return plan
+
+    def fused_rule(self, layout: Layout) -> UpdateRule:
+        self._bind_floats(layout)
+        return self.recorded_rule(tuple(layout.sizes))
+
+
 # -- the built-ins ----------------------------------------------------------------------
-class Sgd(Optimizer):
+class Sgd(RuleOptimizer):
     """Stochastic gradient descent, PyTorch's ``torch.optim.SGD`` equations:
     weight decay, then momentum (first buffer = the gradient), nesterov, then
-    ``p - lr * d``."""
+    ``p - lr * d``. ``Sgd(parameters, lr=...)`` as in ``torch.optim`` or ``Sgd()``:
+    see ``Optimizer.own``."""
 
     kind = "Sgd"
     state_keys = ("momentum_buffer",)
@@ -356,9 +532,9 @@ class Sgd(Optimizer):
     # d = g + wd * p and the momentum buffer carry a nonfinite g into p - lr * d (lr > 0)
     reveals_nonfinite = True
 
-    def __init__(self, momentum: float = 0, dampening: float = 0, nesterov: bool = False,
-                 weight_decay: float = 0, maximize: bool = False, *,
-                 backend: str = "numba") -> None:
+    def __init__(self, params: Any = None, lr: float | None = None, momentum: float = 0,
+                 dampening: float = 0, weight_decay: float = 0, nesterov: bool = False, *,
+                 maximize: bool = False, backend: str = "numba") -> None:
         super().__init__()
         self.momentum = _nonnegative("momentum", momentum)
         self.dampening = _real("dampening", dampening)
@@ -369,6 +545,7 @@ class Sgd(Optimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         self.backend = _backend(backend)
         self._torch_flags = {"foreach": None, "differentiable": False, "fused": None}
+        self.own(params, lr)
 
     def group(self) -> dict[str, Any]:
         return {"momentum": self.momentum, "dampening": self.dampening,
@@ -395,42 +572,29 @@ class Sgd(Optimizer):
             self.nesterov, self.maximize, self._torch_flags = nesterov, maximize, flags
         return adopt
 
-    def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
-        layout = parameters.layout
-        params, grads = parameters.buffers(), gradients.buffers()
-        out = {}
-        use_momentum = self.momentum != 0
-        for dtype in layout.sizes:
-            _check_float(dtype)
-        for dtype in layout.sizes:
-            cast = layout.numpy_dtypes[dtype].type
-            buffer = self._buffer("momentum_buffer", dtype) if use_momentum else \
-                _empty(dtype)
-            offsets, present = _segments(layout, dtype, self.present)
-            result = self._output_buffer(dtype, params[dtype].shape[0])
-            args = (params[dtype], grads[dtype], buffer, result, offsets, present,
-                    cast(-lr), cast(self.weight_decay), cast(self.momentum),
-                    cast(1 - self.dampening), bool(self.nesterov), bool(self.maximize))
-            if self.backend == "numba":
-                _kernels().sgd_update(*args)
-            else:
-                optim_reference.sgd_update(*args)
-            out[dtype] = result
-        if use_momentum:
-            self.present[:] = 1
-        self.steps += 1
-        return Parameters.from_buffers(layout, out)
-
-    def fused_rule(self, layout: Layout) -> UpdateRule:
-        self._bind_floats(layout)
-        return SgdRule(self.momentum, self.dampening, self.weight_decay, self.nesterov,
-                       self.maximize)
+    def slot_rule(self, parameter: Any, gradient: Any, state: dict[str, Any], lr: Any,
+                  slot: SlotScalars) -> tuple[Any, dict[str, Any]]:
+        # torch.optim.SGD's single-tensor update, in its order of operations; Python
+        # numbers become constants of the parameters' dtype, as PyTorch's scalars do
+        d = -gradient if self.maximize else gradient
+        if self.weight_decay != 0:
+            d = d + self.weight_decay * parameter
+        states = {}
+        if self.momentum != 0:
+            # the first buffer is the (decayed) gradient itself, without dampening
+            buffer = where(slot.first, d, state["momentum_buffer"] * self.momentum
+                           + (1 - self.dampening) * d)
+            states["momentum_buffer"] = buffer
+            d = d + self.momentum * buffer if self.nesterov else buffer
+        # -lr rounded once to the parameters' dtype, then p + (-lr) * d
+        return parameter + (-slot.lr).astype(parameter.dtype) * d, states
 
 
-class Adam(Optimizer):
+class Adam(RuleOptimizer):
     """Adam, PyTorch's ``torch.optim.Adam`` equations (``lerp`` first moment, bias
     corrections from the per-parameter step count, optional amsgrad and L2 weight
-    decay added to the gradient)."""
+    decay added to the gradient). ``Adam(parameters, lr=...)`` as in ``torch.optim``
+    or ``Adam()``: see ``Optimizer.own``."""
 
     kind = "Adam"
     state_keys = ("step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
@@ -439,9 +603,10 @@ class Adam(Optimizer):
     reveals_nonfinite = True
     _decoupled = False
 
-    def __init__(self, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0, amsgrad: bool = False, maximize: bool = False,
-                 *, backend: str = "numba") -> None:
+    def __init__(self, params: Any = None, lr: float | None = None,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0, amsgrad: bool = False, *, maximize: bool = False,
+                 backend: str = "numba") -> None:
         super().__init__()
         self.betas = _betas(betas)
         self.eps = _nonnegative("eps", eps)
@@ -451,6 +616,7 @@ class Adam(Optimizer):
         self.backend = _backend(backend)
         self._torch_flags = {"foreach": None, "capturable": False, "differentiable": False,
                              "fused": None}
+        self.own(params, lr)
 
     def group(self) -> dict[str, Any]:
         flags = self._torch_flags
@@ -486,46 +652,34 @@ class Adam(Optimizer):
             self.amsgrad, self.maximize, self._torch_flags = amsgrad, maximize, flags
         return adopt
 
-    def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
-        layout = parameters.layout
-        params, grads = parameters.buffers(), gradients.buffers()
+    def slot_rule(self, parameter: Any, gradient: Any, state: dict[str, Any], lr: Any,
+                  slot: SlotScalars) -> tuple[Any, dict[str, Any]]:
+        # torch.optim.Adam's single-tensor update, in its order of operations
+        dtype = parameter.dtype
+        cast = np.dtype(dtype).type
         beta1, beta2 = self.betas
-        steps = self.steps + 1
-        # PyTorch computes these in Python floats from the step count, per parameter.
-        bias_correction1 = 1 - beta1 ** steps
-        bias_correction2 = 1 - beta2 ** steps
-        step_size = lr / bias_correction1
-        bias_correction2_sqrt = bias_correction2 ** 0.5
-        weight1 = 1 - beta1
-        out = {}
-        for dtype in layout.sizes:
-            _check_float(dtype)
-        for dtype in layout.sizes:
-            cast = layout.numpy_dtypes[dtype].type
-            offsets, select = layout.segments(dtype)
-            result = self._output_buffer(dtype, params[dtype].shape[0])
-            max_sq = self._buffer("max_exp_avg_sq", dtype) if self.amsgrad else \
-                _empty(dtype)
-            args = (params[dtype], grads[dtype], self._buffer("exp_avg", dtype),
-                    self._buffer("exp_avg_sq", dtype), max_sq, result, offsets,
-                    (-step_size[select]).astype(dtype),
-                    bias_correction2_sqrt[select].astype(dtype),
-                    cast(1 - lr * self.weight_decay), cast(self.weight_decay), cast(weight1),
-                    cast(1) - cast(weight1), cast(beta2), cast(1 - beta2), cast(self.eps),
-                    bool(self._decoupled), bool(self.amsgrad), bool(self.maximize))
-            if self.backend == "numba":
-                _kernels().adam_update(*args)
+        d = -gradient if self.maximize else gradient
+        p = parameter
+        if self.weight_decay != 0:
+            if self._decoupled:  # p *= 1 - lr * weight_decay (the factor in Python floats)
+                p = p * (1 - slot.lr * self.weight_decay).astype(dtype)
             else:
-                optim_reference.adam_update(*args)
-            out[dtype] = result
-        self.steps = steps
-        self.present[:] = 1
-        return Parameters.from_buffers(layout, out)
-
-    def fused_rule(self, layout: Layout) -> UpdateRule:
-        self._bind_floats(layout)
-        return AdamRule(self.betas, self.eps, self.weight_decay, self.amsgrad, self.maximize,
-                        self._decoupled)
+                d = d + self.weight_decay * p
+        # exp_avg.lerp_(d, 1 - beta1): PyTorch's CPU lerp switches formula at weight 1/2
+        weight1 = cast(1 - beta1)
+        m = state["exp_avg"]
+        m = (m + weight1 * (d - m) if abs(weight1) < 0.5
+             else d - (d - m) * (cast(1) - weight1))
+        v = state["exp_avg_sq"] * beta2 + (1 - beta2) * d * d
+        states = {"exp_avg": m, "exp_avg_sq": v}
+        if self.amsgrad:  # torch.maximum propagates NaN, as np.maximum does
+            v = maximum(state["max_exp_avg_sq"], v)
+            states["max_exp_avg_sq"] = v
+        # the bias corrections in Python floats per parameter, then in the dtype
+        step_size = (-(slot.lr / (1 - beta1 ** slot.step))).astype(dtype)
+        bias_correction2_sqrt = (1 - beta2 ** slot.step).sqrt().astype(dtype)
+        denom = v.sqrt() / bias_correction2_sqrt + self.eps
+        return p + step_size * m / denom, states
 
 
 class AdamW(Adam):
@@ -535,120 +689,51 @@ class AdamW(Adam):
     kind = "AdamW"
     _decoupled = True
 
-    def __init__(self, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.01, amsgrad: bool = False, maximize: bool = False,
-                 *, backend: str = "numba") -> None:
-        super().__init__(betas, eps, weight_decay, amsgrad, maximize, backend=backend)
-
-
-class RuleOptimizer(Optimizer):
-    """An optimizer whose update is written with ``Expr`` operations, element by element.
-
-    A subclass declares ``state_keys`` (its per-parameter state tables; every slot gets
-    state at the first step) and implements ``rule(parameter, gradient, state, lr)``,
-    returning ``(new_parameter, {key: new_state})``. Each argument is an ``Expr``: the
-    rule is evaluated eagerly over the flat buffers by ``step`` (the unfused path) and
-    recorded on scalar inputs and compiled into the plan by
-    ``entry.lower(optimizer=...)`` (the fused path). ``lr`` arrives in the parameters'
-    dtype, Python numbers in the rule take that dtype too, so float32 stays float32.
-    Only elementwise operations are allowed (``+ - * /``, ``sqrt``, ``abs``,
-    ``maximum``, ``where``, ...): the two paths agree bit for bit on the correctly
-    rounded ones; ``exp``, ``log``, ``tanh`` and other library functions may differ
-    by the libraries' last-place rounding (NumPy's versus LLVM's).
-
-    Hyperparameters the rule reads from ``self`` are compiled into a step plan: lower
-    again after changing them."""
-
-    def rule(self, parameter: Any, gradient: Any, state: dict[str, Any], lr: Any
-             ) -> tuple[Any, dict[str, Any]]:
-        raise NotImplementedError(f"{type(self).__name__} must implement rule(parameter, "
-                                  "gradient, state, lr)")
-
-    def _apply(self, parameter: Any, gradient: Any, state: dict[str, Any], lr: Any
-               ) -> tuple[Any, list[Any]]:
-        result = self.rule(parameter, gradient, dict(state), lr)
-        if not isinstance(result, tuple) or len(result) != 2 or \
-                not isinstance(result[1], Mapping):
-            raise TensorCodeError(f"{type(self).__name__}.rule must return (new_parameter, "
-                                  "{key: new_state})")
-        new, states = result
-        keys = [k for k in self.active_state_keys() if k != "step"]
-        if sorted(states) != sorted(keys):
-            raise TensorCodeError(f"{type(self).__name__}.rule returned state "
-                                  f"{sorted(states)}, expected {sorted(keys)}")
-        for value in [new, *states.values()]:
-            if not isinstance(value, Expr):
-                raise TensorCodeError(f"{type(self).__name__}.rule must return Expr values "
-                                      f"(computed from its arguments), got {value!r:.60}")
-        return new, [states[k] for k in keys]
-
-    def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
-        layout = parameters.layout
-        params, grads = parameters.buffers(), gradients.buffers()
-        keys = [k for k in self.active_state_keys() if k != "step"]
-        for dtype in layout.sizes:
-            _check_float(dtype)
-        eager = Eager()
-        out = {}
-        for dtype in layout.sizes:
-            cast = layout.numpy_dtypes[dtype].type
-            state = {k: eager.wrap(self._buffer(k, dtype).copy()) for k in keys}
-            new, news = self._apply(eager.wrap(params[dtype]), eager.wrap(grads[dtype]), state,
-                                    eager.wrap(np.asarray(cast(lr))))
-            size = params[dtype].shape[0]
-            out[dtype] = _flat(new, dtype, size)
-            for k, value in zip(keys, news):
-                self._buffer(k, dtype)[:] = _flat(value, dtype, size)
-        self.steps += 1
-        self.present[:] = 1
-        return Parameters.from_buffers(layout, out)
-
-    def fused_rule(self, layout: Layout) -> UpdateRule:
-        self._bind_floats(layout)
-        keys = [k for k in self.active_state_keys() if k != "step"]
-        graphs = {}
-        for dtype in sorted(layout.sizes):
-            tape = Tape()
-            zero = np.zeros((), dtype=dtype)
-            p, g = tape.input(zero, name="parameter"), tape.input(zero, name="gradient")
-            state = {k: tape.input(zero, name=k) for k in keys}
-            lr = tape.input(zero, name="lr")
-            new, news = self._apply(p, g, state, lr)
-            for value in [new, *news]:
-                if value.builder is not tape:
-                    raise TensorCodeError(f"{type(self).__name__}.rule returned an Expr of "
-                                          "another tape")
-            graphs[dtype] = (tape.nodes(), [p.index, g.index, *[state[k].index for k in keys],
-                                            lr.index], [new.index, *[v.index for v in news]])
-        return ExprRule(type(self).type_name(), graphs, keys)
-
-
-def _flat(value: Any, dtype: str, size: int) -> np.ndarray:
-    array = np.asarray(value.value)
-    if array.dtype.name != dtype:
-        raise DTypeError(f"the rule computed {array.dtype.name} for {dtype} parameters")
-    return np.array(np.broadcast_to(array, (size,)), dtype=dtype)
+    def __init__(self, params: Any = None, lr: float | None = None,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.01, amsgrad: bool = False, *, maximize: bool = False,
+                 backend: str = "numba") -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         backend=backend)
 
 
 # -- helpers ----------------------------------------------------------------------------
-_KERNELS = None
 #: buffer recycling relies on CPython's reference counts
 _CAN_RECYCLE = sys.implementation.name == "cpython"
 
 
-def _kernels():
-    """The compiled loops, imported on first use (numba stays out of ``import tensorcode``)."""
-    global _KERNELS
-    if _KERNELS is None:
-        from . import optim_kernels
-        _KERNELS = optim_kernels
-    return _KERNELS
+def _backend_for(name: str) -> Any:
+    """The backend that runs an eager update: ``name``'s, or the Numba backend's for a
+    backend that compiles plans but brings no update of its own (the same IR, the same
+    result)."""
+    backend = backends.get(name)
+    return backend if hasattr(backend, "update") else backends.get("numba")
 
 
-def _segments(layout: Layout, dtype: str, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Slot bounds within ``dtype``'s flat buffer and the matching ``present`` flags."""
-    offsets, slots = layout.segments(dtype)
-    return offsets, present[slots]
+def _slot_table(layout: Layout, dtype: str, reached: tuple[bool, ...] | None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """The slots of ``dtype`` an update walks (those the loss reached): their indices,
+    start offsets and sizes (read-only int64), and the ``(start, stop)`` of the others."""
+    key = (dtype, reached)
+    tables = _TABLES.setdefault(layout, {})
+    cached = tables.get(key)
+    if cached is not None:
+        return cached
+    slots = [k for k, s in enumerate(layout.slots) if s.dtype == dtype]
+    walked = [k for k in slots if reached is None or reached[k]]
+    skipped = [(layout.slots[k].offset, layout.slots[k].offset + layout.slots[k].size)
+               for k in slots if reached is not None and not reached[k]]
+    arrays = [np.array(values, dtype=np.int64) for values in (
+        walked, [layout.slots[k].offset for k in walked], [layout.slots[k].size for k in walked])]
+    for array in arrays:
+        array.flags.writeable = False
+    table = (arrays[0], arrays[1], arrays[2], skipped)
+    tables[key] = table
+    return table
+
+
+#: per layout, the slot tables of ``_slot_table`` (a layout lives as long as its network)
+_TABLES: weakref.WeakKeyDictionary[Layout, dict[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 def _signature(layout: Layout) -> tuple:
@@ -661,18 +746,36 @@ def _describe(layout: Layout) -> str:
     return "[" + ", ".join(parts) + more + "]"
 
 
+def _difference(own: Layout, other: Layout) -> str:
+    """Which parameters ``other`` lacks or adds against ``own``, by name (or which one
+    changed its shape or dtype), for the refusal of a step with another table."""
+    def named(layout: Layout) -> dict[str, tuple]:
+        return {(s.name if s.name is not None else s.label): (s.shape, s.dtype)
+                for s in layout.slots}
+
+    mine, theirs = named(own), named(other)
+
+    def listed(names: list[str]) -> str:
+        return ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
+
+    missing = [n for n in mine if n not in theirs]
+    extra = [n for n in theirs if n not in mine]
+    parts = []
+    if missing:
+        parts.append(f"missing {listed(missing)}, which it owns")
+    if extra:
+        parts.append(f"extra {listed(extra)}, which it does not own")
+    changed = [f"{n} ({mine[n][1]}{list(mine[n][0])} -> {theirs[n][1]}{list(theirs[n][0])})"
+               for n in mine if n in theirs and mine[n] != theirs[n]]
+    if changed:
+        parts.append(f"changed {', '.join(changed[:4])}")
+    return f" (that table has {'; '.join(parts)})" if parts else ""
+
+
 def _check_float(dtype: str) -> None:
     if dtype not in FLOAT_DTYPES:
         raise DTypeError(f"the built-in optimizers update float32 and float64 parameters, not "
                          f"{dtype}; keep integer state out of the trained table")
-
-
-#: zero-length stand-ins for state a configuration does not keep (passed every step)
-_EMPTY = {name: np.zeros(0, dtype=name) for name in FLOAT_DTYPES}
-
-
-def _empty(dtype: str) -> np.ndarray:
-    return _EMPTY[dtype]
 
 
 def _check_lr(lr: Any, field: str = "lr") -> float:

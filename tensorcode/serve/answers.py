@@ -16,11 +16,10 @@ from typing import Any
 import numpy as np
 
 from ..distill.router import PROGRAM
+from ..extras import installed
 
-try:  # the serve extra; the stdlib writes the same JSON more slowly
-    import orjson
-except ImportError:  # pragma: no cover - the serve extra installs it
-    orjson = None  # type: ignore[assignment]
+#: the serve extra's JSON writer; without it the stdlib writes the same JSON more slowly
+orjson: Any = installed("orjson")
 
 
 def dumps(document: Any) -> bytes:

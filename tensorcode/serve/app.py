@@ -37,9 +37,9 @@ import numpy as np
 from ..distill.inputs import InputError, read_batch, read_document
 from ..distill.router import PROGRAM, REFUSED, path_of
 from ..errors import TensorCodeError
+from ..extras import require
 from .answers import dumps, render_batch
 from .escalations import EscalationLog
-from .extra import require
 from .metrics import UNKNOWN, Metrics, reason_class
 from .reload import Routers, Source
 from .rolling import read_state

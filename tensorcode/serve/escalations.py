@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..distill.inputs import InputError, read_document
+from ..distill.cases import case_key
+from ..distill.inputs import InputError, check_case, read_document
 from ..errors import TensorCodeError
 from ..files import fsync_directory
 
@@ -239,9 +240,6 @@ def repair_cases(records: Iterable[Mapping[str, Any]], router: str,
     against the router's contracts, each distinct case once (the first answer kept).
     Records without an answer (no fallback, or it failed) cannot teach anything and are
     counted as ``unanswered``."""
-    from ..distill.cases import case_key
-    from ..distill.inputs import check_case
-
     chosen = RepairCases([], [], 0, 0, 0, [])
     seen: set[str] = set()
     for number, record in enumerate(records):

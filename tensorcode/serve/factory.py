@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TensorCodeError
+from .app import create_app
+from .escalations import EscalationLog
+from .fallback import TeacherFallback
 from .rolling import STATE
 
 SETTINGS = "TENSORCODE_SERVE_SETTINGS"
@@ -21,10 +24,6 @@ SETTINGS = "TENSORCODE_SERVE_SETTINGS"
 
 def app_from_environment() -> Any:
     """The application the command's settings describe (uvicorn's ``factory=True``)."""
-    from .app import create_app
-    from .escalations import EscalationLog
-    from .fallback import TeacherFallback
-
     logger = logging.getLogger("tensorcode.serve")
     if not logger.handlers:  # reload outcomes next to uvicorn's lines
         handler = logging.StreamHandler()

@@ -18,9 +18,9 @@ from typing import Any
 
 from ..distill.inputs import InputError, check_case, read_document
 from ..errors import TensorCodeError
+from ..extras import require
 from ..integrations import ModelError, ModelRequest, OpenAICompatibleModel
 from ..integrations.openai_compatible import RETRYABLE_STATUSES, reply_text
-from .extra import require
 from .served import ServedRouter, json_value
 
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .extra import require
+from ..extras import require
+from .rolling import OUTCOMES, read_state
 
 UNKNOWN = "(unknown)"
 #: seconds: 50 us to 2.5 s, dense where a compiled call and a loopback request land
@@ -78,8 +79,7 @@ class Metrics:
         prometheus = self._prometheus
         registry = self.registry
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            from prometheus_client import multiprocess
-
+            multiprocess = require("prometheus_client.multiprocess", "serving metrics")
             registry = prometheus.CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
             if self._rolling is not None:
@@ -107,11 +107,8 @@ class _RollingReloads:
         self.path = path
 
     def collect(self) -> Any:
-        from prometheus_client.core import CounterMetricFamily
-
-        from .rolling import OUTCOMES, read_state
-
-        family = CounterMetricFamily(
+        core = require("prometheus_client.core", "serving metrics")
+        family = core.CounterMetricFamily(
             "tensorcode_server_reloads", "Rolling reloads of the worker processes by "
             "outcome (reloaded, failed, interrupted)", labels=["outcome"])
         counts = read_state(self.path)["counts"]

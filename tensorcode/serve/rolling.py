@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..extras import require
 from ..files import atomic_write_bytes
 
 LOGGER = logging.getLogger("tensorcode.serve")
@@ -65,9 +66,9 @@ def record(path: str | os.PathLike, outcome: dict[str, Any]) -> None:
 
 def supervisor(config: Any, sockets: list[Any], state: str | os.PathLike) -> Any:
     """uvicorn's multi-worker supervisor that records every rolling reload in ``state``."""
-    from uvicorn.supervisors import Multiprocess
+    supervisors: Any = require("uvicorn.supervisors", "tensorcode serve --workers")
 
-    class RecordingSupervisor(Multiprocess):
+    class RecordingSupervisor(supervisors.Multiprocess):
         def restart_all(self) -> None:
             started, clock = time.time(), time.monotonic()
             before = [process.pid for process in self.processes]

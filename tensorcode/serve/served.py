@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithm.algorithm_file import dumps
 from ..distill.cases import COVERED, Case, claims
 from ..distill.inputs import check_batch, check_case
 from ..distill.result import ARTIFACT, Distillation
@@ -164,8 +165,6 @@ def load_router(name: str, source: str | os.PathLike | Distillation,
 
 
 def _artifact_bytes(distillation: Distillation) -> bytes:
-    from ..algorithm.artifact import dumps
-
     return dumps(distillation.program.to_document())
 
 

@@ -2,7 +2,7 @@
 
 A tool is a model that owns its parameters. It is built from a JSON-safe ``config``
 (dimensions, labels, seed, ...), owns ``operations`` (stable names to the
-``tensorcode.ops`` operations holding its trainable parameters), declares the
+``tensorcode.operations`` operations holding its trainable parameters), declares the
 ``objective`` its supervised output is trained on, and applies a training-mode policy
 through ``train()`` / ``eval()``. ``Trainer.from_tool(tool)`` trains it; predictions go
 through the operations' compiled plans, so a prediction costs about one plan call.
@@ -50,7 +50,7 @@ import numpy as np
 
 from ..errors import ArtifactError, TensorCodeError
 from ..files import Fields, TensorFile, at, read_json, replace_directory, save_tensors
-from ..ops.base import Operation, canonical_json
+from ..operations.base import Operation, canonical_json
 
 FORMAT = "tensorcode.tool"
 VERSION = 1

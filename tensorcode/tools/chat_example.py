@@ -16,6 +16,9 @@ from importlib import resources
 from typing import Any
 
 from ..errors import ArtifactError
+from ..runtime import optim
+from ..runtime.random import Generator
+from ..training import Trainer
 from .chatbot import Chatbot, ChatSession
 
 #: the demo's reproducible sample: this prompt, from a generator with this seed
@@ -54,17 +57,12 @@ def load_dialogue() -> tuple[list[str], list[str]]:
 
 def sample_reply(bot: Chatbot, seed: int = SAMPLE_SEED, prompt: str = PROMPT) -> str:
     """The reply to ``prompt`` drawn from a fresh generator with ``seed``."""
-    from ..runtime.random import Generator
-
     return bot.reply(ChatSession(), prompt, Generator(seed))
 
 
 def run_example(output: pathlib.Path | None = None, backend: str | None = None,
                 epochs: int = 100) -> list[str]:
     """Train, summarize, sample, save, reload and sample again; the demo's lines."""
-    from ..runtime import optim
-    from ..training import Trainer
-
     inputs, targets = load_dialogue()
     start = time.perf_counter()
     bot = Chatbot(seed=0, backend=backend)

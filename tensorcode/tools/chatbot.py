@@ -40,8 +40,8 @@ from ..compiler.trace.expr import Expr
 from ..errors import TensorCodeError, TrainingError
 from ..files import Fields, atomic_write_json, read_json
 from ..nn import init as initializers
-from ..ops.base import Operation, row_bucket
-from ..ops.layers import checked_seed, positive_int
+from ..operations.base import Operation, row_bucket
+from ..operations.layers import checked_seed, positive_int
 from ..runtime.random import Generator, sample
 from ..text import ROLES, Message
 from . import checks

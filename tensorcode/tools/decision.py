@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import TrainingError
-from ..ops.base import Operation
+from ..operations.base import Operation
 from ..training.calibration import TemperatureCalibration
 from . import checks
 from .base import Tool

@@ -38,8 +38,8 @@ from ..errors import ArtifactError, ShapeError, StaleWeightsError
 from ..files import Fields, TensorFile, atomic_write, parse_json
 from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, write_tensors
 from ..nn import init as initializers
-from ..ops.base import Operation, row_bucket
-from ..ops.layers import checked_seed, positive_int
+from ..operations.base import Operation, row_bucket
+from ..operations.layers import checked_seed, positive_int
 from .features import FEATURES, pad_texts
 from .scorer import MASKED_LOGIT
 

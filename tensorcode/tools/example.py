@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..runtime import optim
+from ..training import Trainer
 from .authored import load
 from .decision import Decision
 from .planner import Planner
@@ -65,9 +67,6 @@ def train(kind: str, directory: pathlib.Path, lr: float = 0.03, backend: str | N
           epochs: int | None = None) -> tuple[list[str], Any]:
     """Train one tool on its data set and save it to ``directory``; the demo's lines about
     it and its held-out predictions (to compare with a fresh process's)."""
-    from ..runtime import optim
-    from ..training import Trainer
-
     cls, accuracy, predictions, default_epochs = KINDS[kind]
     epochs = default_epochs if epochs is None else epochs
     examples = load(kind)

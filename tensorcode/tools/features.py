@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ops.base import row_bucket
-from ..ops.text import tokenize
+from ..operations.base import row_bucket
+from ..operations.text import tokenize
 
 #: the name recorded in a tool's configuration (part of every fingerprint)
 FEATURES = "words-1-2+chars-3-blake2b-v1"

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import StaleWeightsError, TrainingError
-from ..ops.base import Operation, row_bucket
+from ..operations.base import Operation, row_bucket
 from ..training.calibration import TemperatureCalibration
 from . import checks
 from .base import ConfigError, Tool

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import StaleWeightsError
+from ..runtime import optim
+from ..training import Trainer
 from ..training.calibration import evaluate_calibration, fit_threshold
 from .authored_investigator import retrieval_set, verification_pairs
 from .investigator import LABELS, Investigator
@@ -32,9 +34,6 @@ def recall_at(index: object, queries: list[dict], k: int = 5) -> float:
 
 
 def run_example(epochs: int = 30, backend: str | None = None) -> list[str]:
-    from ..runtime import optim
-    from ..training import Trainer
-
     start = time.perf_counter()
     pairs = verification_pairs()
     train_set, calibrate, test = pairs[:144], pairs[144:192], pairs[192:]

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..compiler.trace.expr import Expr
 from ..errors import TrainingError
-from ..ops.base import Operation
+from ..operations.base import Operation
 from . import checks
 from .base import Tool
 from .scorer import PairScorer, item_bucket

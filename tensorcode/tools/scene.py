@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import ShapeError, TrainingError
-from ..ops.base import Operation
+from ..operations.base import Operation
 from . import checks
 from .base import ConfigError, Tool
 from .decision import softmax_rows

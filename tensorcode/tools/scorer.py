@@ -34,8 +34,8 @@ from ..compiler.trace.composites import maximum
 from ..compiler.trace.expr import Expr
 from ..errors import ShapeError, TrainingError
 from ..nn import init as initializers
-from ..ops.base import Operation, row_bucket
-from ..ops.layers import checked_seed, positive_int
+from ..operations.base import Operation, row_bucket
+from ..operations.layers import checked_seed, positive_int
 from .features import FEATURES, pad_texts, padded_length
 
 #: the score of a padded item under ``mask="logits"``

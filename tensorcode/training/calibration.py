@@ -22,7 +22,7 @@ import numpy as np
 from ..compiler.plans.tape import Tape
 from ..compiler.trace.expr import Expr
 from ..errors import ShapeError, TensorCodeError
-from ..ops.base import Operation, as_float_array
+from ..operations.base import Operation, as_float_array
 
 
 def _logits_and_labels(logits: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:

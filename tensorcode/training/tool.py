@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from ..ops.base import Operation
+from ..operations.base import Operation
 
 
 @runtime_checkable

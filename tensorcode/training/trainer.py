@@ -45,14 +45,17 @@ from typing import Any
 import numpy as np
 
 from ..compiler.core import ir
+from ..compiler.plans.step import StepPlan
 from ..compiler.plans.tables import Gradients, Parameters
 from ..compiler.plans.tape import Tape
 from ..compiler.trace.autodiff import needs_gradient
 from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, TensorCodeError, TrainingError
-from ..ops.base import Operation
-from ..ops.execute import lower, resolve_backend, rewrap
+from ..operations.base import Operation
+from ..operations.execute import lower, resolve_backend, rewrap
+from ..runtime import checkpoint, optim
 from ..runtime.experience import ExternalRoot, OutputRef, Trace, trace
+from ..runtime.optim import Optimizer
 from ..runtime.progress import progress_bar
 from ..runtime.random import Generator
 from .losses import BUILTIN as BUILTIN_LOSSES
@@ -111,7 +114,7 @@ class Trainer:
     """Trains operations on supervised experiences; see ``from_ops`` and ``from_tool``."""
 
     def __init__(self, operations: Mapping[str, Operation], optimizer: Any = None,
-                 lr: float = 0.01, losses: Mapping[str, LossFn] | None = None,
+                 lr: float | None = None, losses: Mapping[str, LossFn] | None = None,
                  backend: str | None = None, seed: int = 0, tool: Any = None,
                  steps_per_call: int = STEPS_PER_CALL) -> None:
         self.operations = _check_operations(operations)
@@ -121,7 +124,6 @@ class Trainer:
             if id(op) not in seen:
                 seen.add(id(op))
                 self._owners.append((name, op))
-        self.lr = _check_lr(lr)
         self.steps_per_call = _check_steps_per_call(steps_per_call)
         self.losses = dict(losses or {})
         for name, fn in self.losses.items():
@@ -154,6 +156,10 @@ class Trainer:
             payloads += current
         self._parameters = Parameters.from_payloads(self._layout, payloads)
         self.optimizer = self._make_optimizer(optimizer)
+        # the rate given here, else the one the optimizer was built with, else 0.01
+        if lr is None:
+            lr = getattr(self.optimizer, "constructed_lr", None)
+        self.lr = _check_lr(0.01 if lr is None else lr)
         self._steps: dict[tuple, _Step] = {}
         # each experience's prepared feeds, kept while the experience lives: a later fit
         # or step on it pays no featurizing, padding or target conversion again
@@ -165,7 +171,7 @@ class Trainer:
     # -- construction -------------------------------------------------------------------
     @classmethod
     def from_ops(cls, operations: Mapping[str, Operation], optimizer: Any = None,
-                 lr: float = 0.01, losses: Mapping[str, LossFn] | None = None,
+                 lr: float | None = None, losses: Mapping[str, LossFn] | None = None,
                  backend: str | None = None, seed: int = 0,
                  steps_per_call: int = STEPS_PER_CALL) -> Trainer:
         """Train an explicitly supervised program (``trace()`` + ``supervise()``); the
@@ -174,7 +180,7 @@ class Trainer:
                    seed=seed, steps_per_call=steps_per_call)
 
     @classmethod
-    def from_tool(cls, tool: Tool, optimizer: Any = None, lr: float = 0.001,
+    def from_tool(cls, tool: Tool, optimizer: Any = None, lr: float | None = None,
                   losses: Mapping[str, LossFn] | None = None, backend: str | None = None,
                   seed: int = 0, steps_per_call: int = STEPS_PER_CALL) -> Trainer:
         """Train a tool's declared operations on its declared objective, with its
@@ -194,12 +200,12 @@ class Trainer:
         losses = {**dict(getattr(tool, "losses", None) or {}), **dict(losses or {})}
         trainer = cls(operations, optimizer=optimizer, lr=lr, losses=losses, backend=backend,
                       seed=seed, tool=tool, steps_per_call=steps_per_call)
+        if lr is None and getattr(trainer.optimizer, "constructed_lr", None) is None:
+            trainer.lr = 0.001  # a tool's default rate
         tool.set_training(True)
         return trainer
 
     def _make_optimizer(self, optimizer: Any) -> Any:
-        from ..runtime import optim
-
         if optimizer is None:
             optimizer = optim.Sgd(backend=self.backend)
         elif not isinstance(optimizer, optim.Optimizer) and callable(optimizer):
@@ -349,8 +355,6 @@ class Trainer:
     def _fuses(self) -> bool:
         """Whether runs of one structure go through ``run_steps``: more than one step per
         call, and an optimizer with a fused rule whose updates reveal nonfinite values."""
-        from ..runtime.optim import Optimizer
-
         optimizer = self.optimizer
         return (self.steps_per_call > 1 and bool(getattr(optimizer, "reveals_nonfinite", False))
                 and type(optimizer).fused_rule is not Optimizer.fused_rule)
@@ -358,8 +362,6 @@ class Trainer:
     def _step_plan(self, lowered: _Step) -> Any:
         """The step plan of ``lowered`` for the optimizer's current configuration (lowered
         again when its hyperparameters changed since), or None when it has none."""
-        from ..compiler.plans.step import StepPlan
-
         plan = lowered.plan
         if not isinstance(plan, StepPlan):
             return None
@@ -649,8 +651,6 @@ class Trainer:
         generator: a directory checkpoint (``training.json`` + safetensors), or the
         standalone single-file form when ``directory`` is a path ending in
         ``.safetensors`` (the manifest in the file's metadata)."""
-        from ..runtime import checkpoint
-
         if progress is not None:
             self.progress = dict(progress)
         save = checkpoint.save_file if str(directory).endswith(".safetensors") else \
@@ -664,8 +664,6 @@ class Trainer:
         ``.safetensors`` file) and return ``progress``. The checkpoint is read and hashed
         once, and every field (modes included) is checked before anything is committed:
         on any failure nothing changes (parameters, optimizer, modes, steps, generator)."""
-        from ..runtime import checkpoint
-
         expected = self.modes()
 
         def check_modes(manifest: dict) -> None:
@@ -761,7 +759,7 @@ def _check_operations(operations: Any) -> dict[str, Operation]:
                              f"{name!r}")
         if not isinstance(op, Operation):
             raise TypeError(f"operation {name!r} is a {type(op).__name__}, not a "
-                            "tensorcode.ops.Operation")
+                            "tensorcode.operations.Operation")
     return dict(operations)
 
 

@@ -22,15 +22,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .edits_records import ListValue, Number, NumberList, Point, Range, Span, Statement
+from .edits_records import (
+    NUMBER,
+    ListValue,
+    Number,
+    NumberList,
+    Point,
+    Range,
+    Span,
+    Statement,
+)
 
-_NUM = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _GAP = r"(?:[ \t\f\r\n]|#[^\n]*)*"  # inside a value's brackets newlines are spaces too
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\/\-]*")
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 _INT = re.compile(r"[+-]?[0-9]+")
-_NUMBER = re.compile(_NUM)
 _ASSIGN = re.compile(r"\+=|-=|=")
 _FENCE = re.compile(r"```[^\n]*")
 _SPACE = re.compile(r"(?:[ \t\f\r]|#[^\n]*)*")
@@ -220,7 +227,7 @@ class _Scanner:
         return self.number()
 
     def number(self) -> Number:
-        token = _NUMBER.match(self.text, self.pos)
+        token = NUMBER.match(self.text, self.pos)
         if token is None:
             raise self.fail("a number or '['")
         self.count_numbers(1, token.start())
@@ -236,7 +243,7 @@ class _Scanner:
         if self.numbers + count > self.bounds.numbers:
             if count > 1:  # the first number past the bound, for the message's position
                 over = self.bounds.numbers - self.numbers
-                found = list(_NUMBER.finditer(self.text, offset))[over]
+                found = list(NUMBER.finditer(self.text, offset))[over]
                 self.advance(found.start())
             raise OutOfBounds(f"more than {self.bounds.numbers} numbers in one reply; use "
                               "diff() on edited tensors for edits this large", self.line,
@@ -260,7 +267,7 @@ class _Scanner:
             self.numbers += len(pieces)
             if self.deferred is None and not np.isfinite(values).all():
                 bad = int(np.flatnonzero(~np.isfinite(values))[0])
-                found = list(_NUMBER.finditer(text, start, end))[bad]
+                found = list(NUMBER.finditer(text, start, end))[bad]
                 self.advance(found.start())
                 self.defer(f"the number {found.group()} is too large to represent",
                            found.start())
@@ -330,24 +337,3 @@ def _whole(token: re.Match[str]) -> int:
 def scan(text: str, bounds: Bounds) -> list[Statement]:
     """The statements of a reply (``Unreadable`` or ``OutOfBounds`` otherwise)."""
     return _Scanner(text, bounds).statements()
-
-
-def number_positions(span: Span, first_line: int
-                     ) -> tuple[list[str], list[int], list[int]]:
-    """The text, line and column of each number of a ``NumberList``'s span, which starts
-    on line ``first_line``."""
-    texts: list[str] = []
-    lines: list[int] = []
-    columns: list[int] = []
-    text, line, line_offset = span.text, 0, span.line_offset
-    position = span.start
-    for token in _NUMBER.finditer(text, span.start, span.end):
-        newlines = text.count("\n", position, token.start())
-        if newlines:
-            line += newlines
-            line_offset = text.rfind("\n", position, token.start()) + 1
-        position = token.start()
-        texts.append(token.group())
-        lines.append(first_line + line)
-        columns.append(token.start() - line_offset + 1)
-    return texts, lines, columns

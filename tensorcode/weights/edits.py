@@ -23,6 +23,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from ..errors import PatchError, SourceLocated
+from .edit_scan import Bounds, OutOfBounds, Unreadable, scan
 from .edits_records import ListValue, Number, NumberList, Point, Range, Statement
 from .tensors import to_numpy
 
@@ -184,8 +185,6 @@ def parse_edits(text: str, *, max_text_chars: int = MAX_TEXT_CHARS,
     if len(text) > max_text_chars:
         raise EditError(f"the edit text has {len(text)} characters, more than the bound "
                         f"{max_text_chars}; split it into several patches")
-    from .edit_scan import Bounds, OutOfBounds, Unreadable, scan
-
     bounds = (max_statements, max_depth, max_numbers)
     try:  # linear: replies at the bounds are read in seconds
         return scan(text, Bounds(*bounds))

@@ -8,10 +8,14 @@ hold millions of numbers; its ``Number`` items are built only when asked for.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+#: a number as edit statements write it (the scanner and ``number_positions`` share it)
+NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,6 @@ class NumberList(ListValue):
         return made
 
     def _numbers(self) -> Any:
-        from .edit_scan import number_positions
-
         for written, line, column, value in zip(*number_positions(self.span, self.line),
                                                self.values.tolist()):
             yield Number(written, value, line, column)
@@ -110,4 +112,26 @@ class NumberList(ListValue):
         return len(self.values)
 
 
-__all__ = ["Point", "Range", "Number", "ListValue", "NumberList", "Span", "Statement"]
+def number_positions(span: Span, first_line: int
+                     ) -> tuple[list[str], list[int], list[int]]:
+    """The text, line and column of each number of a ``NumberList``'s span, which starts
+    on line ``first_line``."""
+    texts: list[str] = []
+    lines: list[int] = []
+    columns: list[int] = []
+    text, line, line_offset = span.text, 0, span.line_offset
+    position = span.start
+    for token in NUMBER.finditer(text, span.start, span.end):
+        newlines = text.count("\n", position, token.start())
+        if newlines:
+            line += newlines
+            line_offset = text.rfind("\n", position, token.start()) + 1
+        position = token.start()
+        texts.append(token.group())
+        lines.append(first_line + line)
+        columns.append(token.start() - line_offset + 1)
+    return texts, lines, columns
+
+
+__all__ = ["NUMBER", "number_positions", "Point", "Range", "Number", "ListValue",
+           "NumberList", "Span", "Statement"]

@@ -253,4 +253,21 @@ class Projection:
 Form = Sparse | Dense | LowRank | Projection
 FORMS = {"sparse": Sparse, "dense": Dense, "lowrank": LowRank, "projection": Projection}
 
-__all__ = ["Sparse", "Dense", "LowRank", "Projection", "Form", "FORMS"]
+@dataclass(frozen=True, eq=False)
+class TensorChange:
+    """One tensor's entry: what it must be before, what it becomes, and how."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    base_sha256: str
+    edited_sha256: str
+    changed: int
+    form: Form
+
+    @property
+    def size(self) -> int:
+        """The number of elements of the changed tensor."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+__all__ = ["Sparse", "Dense", "LowRank", "Projection", "Form", "FORMS", "TensorChange"]

@@ -11,34 +11,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import PatchError
+from . import patch_file
 from .edits import parse_edits, run_statements
-from .forms import Dense, Form, LowRank, Projection, Sparse
+from .forms import Dense, Form, LowRank, Projection, Sparse, TensorChange
 from .hashing import tensor_sha256
 from .metadata import check_author, check_evidence, check_rationale
 from .tensors import like, numpy_mapping, same_kind_mapping, tensor_shape, to_numpy
-
-
-@dataclass(frozen=True, eq=False)
-class TensorChange:
-    """One tensor's entry: what it must be before, what it becomes, and how."""
-
-    shape: tuple[int, ...]
-    dtype: str
-    base_sha256: str
-    edited_sha256: str
-    changed: int
-    form: Form
-
-    @property
-    def size(self) -> int:
-        """The number of elements of the changed tensor."""
-        return int(np.prod(self.shape, dtype=np.int64))
 
 
 def differing(base: np.ndarray, edited: np.ndarray) -> np.ndarray:
@@ -79,8 +62,8 @@ class Patch:
     ``Patch.load``. ``changes`` maps tensor names to ``TensorChange`` in patch order.
     """
 
-    FORMAT = "tensorcode.patch"
-    VERSION = 1
+    FORMAT = patch_file.FORMAT
+    VERSION = patch_file.VERSION
 
     def __init__(self, changes: Mapping[str, TensorChange], *, rationale: str = "",
                  evidence: Sequence[Mapping[str, Any]] = (), author: Any = None,
@@ -233,16 +216,12 @@ class Patch:
     # -- files ----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
         """Write the patch as a JSON artifact, atomically."""
-        from .artifact import save_patch
-
-        save_patch(self, path)
+        patch_file.save_patch(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Patch:
         """Read and validate a patch artifact (``ArtifactError`` names file and field)."""
-        from .artifact import load_patch
-
-        return load_patch(path)
+        return cls(**patch_file.load_patch(path))
 
     # -- container ------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PatchError
+from ..extras import require
 
 #: dtypes a patch can pin and rebuild (safetensors' NumPy-representable types).
 SUPPORTED_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64",
@@ -30,7 +31,7 @@ def is_torch_tensor(value: Any) -> bool:
 def to_numpy(name: str, value: Any) -> np.ndarray:
     """``value`` as a NumPy array (a read-only view where possible), or ``PatchError``."""
     if is_torch_tensor(value):
-        import torch  # only reached when the caller passed torch tensors
+        torch = require("torch", "patching PyTorch tensors")  # the caller passed one
 
         tensor = value.detach()
         if tensor.dtype == torch.bfloat16:
@@ -79,8 +80,7 @@ def like(original: Any, array: np.ndarray) -> Any:
     """``array`` in the kind of ``original``: a torch tensor on the same device and with
     the same dtype and ``requires_grad``, or a NumPy array."""
     if is_torch_tensor(original):
-        import torch
-
+        torch = require("torch", "patching PyTorch tensors")  # the caller passed one
         tensor = torch.from_numpy(np.ascontiguousarray(array)).to(
             device=original.device, dtype=original.dtype)
         if original.requires_grad:

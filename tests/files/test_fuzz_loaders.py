@@ -229,12 +229,12 @@ def test_plan_load_and_forward(tmp_path, record_property):
 # -- experiences ----------------------------------------------------------------------------
 def test_experience_load_and_replay(tmp_path, record_property):
     from tensorcode import trace
-    from tensorcode.ops import Classifier, Linear, TextEncoder
+    from tensorcode.operations import Classifier, LinearOperation, TextEncoder
     from tensorcode.training import load_experience
 
     encoder = TextEncoder(4, buckets=16, seed=1, backend=REF)
     head = Classifier(4, ["a", "b"], seed=2, backend=REF)
-    layer = Linear(2, 2, seed=3, backend=REF)
+    layer = LinearOperation(2, 2, seed=3, backend=REF)
     operations = {"encoder": encoder, "head": head, "layer": layer}
     session = trace()
     session.run(lambda: (head(encoder("the service is down")), layer(np.eye(2))))

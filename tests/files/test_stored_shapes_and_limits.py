@@ -15,7 +15,7 @@ import tensorcode as tc
 from tensorcode import optim, trace
 from tensorcode.errors import ArtifactError
 from tensorcode.files import TensorFile
-from tensorcode.ops import Linear
+from tensorcode.operations import LinearOperation
 from tensorcode.runtime.experience_codecs import validate
 from tensorcode.training import Trainer
 
@@ -58,7 +58,7 @@ def test_a_plan_with_seventy_dimensions_is_refused(tmp_path):
 
 @pytest.fixture
 def checkpoint(tmp_path):
-    layer = Linear(2, 1, seed=0, backend="reference")
+    layer = LinearOperation(2, 1, seed=0, backend="reference")
     session = trace()
     out = session.run(lambda: layer(np.ones(2, np.float32)))
     session.supervise(out, np.zeros(1, np.float32), loss="mse", source="test")

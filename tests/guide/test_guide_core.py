@@ -9,14 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from tensorcode.guide import (
-    learning_rates,
-    named_checkpoint,
-    noisy_sine,
-    spec_and_state,
-    two_moons,
-    xor,
-)
+from tensorcode.guide import load
+
+# the example programs of examples/guide, loaded as modules
+learning_rates, named_checkpoint, noisy_sine, spec_and_state, two_moons, xor = (
+    load(name) for name in ("learning_rates", "named_checkpoint", "noisy_sine",
+                            "spec_and_state", "two_moons", "xor"))
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import struct
 
-import matplotlib  # noqa: F401  (the test extra installs the plot extra)
+import matplotlib
 import numpy as np
 import pytest
 
@@ -143,6 +143,25 @@ def test_two_moons_plate_has_the_surface_both_classes_and_a_colorbar():
     np.testing.assert_allclose(negative.get_offsets()[:, 1], result.data["class_neg"][1])
     assert [t.get_text() for t in axes.get_legend().get_texts()] == ["class +1", "class -1"]
     assert axes.get_title() == "the learned decision surface"
+
+
+def test_two_moons_class_markers_stand_out_on_every_colour_of_the_surface():
+    """Each class's fill is far from every colour of the RdBu surface (so neither
+    disappears on a saturated end or on the white boundary), outlined in black, and the
+    two classes differ in shape as well as colour."""
+
+    figure = draw(synthetic("two_moons")).figure()
+    axes, _colorbar = figure.axes
+    surface = matplotlib.colormaps["RdBu"](np.linspace(0.0, 1.0, 256))[:, :3]
+    positive, negative = axes.collections
+    for points in (positive, negative):
+        fill = points.get_facecolors()[0][:3]
+        assert np.min(np.linalg.norm(surface - fill, axis=1)) > 0.45
+        np.testing.assert_allclose(points.get_edgecolors()[0][:3], 0.0)
+    shapes = [len(points.get_paths()[0].vertices) for points in (positive, negative)]
+    assert shapes[0] != shapes[1]  # a circle and a triangle
+    assert np.linalg.norm(positive.get_facecolors()[0][:3]
+                          - negative.get_facecolors()[0][:3]) > 0.45
 
 
 @pytest.mark.parametrize("name", sorted(PLATES))

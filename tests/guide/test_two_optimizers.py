@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from tensorcode.guide import two_optimizers
+from tensorcode.guide import load
+
+two_optimizers = load("two_optimizers")  # examples/guide/two_optimizers.py
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LABELS = ["sgd, lr 0.003", "adam, lr 0.005"]

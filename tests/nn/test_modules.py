@@ -103,3 +103,45 @@ def test_named_restore_rejects_bad_snapshots_and_changes_nothing(edit, error, me
     with pytest.raises(error, match=message):
         tc.checkpoint.named_restore(parameters, mlp, snapshot)
     assert parameters.equals(before)
+
+
+def test_unnamed_modules_get_paths_unique_within_their_tape(tmp_path):
+    tape = tc.Tape()
+    first = tc.nn.Linear(tape, 3, 4, init=tc.init.xavier(1))      # the root: bare paths
+    second = tc.nn.Linear(tape, 4, 2, init=tc.init.xavier(2))
+    mlp = tc.nn.Mlp(tape, [2, 2], init=tc.init.xavier(3))
+    third = tc.nn.Linear(tape, 2, 1, init=tc.init.xavier(4))
+    named = tc.nn.Linear(tape, 1, 1, name="linear4")
+    after = tc.nn.Linear(tape, 1, 1)
+    names = [node.name for node in tape.nodes() if node.op == "parameter"]
+    assert names == ["weights", "bias", "linear1.weights", "linear1.bias",
+                     "mlp1.0.weights", "mlp1.0.bias", "linear2.weights", "linear2.bias",
+                     "linear4.weights", "linear4.bias", "linear3.weights", "linear3.bias"]
+    assert len(set(names)) == len(names)
+    # module-relative paths stay as PyTorch's named_parameters() gives them
+    assert [p for p, _ in second.named_parameters()] == ["weights", "bias"]
+    assert [p for p, _ in mlp.named_parameters()] == ["0.weights", "0.bias"]
+    x = tape.input(np.ones((5, 3), np.float32), name="x")
+    loss = third(mlp(second((first(x)).tanh()))).sum() + named(after(x.slice(0, 1, axis=1))).sum()
+    adjoints = tape.differentiate(loss, tape.parameters())
+    network = tape.into_network()
+    parameters = network.parameters()
+    adam = tc.optim.Adam()
+    gradients = network.forward(parameters).recorded_gradients(adjoints)
+    parameters = adam.step(parameters, gradients, 0.01)
+    # a model built without names saves and loads
+    tc.checkpoint.save(tmp_path / "ckpt", parameters, optimizer=adam, steps=1)
+    restored_adam = tc.optim.Adam()
+    restored = tc.checkpoint.load(tmp_path / "ckpt", network.parameters(),
+                                  optimizer=restored_adam)
+    assert restored.parameters.equals(parameters)
+    assert restored_adam.state_dict()["state"].keys() == adam.state_dict()["state"].keys()
+
+
+def test_the_first_unnamed_module_on_a_tape_keeps_root_paths():
+    tape = tc.Tape()
+    tape.input(np.zeros(3, np.float32), name="x")      # inputs do not name anything
+    linear = tc.nn.Linear(tape, 3, 2)
+    assert [node.name for node in tape.nodes() if node.op == "parameter"] == \
+        ["weights", "bias"]
+    assert linear.name is None

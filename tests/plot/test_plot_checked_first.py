@@ -11,9 +11,10 @@ from tensorcode.plot import MissingExtraError
 
 def test_10_a_guide_example_says_the_extra_is_missing_before_it_trains(no_matplotlib,
                                                                        monkeypatch, tmp_path):
-    monkeypatch.setattr(guide.load("xor"), "run", lambda: pytest.fail("the example ran"))
+    xor = guide.load("xor")
     with pytest.raises(MissingExtraError, match="tensorcode\\[plot\\]"):
-        guide.run_example("xor", ["--plot", str(tmp_path / "xor.png")])
+        guide.main("xor", lambda: pytest.fail("the example ran"), xor.__doc__,
+                   ["--plot", str(tmp_path / "xor.png")])
     assert list(tmp_path.iterdir()) == []
 
 

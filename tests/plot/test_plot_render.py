@@ -156,3 +156,17 @@ def test_points_and_lines_share_one_colour_cycle_and_explicit_colours_are_kept()
               to_hex(second.get_color())]
     assert colors[0] != colors[1]
     assert colors[2] == "#123456"
+
+
+def test_points_take_an_edge_colour_and_a_marker_shape():
+    default, marked = Points.xy([0, 1], [0, 1]), Points.xy([0, 1], [1, 0]).color("gold")
+    marked = marked.edge("black").marker("^")
+    axes = Plot().layer(default).layer(marked).figure().axes[0]
+    first, second = axes.collections
+    np.testing.assert_allclose(first.get_edgecolors()[0][:3], 1.0)  # white unless told
+    np.testing.assert_allclose(second.get_edgecolors()[0][:3], 0.0)
+    assert len(first.get_paths()[0].vertices) != len(second.get_paths()[0].vertices)
+    with pytest.raises(PlotError, match=r"Points\.marker: expected one of"):
+        Points.xy([0], [0]).marker("star")
+    with pytest.raises(PlotError, match="not a matplotlib color"):
+        Plot().layer(Points.xy([0], [0]).edge("no-such-colour")).figure()

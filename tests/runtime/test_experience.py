@@ -14,7 +14,7 @@ import pytest
 
 from tensorcode import OutputRef, trace
 from tensorcode.errors import ArtifactError, TensorCodeError
-from tensorcode.ops import Classifier, Linear, Operation, TextEncoder
+from tensorcode.operations import Classifier, LinearOperation, Operation, TextEncoder
 from tensorcode.training import load_experience
 
 REF = "reference"
@@ -215,7 +215,7 @@ def test_replay_uses_current_parameters_and_input_overrides():
 
 def test_replay_boundaries_for_external_effects():
     remote = Remote()
-    layer = Linear(3, 2, seed=0, backend=REF)
+    layer = LinearOperation(3, 2, seed=0, backend=REF)
     session = trace()
     out = session.run(lambda: layer(remote(np.ones(3))))
     assert remote.calls == 1
@@ -231,7 +231,7 @@ def test_replay_boundaries_for_external_effects():
 
 def test_save_and_load_round_trip_with_codecs(tmp_path):
     encoder, head = make_program()
-    layer = Linear(2, 2, backend=REF)
+    layer = LinearOperation(2, 2, backend=REF)
 
     class Packed(Operation):
         qualified_name = "tests.Packed"
@@ -285,7 +285,7 @@ SCRIPT = textwrap.dedent("""
     import sys
     import numpy as np
     from tensorcode import trace
-    from tensorcode.ops import Classifier, TextEncoder
+    from tensorcode.operations import Classifier, TextEncoder
     from tensorcode.training import load_experience
     encoder = TextEncoder(6, buckets=128, seed=1, backend="reference")
     head = Classifier(6, ["billing", "outage", "other"], seed=2, backend="reference")
@@ -401,7 +401,7 @@ def test_every_validation_failure_raises_and_constructs_nothing(saved, case, fie
 
 
 def _linear_experience(tmp_path):
-    layer = Linear(3, 2, seed=1, backend=REF)
+    layer = LinearOperation(3, 2, seed=1, backend=REF)
     encoder = TextEncoder(6, buckets=128, seed=1, backend=REF)
     session = trace()
     session.run(lambda: layer(np.ones((1, 3), np.float32)))
@@ -456,7 +456,7 @@ def test_missing_file_is_an_artifact_error(tmp_path):
 
 
 def test_nonfinite_arrays_are_not_saved(tmp_path):
-    layer = Linear(2, 2, backend=REF)
+    layer = LinearOperation(2, 2, backend=REF)
     session = trace()
     session.run(lambda: layer(np.ones(2)))
     session.supervise(session.calls[0].output, np.array([np.inf, 0.0]), loss="mse",

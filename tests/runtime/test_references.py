@@ -9,7 +9,7 @@ import pytest
 import tensorcode
 from tensorcode import InputRef, OutputRef, trace
 from tensorcode.errors import TensorCodeError
-from tensorcode.ops import Operation
+from tensorcode.operations import Operation
 from tensorcode.training import load_experience
 
 

@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 import tensorcode as tc
-from tensorcode.ops import Mlp
+from tensorcode.operations import MlpOperation
 from tensorcode.training import Trainer
 
 
@@ -54,7 +54,7 @@ def sample_tokens(mlp, generator, count, token):
 
 def main(mode: str, directory: str) -> None:
     folder = pathlib.Path(directory)
-    mlp = Mlp([2, 16, 16, 1], dropout=0.1, seed=1)
+    mlp = MlpOperation([2, 16, 16, 1], dropout=0.1, seed=1)
     data = experiences(mlp)
     mlp.train()
     trainer = Trainer.from_ops({"mlp": mlp}, optimizer=tc.optim.Adam(), lr=0.01, seed=5)

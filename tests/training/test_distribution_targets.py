@@ -8,7 +8,7 @@ import pytest
 
 import tensorcode as tc
 from tensorcode.errors import TrainingError
-from tensorcode.ops import Linear
+from tensorcode.operations import LinearOperation
 from tensorcode.tools.planner import candidate_mse
 from tensorcode.training import Trainer
 from tensorcode.training.losses import (
@@ -89,7 +89,7 @@ def test_the_tolerance_is_stated_and_applied():
 
 
 def test_an_operation_trainer_takes_distribution_targets():
-    layer = Linear(3, 3, seed=1, backend="reference")
+    layer = LinearOperation(3, 3, seed=1, backend="reference")
     session = tc.trace()
     out = session.run(lambda: layer(np.ones((2, 3))))
     session.supervise(out, np.array([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]), source="test")
@@ -118,7 +118,7 @@ def test_distribution_entries_are_numbers_not_strings_or_booleans(values):
     [[0.5, 0.5, False], [0.0, 0.0, 1.0]],
 ])
 def test_a_trainer_refuses_string_and_boolean_distribution_targets(target):
-    layer = Linear(3, 3, seed=1, backend="reference")
+    layer = LinearOperation(3, 3, seed=1, backend="reference")
     session = tc.trace()
     out = session.run(lambda: layer(np.ones((2, 3))))
     session.supervise(out, target, source="test")
@@ -130,7 +130,7 @@ def test_a_trainer_refuses_string_and_boolean_distribution_targets(target):
 
 @pytest.mark.parametrize("index", [10 ** 30, -(10 ** 30), 2 ** 63])
 def test_a_class_index_beyond_int64_is_a_training_error(index):
-    layer = Linear(3, 3, seed=1, backend="reference")
+    layer = LinearOperation(3, 3, seed=1, backend="reference")
     session = tc.trace()
     out = session.run(lambda: layer(np.ones(3)))
     session.supervise(out, index, source="test")

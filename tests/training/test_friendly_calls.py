@@ -9,14 +9,14 @@ import pytest
 import tensorcode as tc
 from tensorcode import trace
 from tensorcode.errors import TrainingError
-from tensorcode.ops import Linear
+from tensorcode.operations import LinearOperation
 from tensorcode.training import Trainer
 
 REF = "reference"
 
 
 def _setup(target=1, steps_per_call=32, lr=0.1, losses=None, loss="cross_entropy"):
-    layer = Linear(2, 2, seed=1, backend=REF)
+    layer = LinearOperation(2, 2, seed=1, backend=REF)
     session = trace()
     out = session.run(lambda: layer(np.ones(2, np.float32)))
     session.supervise(out, target, loss=loss, source="test")

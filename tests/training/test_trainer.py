@@ -11,7 +11,7 @@ import pytest
 import tensorcode as tc
 from tensorcode import trace
 from tensorcode.errors import ArtifactError, ShapeError, TrainingError
-from tensorcode.ops import Classifier, Linear, Operation, TextEncoder
+from tensorcode.operations import Classifier, LinearOperation, Operation, TextEncoder
 from tensorcode.training import Trainer, load_experience
 
 REF = "reference"
@@ -38,7 +38,7 @@ def experiences(encoder, head, data=DATA):
 
 
 def test_sgd_step_matches_hand_gradient():
-    layer = Linear(3, 2, seed=5, backend=REF)
+    layer = LinearOperation(3, 2, seed=5, backend=REF)
     x = np.array([[1.0, 2.0, -1.0], [0.5, 0.0, 3.0]], np.float32)
     target = np.array([[1.0, 0.0], [0.0, -1.0]], np.float32)
     session = trace()
@@ -85,7 +85,7 @@ def test_label_strings_and_indices_give_the_same_loss():
 
 
 def test_mse_needs_exact_shapes_and_custom_losses_work_by_name():
-    layer = Linear(2, 2, backend=REF)
+    layer = LinearOperation(2, 2, backend=REF)
     session = trace()
     out = session.run(lambda: layer(np.ones((3, 2))))
     session.supervise(out, np.zeros((3, 1)), loss="mse", source="test")
@@ -111,7 +111,7 @@ def _unchanged(trainer, before):
 
 
 def test_disconnected_nondifferentiable_and_nonfinite_losses_change_nothing():
-    layer = Linear(2, 1, backend=REF)
+    layer = LinearOperation(2, 1, backend=REF)
     trainer = Trainer.from_ops({"layer": layer}, lr=0.1, backend=REF, losses={
         "ignores_output": lambda o, t: (t * 2.0).sum(),
         "step_function": lambda o, t: (o > t).sum(),
@@ -139,7 +139,7 @@ def test_supervising_an_external_result_is_nondifferentiable():
         def compute(self, x):
             return np.asarray(x, np.float32) + 1
 
-    remote, layer = Remote(), Linear(2, 2, backend=REF)
+    remote, layer = Remote(), LinearOperation(2, 2, backend=REF)
     trainer = Trainer.from_ops({"remote": remote, "layer": layer}, backend=REF)
     session = trace()
     hidden = session.run(lambda: remote(np.ones(2)))
@@ -163,7 +163,7 @@ def test_operations_outside_the_trainer_and_foreign_optimizers_are_refused():
     trainer = Trainer.from_ops({"head": head}, backend=REF)
     with pytest.raises(TrainingError, match="does not train"):
         trainer.step(session)
-    other = Linear(5, 5, backend=REF)
+    other = LinearOperation(5, 5, backend=REF)
     adam = tc.optim.Adam(backend=REF)
     adam.step(other.parameters, tc.Gradients.from_payloads(
         other.parameters.layout, [np.zeros((5, 5), np.float32), np.zeros(5, np.float32)]),
@@ -275,7 +275,7 @@ def test_from_tool_captures_and_trains():
 def test_numba_backend_trains_like_the_reference():
     results = []
     for backend in ("numba", REF):
-        layer = Linear(3, 2, seed=1, backend=backend)
+        layer = LinearOperation(3, 2, seed=1, backend=backend)
         session = trace()
         out = session.run(lambda: layer(np.ones((4, 3))))
         session.supervise(out, [0, 1, 1, 0], source="test")
@@ -288,7 +288,8 @@ def test_numba_backend_trains_like_the_reference():
 
 
 def test_gradients_flow_through_referenced_outputs_like_one_recorded_network():
-    first, second = Linear(3, 4, seed=1, backend=REF), Linear(4, 2, seed=2, backend=REF)
+    first = LinearOperation(3, 4, seed=1, backend=REF)
+    second = LinearOperation(4, 2, seed=2, backend=REF)
     x = np.array([[0.5, -1.0, 2.0], [1.5, 0.0, -0.5]], np.float32)
     target = np.array([[1.0, -1.0], [0.0, 2.0]], np.float32)
     # the oracle: the same computation recorded as one network, differentiated eagerly
@@ -314,7 +315,8 @@ def test_gradients_flow_through_referenced_outputs_like_one_recorded_network():
 
 
 def test_plain_python_between_operations_is_not_a_gradient_path():
-    first, second = Linear(3, 4, seed=1, backend=REF), Linear(4, 2, seed=2, backend=REF)
+    first = LinearOperation(3, 4, seed=1, backend=REF)
+    second = LinearOperation(4, 2, seed=2, backend=REF)
     session = trace()
     out = session.run(lambda: second(first(np.ones((2, 3))) * 2.0))
     session.supervise(out, np.zeros((2, 2)), loss="mse", source="test")
@@ -323,7 +325,7 @@ def test_plain_python_between_operations_is_not_a_gradient_path():
     trainer.step(session)
     assert all(np.array_equal(a, b) for a, b in zip(first.parameters.payloads(), before))
     assert not np.array_equal(second.parameters.payloads()[0],
-                              Linear(4, 2, seed=2).parameters.payloads()[0])
+                              LinearOperation(4, 2, seed=2).parameters.payloads()[0])
 
 
 def test_operation_tables_are_immutable_snapshots_between_steps():
@@ -342,7 +344,7 @@ def test_operation_tables_are_immutable_snapshots_between_steps():
 
 
 def test_fit_checks_every_experience_before_the_first_update():
-    layer = Linear(2, 1, backend=REF)
+    layer = LinearOperation(2, 1, backend=REF)
     good, bad = trace(), trace()
     out = good.run(lambda: layer(np.ones(2)))
     good.supervise(out, np.zeros(1), loss="mse", source="test")
@@ -364,7 +366,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch):
         def isatty(self):
             return True
 
-    layer = Linear(2, 1, backend=REF)
+    layer = LinearOperation(2, 1, backend=REF)
     session = trace()
     out = session.run(lambda: layer(np.ones(2)))
     session.supervise(out, np.zeros(1), loss="mse", source="test")
@@ -401,7 +403,7 @@ def test_experiences_differing_in_unneeded_calls_share_a_plan():
 
 
 def test_text_encoder_and_head_step_matches_a_numpy_gradient():
-    from tensorcode.ops.text import ngram_ids
+    from tensorcode.operations.text import ngram_ids
 
     encoder, head = program()
     text, label = "refund refund my payment", "billing"   # a repeated n-gram

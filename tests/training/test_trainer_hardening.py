@@ -11,14 +11,14 @@ import pytest
 from tensorcode import optim, trace
 from tensorcode.errors import ArtifactError, TrainingError
 from tensorcode.files import TensorFile
-from tensorcode.ops import Linear
+from tensorcode.operations import LinearOperation
 from tensorcode.training import Trainer
 
 REF = "reference"
 
 
 def make(seed=0, optimizer=None):
-    layer = Linear(3, 2, seed=seed, backend=REF)
+    layer = LinearOperation(3, 2, seed=seed, backend=REF)
     x = np.array([[1.0, 2.0, -1.0], [0.5, 0.0, 3.0]], np.float32)
     target = np.array([[1.0, 0.0], [0.0, -1.0]], np.float32)
     session = trace()

@@ -12,7 +12,7 @@ import tensorcode as tc
 from tensorcode import trace
 from tensorcode.compiler.plans.step import StepPlan
 from tensorcode.errors import TrainingError
-from tensorcode.ops import Linear, Mlp
+from tensorcode.operations import LinearOperation, MlpOperation
 from tensorcode.training import Trainer
 
 REF = "reference"
@@ -56,7 +56,7 @@ def _session(layer, x, target, loss):
 
 
 def _linear_trainer(steps_per_call, optimizer=None, lr=0.1, backend=REF):
-    layer = Linear(2, 1, seed=3, backend=backend)
+    layer = LinearOperation(2, 1, seed=3, backend=backend)
     trainer = Trainer.from_ops({"layer": layer}, lr=lr, backend=backend, seed=4,
                                optimizer=optimizer, losses=LOSSES,
                                steps_per_call=steps_per_call)
@@ -165,7 +165,7 @@ def test_compiled_calls_of_k_updates_with_dropout_equal_one_update_at_a_time():
     at a time would draw them (the generator's key states fed per step)."""
 
     def make():
-        mlp = Mlp([2, 8, 1], dropout=0.25, seed=2)
+        mlp = MlpOperation([2, 8, 1], dropout=0.25, seed=2)
         rng = np.random.default_rng(1)
         sessions = []
         for _ in range(3):

@@ -14,6 +14,7 @@ writable by others) is refused with a ``CacheError``, as ssh refuses a loose key
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -63,26 +64,34 @@ def secret() -> bytes:
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             _check_private(path.parent, directory=True)
-            try:
-                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                pass
-            else:
-                with os.fdopen(descriptor, "wb") as handle:
-                    handle.write(os.urandom(32))
-                    handle.flush()
-                    os.fsync(handle.fileno())
+            if not os.path.lexists(path):
+                _create(path)
             _check_private(path, directory=False)
             value = path.read_bytes()
         except OSError as error:
             raise CacheError(f"the cache secret {path} cannot be used: "
                              f"{error.strerror or error}") from None
-        if len(value) != 32:  # being written by another process: read once more
-            value = path.read_bytes()
-            if len(value) != 32:
-                raise CacheError(f"the cache secret {path} is not 32 bytes; delete it")
+        if len(value) != 32:
+            raise CacheError(f"the cache secret {path} is not 32 bytes; delete it")
         _SECRETS[str(path)] = value
         return value
+
+
+def _create(path: pathlib.Path) -> None:
+    """Write a new secret to a private temporary file and link it into place, so a
+    process racing this one sees either no secret or the whole one; the first link
+    wins and every process then reads that one."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(os.urandom(32))
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(FileExistsError):  # another process linked first
+            os.link(temporary, path)
+    finally:
+        os.unlink(temporary)
 
 
 def forget() -> None:

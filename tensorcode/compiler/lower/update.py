@@ -1,298 +1,139 @@
-"""Update rules a step plan lowers beside the loss and its gradients.
+"""Update rules: an optimizer's update as IR, lowered beside a step plan's loss or alone.
 
-An optimizer that can be fused hands the compiler an ``UpdateRule``: which state tables
-the rule reads and writes (flat per-dtype buffers, in the parameter table's layout), and
-the loop body it runs for each element, as generated Python source for the Numba
-backend. ``module`` places the body inside a per-slot loop of the plan's
-generated module, so one compiled call computes the loss and the gradients and then
-updates the parameters and the state in place.
+Every optimizer that can be compiled (the built-in ``Sgd``, ``Adam`` and ``AdamW`` and
+every ``tc.optim.RuleOptimizer``) writes its update once, with ``Expr`` operations on
+scalars, and records it per parameter dtype as a small graph (``UpdateRule``). Its
+inputs, in order:
 
-Three rules exist:
+- ``parameter``, ``gradient`` and one value per state table (``state_keys``): one
+  element of the flat buffers;
+- ``lr``: the learning rate in the parameters' dtype;
+- ``lr64``, ``step``, ``first`` (float64): the learning rate as the caller's float, the
+  slot's step count after this update, and 1 when the slot has no state yet (PyTorch's
+  "no momentum buffer yet"), else 0.
 
-- ``SgdRule`` and ``AdamRule`` write exactly the operations of the built-in optimizers'
-  compiled loops (``runtime/optim_kernels.py``), in the same order and with every
-  scalar cast to the buffer's dtype the same way, so a fused trajectory equals the
-  unfused one bit for bit (tests hold them equal);
-- ``ExprRule`` lowers a rule recorded with ``Expr`` operations on scalar inputs: each
-  node becomes the scalar expression the registry gives its op (the same template the
-  backend's fused loops use, never an approximation), so a custom optimizer's update
-  is code the compiler generated from validated nodes, not text a user wrote.
+Its outputs are the new parameter and the new value of each state table. Each node has
+a *level*: ``CALL`` when it depends on the learning rate alone (computed once per
+call), ``SLOT`` when it also reads ``step`` or ``first`` (once per parameter, as PyTorch
+computes Adam's bias corrections in Python floats per tensor), ``ELEMENT`` otherwise.
 
-Every literal in the emitted code is made here from a number (``float.hex``) or an
-integer; names are fixed prefixes with integer suffixes.
+Backends lower the graph like any other: the Numba backend renders each node through
+its lowering table's template into a loop over the slots around a loop over the elements
+(``backends/numba/update.py``), for an eager ``opt.step`` and inside a step plan alike;
+``evaluate`` interprets it with the registry's NumPy references (the ``reference``
+backend). Only elementwise ops and scalar constants may appear.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...errors import CompileError, DTypeError
 from ..core import registry as primitives
-from ..core.dtypes import FLOAT_DTYPES, NUMPY_SOURCE
-from ..core.ir import number_literal
+from ..core.dtypes import FLOAT_DTYPES
 
-NP = NUMPY_SOURCE
-
-#: dtypes a fused update supports (the built-in optimizers' dtypes)
+#: dtypes a compiled update supports (the built-in optimizers' dtypes)
 FLOATS = tuple(sorted(FLOAT_DTYPES))
 
+#: the per-call and per-slot inputs after the state values, in order
+SCALAR_INPUTS = ("lr", "lr64", "step", "first")
 
-class Literals:
-    """Module-level constants of the emitted code, one global per distinct value, and
-    ``templates(op)``: the scalar code of an elementwise op in the backend emitting it
-    (that backend's lowering table; the registry holds none)."""
-
-    def __init__(self, prefix: str, templates: Callable[[str], str]) -> None:
-        self.prefix = prefix
-        self.templates = templates
-        self.names: dict[tuple[str, str], str] = {}
-        self.lines: list[str] = []
-
-    def __call__(self, value: Any, dtype: str) -> str:
-        text = number_literal(value, dtype)
-        key = (dtype, text)
-        if key not in self.names:
-            name = f"{self.prefix}{len(self.names)}"
-            self.names[key] = name
-            self.lines.append(f"{name} = {NP[dtype]}({text})")
-        return self.names[key]
-
-
-@dataclass
-class Emitted:
-    """One dtype's update code: ``setup`` once per call (``lr`` in scope), ``slot`` once
-    per slot (``k`` the slot index, ``steps``/``present`` in scope), ``element`` per
-    element (``p_``, ``g_`` and one ``s{j}_`` per state table, index ``i``), ``finish``
-    per slot after its loop."""
-
-    setup: list[str] = field(default_factory=list)
-    slot: list[str] = field(default_factory=list)
-    element: list[str] = field(default_factory=list)
-    finish: list[str] = field(default_factory=list)
+CONST, CALL, SLOT, ELEMENT = 0, 1, 2, 3
 
 
 class UpdateRule:
-    """What a fused update needs from an optimizer. ``state_keys``: the state tables the
-    rule updates in place, in argument order; ``key()``: text that identifies the rule
-    and its hyperparameters (part of the plan's cache key through the source);
-    ``emit(dtype, literal)``: the code for one dtype's buffer."""
-
-    state_keys: tuple[str, ...] = ()
-
-    def key(self) -> str:
-        raise NotImplementedError  # pragma: no cover - abstract
-
-    def emit(self, dtype: str, literal: Literals) -> Emitted:
-        raise NotImplementedError  # pragma: no cover - abstract
-
-
-def _f(dtype: str, value: float) -> Any:
-    """``value`` cast to ``dtype`` as the optimizers cast their scalars."""
-    return np.dtype(dtype).type(value)
-
-
-class SgdRule(UpdateRule):
-    """``optim_kernels.sgd_update`` fused: weight decay, momentum (the first buffer is
-    the gradient), nesterov, ``p + (-lr) * d`` written back into the parameters."""
-
-    def __init__(self, momentum: float, dampening: float, weight_decay: float,
-                 nesterov: bool, maximize: bool) -> None:
-        self.momentum, self.dampening, self.weight_decay = momentum, dampening, weight_decay
-        self.nesterov, self.maximize = bool(nesterov), bool(maximize)
-        self.state_keys = ("momentum_buffer",) if momentum != 0 else ()
-
-    def key(self) -> str:
-        return (f"sgd momentum={float(self.momentum).hex()} "
-                f"dampening={float(self.dampening).hex()} "
-                f"weight_decay={float(self.weight_decay).hex()} "
-                f"nesterov={self.nesterov} maximize={self.maximize}")
-
-    def emit(self, dtype: str, literal: Literals) -> Emitted:
-        out = Emitted()
-        np_t = NP[dtype]
-        out.setup.append(f"neg_lr = {np_t}(-lr)")
-        use_momentum = self.momentum != 0
-        if use_momentum:
-            out.slot.append("first = present[k] == 0")
-        body = ["d = g_[i]"]
-        if self.maximize:
-            body.append("d = -d")
-        if self.weight_decay != 0:
-            wd = literal(_f(dtype, self.weight_decay), dtype)
-            body.append(f"d = d + {wd} * p_[i]")
-        if use_momentum:
-            m = literal(_f(dtype, self.momentum), dtype)
-            omd = literal(_f(dtype, 1 - self.dampening), dtype)
-            body.append(f"b = d if first else s0_[i] * {m} + {omd} * d")
-            body.append("s0_[i] = b")
-            body.append(f"d = d + {m} * b" if self.nesterov else "d = b")
-        body.append("p_[i] = p_[i] + neg_lr * d")
-        out.element = body
-        out.finish.append("steps[k] += 1.0")
-        if use_momentum:
-            out.finish.append("present[k] = 1")
-        return out
-
-
-class AdamRule(UpdateRule):
-    """``optim_kernels.adam_update`` fused, with the per-slot bias corrections computed
-    in float64 inside the call from the slot's step count (PyTorch's Python-float
-    arithmetic: ``1 - beta ** step``, ``lr / bias_correction1``, ``sqrt``), then cast."""
-
-    def __init__(self, betas: tuple[float, float], eps: float, weight_decay: float,
-                 amsgrad: bool, maximize: bool, decoupled: bool) -> None:
-        self.betas = (float(betas[0]), float(betas[1]))
-        self.eps, self.weight_decay = eps, weight_decay
-        self.amsgrad, self.maximize, self.decoupled = bool(amsgrad), bool(maximize), \
-            bool(decoupled)
-        keys = ("exp_avg", "exp_avg_sq")
-        self.state_keys = keys + ("max_exp_avg_sq",) if amsgrad else keys
-
-    def key(self) -> str:
-        return (f"adam betas={self.betas[0].hex()},{self.betas[1].hex()} "
-                f"eps={float(self.eps).hex()} weight_decay={float(self.weight_decay).hex()} "
-                f"amsgrad={self.amsgrad} maximize={self.maximize} decoupled={self.decoupled}")
-
-    def emit(self, dtype: str, literal: Literals) -> Emitted:
-        out = Emitted()
-        np_t = NP[dtype]
-        beta1, beta2 = self.betas
-        b1 = literal(beta1, "float64")
-        b2 = literal(beta2, "float64")
-        weight1 = 1 - beta1
-        use_decay = self.weight_decay != 0
-        if use_decay and self.decoupled:
-            wd64 = literal(float(self.weight_decay), "float64")
-            out.setup.append(f"decay_factor = {np_t}(1 - lr * {wd64})")
-        out.slot += [
-            "st = steps[k] + 1.0",
-            f"step_size = {np_t}(-(lr / (1 - {b1} ** st)))",
-            f"bc2 = {np_t}(np.sqrt(1 - {b2} ** st))",
-        ]
-        body = ["d = g_[i]"]
-        if self.maximize:
-            body.append("d = -d")
-        body.append("p = p_[i]")
-        if use_decay:
-            if self.decoupled:
-                body.append("p = p * decay_factor")
-            else:
-                body.append(f"d = d + {literal(_f(dtype, self.weight_decay), dtype)} * p")
-        w1 = _f(dtype, weight1)
-        if abs(w1) < 0.5:
-            body.append(f"m = s0_[i] + {literal(w1, dtype)} * (d - s0_[i])")
-        else:
-            one_minus = _f(dtype, 1) - w1
-            body.append(f"m = d - (d - s0_[i]) * {literal(one_minus, dtype)}")
-        body.append("s0_[i] = m")
-        body.append(f"v = s1_[i] * {literal(_f(dtype, beta2), dtype)} + "
-                    f"{literal(_f(dtype, 1 - beta2), dtype)} * d * d")
-        body.append("s1_[i] = v")
-        eps = literal(_f(dtype, self.eps), dtype)
-        if self.amsgrad:
-            body += ["w = s2_[i]",
-                     "if not (w >= v):",
-                     "    w = v if (v >= w or v != v) else w",
-                     "s2_[i] = w",
-                     f"denom = np.sqrt(w) / bc2 + {eps}"]
-        else:
-            body.append(f"denom = np.sqrt(v) / bc2 + {eps}")
-        body.append("p_[i] = p + step_size * m / denom")
-        out.element = body
-        out.finish += ["steps[k] = st", "present[k] = 1"]
-        return out
-
-
-class ExprRule(UpdateRule):
-    """A rule recorded on a tape from scalar inputs (``parameter``, ``gradient``, one per
-    state key, ``lr``), lowered node by node through the registry's scalar templates.
+    """An update recorded on a tape from scalar inputs (see the module doc).
 
     ``graphs`` maps each parameter dtype to ``(nodes, inputs, outputs)``: the tape's
-    nodes, the node ids of the scalar inputs in that order, and the node ids of the new
-    parameter and of each new state value. Only elementwise ops and scalar constants
-    may appear (anything else is refused)."""
+    nodes, the node ids of the inputs in the documented order (``None`` for one the
+    rule never read) and the node ids of the new parameter and of each new state value.
+    ``state_keys`` names the state tables the rule reads and writes, in argument order;
+    ``keeps_state`` whether an update marks its slots as having state (``present``)."""
 
-    def __init__(self, name: str, graphs: Mapping[str, tuple[Sequence[Any], Sequence[int],
+    def __init__(self, name: str, graphs: Mapping[str, tuple[Sequence[Any],
+                                                             Sequence[int | None],
                                                              Sequence[int]]],
-                 state_keys: Sequence[str]) -> None:
+                 state_keys: Sequence[str], keeps_state: bool = True) -> None:
         self.name = name
         self.state_keys = tuple(state_keys)
-        self.graphs = {d: (list(n), [int(i) for i in ins], [int(o) for o in outs])
-                       for d, (n, ins, outs) in graphs.items()}
-        for nodes, inputs, outputs in self.graphs.values():
-            if len(inputs) != 3 + len(self.state_keys) or \
-                    len(outputs) != 1 + len(self.state_keys):
-                raise CompileError(f"fused rule {name}: expected {3 + len(self.state_keys)} "
-                                   f"inputs and {1 + len(self.state_keys)} outputs")
-            for i in _closure(nodes, outputs):
+        #: whether an update gives its slots state (``present``); False for a rule that
+        #: keeps none (plain SGD: PyTorch's state dict then stays empty)
+        self.keeps_state = bool(keeps_state)
+        self.graphs: dict[str, tuple[list[Any], list[int | None], list[int]]] = {}
+        expected_inputs = 2 + len(self.state_keys) + len(SCALAR_INPUTS)
+        for dtype, (nodes, inputs, outputs) in graphs.items():
+            nodes, inputs = list(nodes), [None if i is None else int(i) for i in inputs]
+            outputs = [int(o) for o in outputs]
+            if len(inputs) != expected_inputs or len(outputs) != 1 + len(self.state_keys):
+                raise CompileError(f"update rule {name}: expected {expected_inputs} inputs "
+                                   f"and {1 + len(self.state_keys)} outputs")
+            for i in closure(nodes, outputs):
                 node = nodes[i]
                 if node.op == "input":
                     if i not in inputs:
-                        raise CompileError(f"fused rule {name}: input %{i} is not one of the "
-                                           "rule's arguments")
+                        raise CompileError(f"update rule {name}: input %{i} is not one of "
+                                           "the rule's arguments")
                     continue
+                if node.type.dtype not in FLOATS:
+                    raise DTypeError(f"update rule {name}: node %{i} is {node.type.dtype}; "
+                                     "an update computes in float32 or float64")
                 if node.op == "leaf":
                     if node.type.size != 1:
-                        raise CompileError(f"fused rule {name}: constant %{i} is not a "
+                        raise CompileError(f"update rule {name}: constant %{i} is not a "
                                            "scalar")
                     continue
                 if node.type.shape != () or not primitives.is_elementwise(node.op):
                     raise CompileError(
-                        f"fused rule {name}: op {node.op!r} (%{i}) is not elementwise on "
-                        "scalars; a fused update computes each element from the same element "
+                        f"update rule {name}: op {node.op!r} (%{i}) is not elementwise on "
+                        "scalars; an update computes each element from the same element "
                         "of the parameter, gradient and state")
+            self.graphs[dtype] = (nodes, inputs, outputs)
+        self._key: str | None = None
 
     def key(self) -> str:
-        from ..core.ir import Graph, describe
+        """Text that identifies the rule and its hyperparameters (compiled code is keyed
+        by it)."""
+        if self._key is None:
+            from ..core.ir import Graph, describe
 
-        parts = [f"expr {self.name} state={self.state_keys}"]
-        for dtype, (nodes, inputs, outputs) in sorted(self.graphs.items()):
-            parts.append(f"{dtype} inputs={inputs}")
-            parts.append(describe(Graph(tuple(nodes), tuple(outputs))))
-        return "\n".join(parts)
+            parts = [f"update {self.name} state={self.state_keys} keeps={self.keeps_state}"]
+            for dtype, (nodes, inputs, outputs) in sorted(self.graphs.items()):
+                parts.append(f"{dtype} inputs={inputs}")
+                parts.append(describe(Graph(tuple(nodes), tuple(outputs))))
+            self._key = "\n".join(parts)
+        return self._key
 
-    def emit(self, dtype: str, literal: Literals) -> Emitted:
+    def graph(self, dtype: str) -> tuple[list[Any], list[int | None], list[int]]:
         if dtype not in self.graphs:
-            raise DTypeError(f"fused rule {self.name} was not recorded for {dtype}")
-        nodes, inputs, outputs = self.graphs[dtype]
-        out = Emitted()
-        names = {inputs[0]: "p_[i]", inputs[1]: "g_[i]"}
-        for j, i in enumerate(inputs[2:-1]):
-            names[i] = f"s{j}_[i]"
-        names[inputs[-1]] = "lr_"
-        out.setup.append(f"lr_ = {NP[dtype]}(lr)")
-        body: list[str] = []
-        for i in _closure(nodes, outputs):
+            raise DTypeError(f"update rule {self.name} was not recorded for {dtype}")
+        return self.graphs[dtype]
+
+    def levels(self, dtype: str) -> dict[int, int]:
+        """Each needed node's level (``CONST``, ``CALL``, ``SLOT``, ``ELEMENT``)."""
+        nodes, inputs, outputs = self.graph(dtype)
+        n_state = len(self.state_keys)
+        fixed: dict[int, int] = {}
+        for position, i in enumerate(inputs):
+            if i is not None:
+                scalar = position - 2 - n_state
+                fixed[i] = ELEMENT if scalar < 0 else (CALL if scalar < 2 else SLOT)
+        levels: dict[int, int] = {}
+        for i in closure(nodes, outputs):
             node = nodes[i]
-            if node.type.dtype != dtype:
-                raise DTypeError(f"fused rule {self.name}: node %{i} is {node.type.dtype}, "
-                                 f"the parameters are {dtype}")
-            if node.op == "input":
-                body.append(f"e{i} = {names[i]}")
-                continue
-            if node.op == "leaf":
-                body.append(f"e{i} = {literal(node.value.reshape(-1)[0], dtype)}")
-                continue
-            args = [f"e{j}" for j in node.inputs]
-            operand = nodes[node.inputs[0]].type.dtype if node.inputs else dtype
-            text = literal.templates(node.op).format(
-                *args, one=literal(1, dtype), zero=literal(0, dtype),
-                zero0=literal(0, operand), np_dtype=NP[dtype])
-            body.append(f"e{i} = {text}")
-        # every old value is read above, before any new one is written
-        body.append(f"p_[i] = e{outputs[0]}")
-        for j, o in enumerate(outputs[1:]):
-            body.append(f"s{j}_[i] = e{o}")
-        out.element = body
-        out.finish += ["steps[k] += 1.0", "present[k] = 1"]
-        return out
+            if i in fixed:
+                levels[i] = fixed[i]
+            elif node.op == "leaf":
+                levels[i] = CONST
+            else:
+                levels[i] = max([levels[j] for j in node.inputs], default=CONST)
+        return levels
 
 
-def _closure(nodes: Sequence[Any], outputs: Sequence[int]) -> list[int]:
+def closure(nodes: Sequence[Any], outputs: Sequence[int]) -> list[int]:
     """The nodes ``outputs`` depend on, each after its inputs."""
     seen: set[int] = set()
     order: list[int] = []
@@ -313,21 +154,86 @@ def _closure(nodes: Sequence[Any], outputs: Sequence[int]) -> list[int]:
     return order
 
 
+def evaluate(rule: UpdateRule, dtype: str, parameter: np.ndarray, gradient: np.ndarray,
+             states: Sequence[np.ndarray], lr: float, sizes: np.ndarray, steps: np.ndarray,
+             first: np.ndarray) -> list[np.ndarray]:
+    """The rule over flat buffers with the registry's NumPy references (the reference
+    backend): ``sizes``, ``steps`` and ``first`` hold one entry per slot (the slots lie
+    end to end in the buffers). Returns the new parameter buffer and the new state
+    buffers; nothing is written."""
+    nodes, inputs, outputs = rule.graph(dtype)
+    levels = rule.levels(dtype)
+    cast = np.dtype(dtype).type
+    given = [parameter, gradient, *states, np.asarray(cast(lr)), np.asarray(np.float64(lr)),
+             np.asarray(steps, np.float64), np.asarray(first, np.float64)]
+    values: dict[int, np.ndarray] = {i: v for i, v in zip(inputs, given) if i is not None}
+    spread: dict[int, np.ndarray] = {}
+
+    def operand(j: int, level: int) -> np.ndarray:
+        # a slot's value reaches its elements repeated over the slot (one value when
+        # every slot holds the same, as they do while their step counts agree)
+        if level == ELEMENT and levels[j] == SLOT:
+            if j not in spread:
+                value = values[j]
+                spread[j] = value[0] if bool(np.all(value == value[0])) else \
+                    np.repeat(value, sizes)
+            return spread[j]
+        return values[j]
+
+    with np.errstate(all="ignore"):  # NaN and infinity propagate, as in the loops
+        for i in closure(nodes, outputs):
+            node = nodes[i]
+            if i in values:
+                continue
+            if node.op == "leaf":
+                values[i] = np.asarray(node.value).reshape(())
+                continue
+            entry = primitives.REGISTRY[node.op]
+            args = [operand(j, levels[i]) for j in node.inputs]
+            # the registry's rule with its attrs bound, as the reference plans run it
+            result = entry.prepare(node.attr_dict)(args) if entry.prepare is not None \
+                else entry.reference(args, node.attr_dict)
+            kind = np.dtype(node.type.dtype)
+            values[i] = np.asarray(result if result.dtype is kind else result.astype(kind))
+    size = parameter.shape[0]
+    results: list[np.ndarray] = []
+    for o in outputs:
+        value = operand(o, ELEMENT)
+        if value.dtype != np.dtype(dtype):
+            raise DTypeError(f"update rule {rule.name} computed {value.dtype.name} for "
+                             f"{dtype} parameters")
+        if value.shape != (size,) or any(value is r for r in results) or \
+                any(value is v for v in given):
+            value = np.array(np.broadcast_to(value, (size,)), dtype=dtype)
+        results.append(value)
+    return results
+
+
 @dataclass(frozen=True)
 class StepSpec:
     """Where a step plan's update reads and writes, for the code generator.
 
     ``rule``: the update; ``loss``: (output dtype, offset) of the scalar loss root;
     ``slots``: per parameter slot, ``(slot index, dtype, parameter offset, size,
-    gradient offset)``, the gradient lying in the output arena of the slot's dtype."""
+    gradient offset)``, the gradient lying in the output arena of the slot's dtype;
+    ``skipped``: the slots the loss does not reach, which the update leaves alone
+    (parameter, state and step count), as PyTorch leaves a parameter whose gradient is
+    ``None``."""
 
     rule: UpdateRule
     loss: tuple[str, int]
     slots: tuple[tuple[int, str, int, int, int], ...]
+    skipped: frozenset[int] = frozenset()
+
+    @property
+    def updated(self) -> tuple[tuple[int, str, int, int, int], ...]:
+        """The slots the update changes (``slots`` less ``skipped``)."""
+        return tuple(t for t in self.slots if t[0] not in self.skipped)
 
     def key(self) -> str:
-        return f"{self.rule.key()}\nloss {self.loss}\nslots {self.slots}"
+        return (f"{self.rule.key()}\nloss {self.loss}\nslots {self.slots}\n"
+                f"skipped {sorted(self.skipped)}")
 
 
-__all__ = ["UpdateRule", "SgdRule", "AdamRule", "ExprRule", "StepSpec", "Literals", "Emitted",
-           "FLOATS"]
+__all__ = ["UpdateRule", "StepSpec", "FLOATS", "SCALAR_INPUTS", "closure", "evaluate",
+           "CONST", "CALL", "SLOT", "ELEMENT"]

@@ -200,11 +200,15 @@ class Run:
 
 def gradients_table(network: Network, adjoints: Adjoints, read: Any) -> Gradients:
     """A ``Gradients`` table from the recorded gradient roots, read through ``read``;
-    parameters outside ``adjoints.wrt`` get zeros."""
+    parameters outside ``adjoints.wrt`` get zeros, and they and the parameters the loss
+    does not reach are marked unreached (``Gradients.reached``)."""
     payloads = [np.zeros(s.shape, s.dtype) for s in network.layout.slots]
-    for p, g in adjoints:
-        payloads[network.layout.index(p)] = read(g)
-    return Gradients.from_payloads(network.layout, payloads)
+    reached = [False] * len(payloads)
+    for (p, g), r in zip(adjoints, adjoints.reached):
+        k = network.layout.index(p)
+        payloads[k] = read(g)
+        reached[k] = r
+    return Gradients.from_payloads(network.layout, payloads).mark_reached(reached)
 
 
 class Backward:

@@ -534,7 +534,13 @@ class PlanRun:
         if layout_view is not None:
             outs = self._outs
             buffers = {d: outs[k][a:b] for d, k, a, b in layout_view}
-            return Gradients.adopt(plan._layout, buffers)
+            table = Gradients.adopt(plan._layout, buffers)
+            if not all(adjoints.reached):
+                reached = [True] * len(plan._layout.slots)
+                for p, r in zip(adjoints.wrt, adjoints.reached):
+                    reached[plan._layout.index(p)] = r
+                table.mark_reached(reached)
+            return table
         return gradients_table(plan.network, adjoints, self.of)
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import ArtifactError
+from ...errors import ArtifactError, DTypeError, ShapeError
 from ...files import (
     Fields,
     atomic_write_text,
@@ -205,7 +205,11 @@ def load_plan(directory: pathlib.Path, network: Network | None, backend: str | N
                                                      "the layout")
 
     if network is None:
-        network, root_ids = _rebuild(graph, slots, origins, roots)
+        try:
+            network, root_ids = _rebuild(graph, slots, origins, roots)
+        except (ShapeError, DTypeError) as error:  # a slot the graph's type rules refuse
+            raise r.fail("layout", "does not fit the graph (a slot's shape or dtype "
+                         f"differs from its parameter's): {error}") from None
     else:
         _check_network(r, network, graph, slots, origins, roots)
         root_ids = roots

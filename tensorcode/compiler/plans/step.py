@@ -15,9 +15,13 @@ The contract (``docs/compiler.md``):
   ``opt.step`` would update them, so ``opt.state_dict()`` stays PyTorch's layout and
   fused and unfused steps may alternate;
 - the gradients are not kept (read them with ``plan.forward`` when needed), and a
-  nonfinite loss does not stop the update: check the returned loss.
+  nonfinite loss does not stop the update: check the returned loss;
+- a parameter the loss does not reach (its gradient root is the explicit zeros
+  ``differentiate`` records) is left alone, value, state and step count, as PyTorch
+  leaves a parameter whose ``grad`` is ``None``.
 
-The optimizer must expose ``fused_rule(layout) -> UpdateRule`` (binding it to the
+The optimizer must expose ``fused_rule(layout) -> UpdateRule`` (its update recorded as
+IR, ``compiler/lower/update.py``; binding it to the
 layout), ``state_buffers(keys)`` (its writable flat state buffers), the per-slot
 ``steps`` and ``present`` arrays, ``revision`` (bumped whenever its state buffers or
 hyperparameters are replaced) and ``lr``: the built-in optimizers and every
@@ -80,7 +84,10 @@ def lower_step(entry: Entry, backend: str, approximate: bool, optimizer: Any) ->
                 f"({slot.dtype}{list(slot.shape)}), got {dtype}{list(shape)}; lower "
                 "adjoints.roots() of a differentiate over every parameter in recording order")
         placed.append((k, slot.dtype, slot.offset, slot.size, offset))
-    spec = StepSpec(rule, (loss_dtype, loss_offset), tuple(placed))
+    # a parameter the loss does not reach keeps its value, state and step count
+    unreached: set[int] = getattr(network.tape, "unreached_gradients", set())
+    skipped = frozenset(k for k, root in enumerate(entry.roots[1:]) if root in unreached)
+    spec = StepSpec(rule, (loss_dtype, loss_offset), tuple(placed), skipped)
     count("plans_lowered")
     return StepPlan(entry, schedule, backend, dict(entry.origins()), approximate, spec,
                     optimizer)
@@ -281,6 +288,9 @@ class BoundStep:
         for k, a, b, shape in slices[1:]:
             payloads.append(outs[k][a:b].reshape(shape))
         gradients = Gradients.from_payloads(layout, payloads)
+        skipped = plan.spec.skipped
+        if skipped:
+            gradients.mark_reached([k not in skipped for k in range(len(layout.slots))])
         updated = self.state.step(self.parameters, gradients, lr)
         for dtype, buffer in updated.buffers().items():
             self.donated[dtype][:] = buffer

@@ -246,9 +246,33 @@ def _rule_result(slot: Slot, value: Any) -> np.ndarray:
 
 
 class Gradients(Table):
-    """Gradients aligned slot for slot with a ``Parameters`` table."""
+    """Gradients aligned slot for slot with a ``Parameters`` table.
 
-    __slots__ = ()
+    ``reached`` says, per slot, whether the loss reached the parameter (None: every
+    slot, or not known). A gradient the plan records for a parameter the loss does not
+    reach is zeros; the optimizers skip those slots as PyTorch skips a parameter whose
+    ``grad`` is ``None`` (no decay, no momentum, no step count)."""
+
+    __slots__ = ("_reached",)
+
+    @property
+    def reached(self) -> tuple[bool, ...] | None:
+        return getattr(self, "_reached", None)
+
+    def mark_reached(self, reached: Sequence[bool] | None) -> Gradients:
+        """Record which slots the loss reached (one flag per slot); returns self."""
+        if reached is not None:
+            reached = tuple(bool(r) for r in reached)
+            if len(reached) != len(self._layout.slots):
+                raise ShapeError(f"reached holds {len(reached)} flags for "
+                                 f"{len(self._layout.slots)} slots")
+            if all(reached):
+                reached = None
+        self._reached = reached
+        return self
+
+    def clone(self) -> Gradients:
+        return super().clone().mark_reached(self.reached)
 
     # -- arithmetic ------------------------------------------------------------------------
     # Gradient tables of one layout form a vector space: ``a + b``, ``a - b``, ``-a``,
@@ -273,7 +297,8 @@ class Gradients(Table):
         raise self._refusal(other, "-")
 
     def __neg__(self) -> Gradients:
-        return Gradients(self._layout, {d: np.negative(b) for d, b in self._buffers.items()})
+        return Gradients(self._layout, {d: np.negative(b) for d, b in self._buffers.items()}
+                         ).mark_reached(self.reached)
 
     def __pos__(self) -> Gradients:
         return self.clone()
@@ -292,7 +317,7 @@ class Gradients(Table):
                 raise DTypeError(f"cannot scale the {dtype} gradients by {scalar!r} and keep "
                                  f"their dtype; use an integer multiplier")
             buffers[dtype] = np.multiply(buffer, kind.type(scalar), dtype=kind)
-        return Gradients(self._layout, buffers)
+        return Gradients(self._layout, buffers).mark_reached(self.reached)
 
     def __rmul__(self, other: Any) -> Gradients:
         return self.__mul__(other)
@@ -336,8 +361,12 @@ class Gradients(Table):
             raise ShapeError(
                 f"Gradients {symbol} Gradients: the layouts differ ({self!r} and {other!r}); "
                 "only tables of one network's parameters combine")
+        mine, theirs = self.reached, other.reached
+        reached = None if mine is None or theirs is None else \
+            tuple(a or b for a, b in zip(mine, theirs))  # reached by either
         return Gradients(self._layout, {d: ufunc(b, other._buffers[d], dtype=b.dtype)
-                                        for d, b in self._buffers.items()})
+                                        for d, b in self._buffers.items()}
+                         ).mark_reached(reached)
 
     @staticmethod
     def _refusal(other: Any, symbol: str) -> TensorCodeError:

@@ -31,9 +31,12 @@ def needs_gradient(nodes: Sequence[Node], wrt: set[int], upto: int) -> list[bool
 
 
 def gradients(nodes: Sequence[Node], loss: int, wrt: Sequence[int], builder: Any,
-              expr_of: Callable[[int], Any]) -> list[Any]:
+              expr_of: Callable[[int], Any], reached: list[bool] | None = None) -> list[Any]:
     """The gradient of node ``loss`` with respect to each node in ``wrt``, built with
-    ``builder``; ``expr_of(i)`` gives node i's forward value as that builder's Expr."""
+    ``builder``; ``expr_of(i)`` gives node i's forward value as that builder's Expr.
+    ``reached``, when given, receives one flag per ``wrt``: whether the loss reaches it
+    through ops with gradients (False: its gradient is the explicit zeros, PyTorch's
+    ``grad is None``)."""
     loss_type = nodes[loss].type
     if loss_type.shape != ():
         raise ShapeError(f"differentiate: the loss must be a scalar but is {loss_type}; "
@@ -64,6 +67,8 @@ def gradients(nodes: Sequence[Node], loss: int, wrt: Sequence[int], builder: Any
             adjoint[j] = adjoint[j] + g if j in adjoint else g
     result = []
     for p in wrt:
+        if reached is not None:
+            reached.append(bool(p in adjoint and needs[p]))
         if p in adjoint and needs[p]:
             result.append(adjoint[p])
         else:

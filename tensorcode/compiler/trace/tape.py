@@ -53,12 +53,16 @@ class Adjoints:
     them)."""
 
     def __init__(self, loss: Expr, wrt: Sequence[Expr], gradients: Sequence[Expr],
-                 inputs: Sequence[Expr] = (), input_gradients: Sequence[Expr] = ()) -> None:
+                 inputs: Sequence[Expr] = (), input_gradients: Sequence[Expr] = (),
+                 reached: Sequence[bool] | None = None) -> None:
         self.loss = loss
         self.wrt = tuple(wrt)
         self.gradients = tuple(gradients)
         self.inputs = tuple(inputs)
         self.input_gradients = tuple(input_gradients)
+        #: per ``wrt`` parameter, whether the loss reaches it (its gradient is not the
+        #: explicit zeros of an unreached parameter): PyTorch's ``grad is not None``
+        self.reached = tuple(reached) if reached is not None else (True,) * len(self.wrt)
 
     def roots(self) -> list[Expr]:
         return [self.loss, *self.gradients]
@@ -102,6 +106,9 @@ class Recorder(Builder):
         self._literals: set[int] = set()  # nodes lifted from Python numbers
         self._random_key: Expr | None = None
         self._random_blocks = 0
+        #: the explicit zeros ``differentiate`` recorded as the gradients of parameters
+        #: the loss does not reach (a step plan leaves those parameters alone)
+        self.unreached_gradients: set[int] = set()
 
     @property
     def broadcast(self) -> str:
@@ -246,10 +253,15 @@ class Recorder(Builder):
                     "gradients are taken with respect to tape.parameter(...) symbols")
         if (wrt or fed) and not allow_disconnected:
             _check_reached(self._nodes, loss, {p.index for p in [*wrt, *fed]})
+        reached: list[bool] = []
         with self.broadcasting("numpy"):  # the rules' broadcasts are their definition
             grads = gradients(self._nodes, loss.index, [p.index for p in [*wrt, *fed]],
-                              self, lambda i: self._exprs[i])
-        return Adjoints(loss, wrt, grads[:len(wrt)], fed, grads[len(wrt):])
+                              self, lambda i: self._exprs[i], reached)
+        # the zeros standing for unreached parameters: a step plan skips their update
+        self.unreached_gradients.update(
+            g.index for g, r in zip(grads[:len(wrt)], reached) if not r)
+        return Adjoints(loss, wrt, grads[:len(wrt)], fed, grads[len(wrt):],
+                        reached[:len(wrt)])
 
     def __len__(self) -> int:
         return len(self._nodes)

@@ -175,3 +175,39 @@ def test_fused_steps_equal_numba_bit_for_bit_or_are_refused():
             (a, pa), (b, pb) = results["numba"], results["llvm"]
             assert a == b
             assert all(np.array_equal(pa[d], pb[d]) for d in pa)
+
+
+def test_no_caller_array_is_kept_past_a_call():
+    import gc
+    import weakref
+
+    network, value, adjoints, syms = mlp_program([3, 8, 1], "tanh", batch=5)
+    plan = network.entry([value]).lower("llvm")
+    bound = plan.bind(network.parameters())
+    rng = np.random.default_rng(0)
+    inputs = [rng.normal(size=plan._input_types[s.index][0]).astype(np.float32)
+              for s in plan.inputs()]
+    refs = [weakref.ref(x) for x in inputs]
+    outputs = bound(*inputs)
+    plan.forward(network.parameters(), dict(zip(plan.inputs(), inputs)))
+    del inputs
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert np.isfinite(outputs[0]).all()
+
+
+def test_a_small_gpt_equals_numba_bit_for_bit():
+    """The layered GPT's plans (embedding gathers, attention, layer norm, the decode
+    plans and their cache) on the llvm backend: the numba backend's logits exactly, and
+    the same greedy tokens."""
+    from tensorcode.models import gpt2
+    from tensorcode.nn.transformer import GptConfig
+
+    config = GptConfig(vocab_size=65, block_size=16, n_layer=2, n_head=2, n_embd=32)
+    ids = np.random.default_rng(0).integers(0, 65, size=(1, 8))
+    out = {}
+    for backend in ("llvm", "numba"):
+        model = gpt2.GptModel(config, seed=0, context=8, cache_length=16, backend=backend)
+        out[backend] = (model.logits(ids), gpt2.generate(model, np.array([1, 2, 3]), 5))
+    assert np.array_equal(out["llvm"][0], out["numba"][0])
+    assert np.array_equal(out["llvm"][1], out["numba"][1])

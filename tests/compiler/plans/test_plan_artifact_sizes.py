@@ -41,3 +41,19 @@ def test_a_plan_that_fits_loads_and_runs(tmp_path):
     _graph((3, 2)).save(tmp_path / "plan")
     plan = tc.Plan.load(tmp_path / "plan", backend="reference")
     assert float(plan.forward(plan.parameters()).of(plan.network.symbol(plan.roots[0]))) == 12.0
+
+
+def test_a_layout_slot_that_does_not_fit_its_parameter_is_an_artifact_error(tmp_path):
+    tape = tc.Tape()
+    mlp = tc.nn.Mlp(tape, [2, 3, 1], "tanh", tc.init.xavier(3))
+    out = mlp(tape.input(np.ones((4, 2), np.float32), name="x")).sum(axis=1)
+    tape.into_network().entry([out]).lower("reference").save(tmp_path / "plan")
+    path = tmp_path / "plan" / "plan.json"
+    document = json.loads(path.read_text())
+    weights = document["layout"][0]
+    assert weights["shape"] == [2, 3]
+    weights["shape"] = [3, 2]  # same size and offsets, so only the graph can refuse it
+    path.write_text(json.dumps(document))
+    with pytest.raises(ArtifactError, match="does not fit the graph") as caught:
+        tc.Plan.load(tmp_path / "plan", backend="reference")
+    assert caught.value.field == "layout"

@@ -234,3 +234,36 @@ def test_refusals(model, step_plans):
     with pytest.raises(FeedError, match="expected shape"):
         step_plan.bind(network.parameters(), optim.Sgd())(0.1, np.zeros((3, 2), np.float32),
                                                            np.zeros((3, 1), np.float32))
+
+
+@pytest.mark.parametrize("backend", ["numba", "reference"])
+@pytest.mark.parametrize("make", [lambda b: optim.Sgd(momentum=0.9, weight_decay=0.1,
+                                                      backend=b),
+                                  lambda b: optim.AdamW(amsgrad=True, backend=b)],
+                         ids=["sgd-momentum-decay", "adamw-amsgrad"])
+def test_a_parameter_the_loss_does_not_reach_is_left_alone(make, backend):
+    # PyTorch skips a parameter whose grad is None: no decay, no momentum, no step count
+    rng = np.random.default_rng(1)
+    tape = tc.Tape()
+    x = tape.input(rng.uniform(-1, 1, (6, 2)).astype(np.float32), name="x")
+    w = tape.parameter(rng.normal(0, 1, (2, 1)).astype(np.float32), name="w")
+    idle = tape.parameter(rng.normal(0, 1, (3,)).astype(np.float32), name="idle")
+    b = tape.parameter(np.zeros(1, np.float32), name="b")
+    loss = ((x @ w + b) ** 2).mean()
+    adjoints = tape.differentiate(loss, [w, idle, b])
+    network = tape.into_network()
+    fused, eager = make(backend), make(backend)
+    step_plan = network.entry(adjoints.roots()).lower(optimizer=fused, backend=backend)
+    assert step_plan.spec.skipped == frozenset({1})
+    parameters, expected = network.parameters(), network.parameters()
+    plan = network.entry(adjoints.roots()).lower(backend=backend)
+    batches = {x: rng.uniform(-1, 1, (4, 6, 2)).astype(np.float32)}
+    step_plan.run_steps(parameters, fused, batches, 0.05)
+    for k in range(4):
+        gradients = plan.forward(expected, {x: batches[x][k]}).recorded_gradients(adjoints)
+        assert gradients.reached == (True, False, True)
+        expected = eager.step(expected, gradients, 0.05)
+    assert parameters.equals(expected)
+    assert np.array_equal(parameters.of(idle), network.parameters().of(idle))
+    assert _same_state(fused, eager)
+    assert sorted(fused.state_dict()["state"]) == [0, 2] and fused.steps.tolist() == [4, 0, 4]

@@ -47,6 +47,7 @@ from .step import helpers
 
 if TYPE_CHECKING:  # pragma: no cover - kept out of ``import tensorcode``
     from ...lower.program import Argument, EntryPoint, Program
+    from ...lower.update import UpdateRule
 
 _MODULES: dict[str, Any] = {}
 _MODULE_LOCK = threading.Lock()
@@ -499,6 +500,106 @@ def _numba_module(source: str, key: str, program: Program) -> CompiledModule:
             holding[0] = False
 
 
+def _prepare_entry(directory: pathlib.Path, stem: str, source: str, key: str) -> None:
+    """Make entry ``stem`` hold ``source`` (written atomically when missing, rebuilt when
+    corrupt or foreign) and drop Numba cache files that do not match the manifest; the
+    caller holds the entry's lock."""
+    path = directory / f"{stem}.py"
+    existing = None
+    if os.path.lexists(path):
+        try:
+            _check_owned(path, directory=False)
+            existing = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError, _Untrusted):
+            existing = ""
+    if existing != source:
+        if existing is not None:
+            count("corrupt_entries")
+            _warn_once(key, f"tensorcode: plan cache entry {path} was corrupt or "
+                            "foreign; rebuilding it")
+            _purge_numba_cache(directory, stem)
+            path.unlink()
+        from ....files.atomic import atomic_write_bytes  # local: kept out of the import
+
+        atomic_write_bytes(path, source.encode("utf-8"))
+        os.chmod(path, 0o600)
+        count("sources_written")
+    if not _verify_numba_files(directory, stem):
+        count("corrupt_entries")
+        _warn_once(key + ":numba", f"tensorcode: compiled cache files of {path} do not "
+                                   "match what TensorCode recorded; rebuilding them")
+        _purge_numba_cache(directory, stem)
+
+
+_FUNCTIONS: dict[str, dict[str, Any]] = {}
+
+
+def compiled_functions(source: str, entries: dict[str, str]) -> dict[str, Any]:
+    """The functions ``entries`` names (name -> signature text) of the generated module
+    ``source``, jitted for those signatures: from this process's memory, the plan cache
+    (entry ``u_<key>``, sealed like a plan's) or compiled now and cached there. For code
+    that is not a plan (an optimizer's eager update, ``numba.update``); when the cache
+    cannot be used it is compiled in memory, with one warning."""
+    text = f"{environment_key()}\n{sorted(entries.items())}\n{source}"
+    key = hashlib.sha256(text.encode()).hexdigest()[:32]
+    with _MODULE_LOCK:
+        if key in _FUNCTIONS:
+            count("memory_hits")
+            return _FUNCTIONS[key]
+        try:
+            directory = plans_directory()
+            stem = f"u_{key}"
+            with _locked(directory / f"{stem}.lock"):
+                _prepare_entry(directory, stem, source, key)
+                path = str(directory / f"{stem}.py")
+                try:
+                    functions = _jit(_load_module(source, key, path), entries, True)
+                except TensorCodeError:
+                    raise
+                except Exception as error:
+                    count("corrupt_entries")
+                    _warn_once(key + ":numba", f"tensorcode: compiled cache for {path} could "
+                                               f"not be loaded ({type(error).__name__}); "
+                                               "rebuilding it")
+                    _purge_numba_cache(directory, stem)
+                    functions = _jit(_load_module(source, key, path), entries, True)
+                if functions.pop("", None):
+                    _seal(directory, stem)
+        except (CacheError, OSError) as error:
+            reason = str(error) if isinstance(error, CacheError) else \
+                f"the plan cache cannot be used: {error.strerror or error}"
+            _warn_once("untrusted-cache", f"tensorcode: {reason}; compiling plans in memory "
+                                          "(see docs/compiler.md, 'Trusting a cache "
+                                          "directory')")
+            count("memory_compiled")
+            functions = _jit(_load_module(source, key, f"<tensorcode update {key}>"), entries,
+                             False)
+            functions.pop("", None)
+        _FUNCTIONS[key] = functions
+        return functions
+
+
+def _jit(module: Any, entries: dict[str, str], cache: bool) -> dict[str, Any]:
+    """``module``'s functions jitted for their signatures; under the key ``""``, True
+    when any was compiled now (its cache files then need sealing)."""
+    import numba
+    from numba import types
+
+    functions: dict[str, Any] = {}
+    compiled = False
+    for name, text in entries.items():
+        signature = eval(compile(text, "<signature>", "eval"), {"types": types})
+        function = numba.njit(signature, cache=cache, nogil=True, error_model="numpy")(
+            getattr(module, name))
+        hits, misses = _dispatcher_counts([function])
+        count("cache_loaded", hits)
+        count("compiled", misses)
+        compiled = compiled or misses > 0
+        functions[name] = function
+    functions[""] = compiled
+    return functions
+
+
 # ---------------------------------------------------------------------------------------
 # trust: the cache directory is treated the way ssh treats ~/.ssh
 
@@ -624,11 +725,17 @@ class NumbaBackend:
         """The compiled module for ``program`` (see ``compiled_module``)."""
         return compiled_module(program, approximate)
 
+    def update(self, rule: UpdateRule, dtype: str) -> Callable[..., None]:
+        """An optimizer's eager update for ``dtype``, compiled (``numba.update.eager``)."""
+        from .update import eager
+
+        return eager(rule, dtype, compiled_functions)
+
 
 BACKEND = NumbaBackend()
 
 # the cache directory's rules, shared with the llvm backend's cache (``backends/llvm``)
 locked, warn_once, check_owned, Untrusted = _locked, _warn_once, _check_owned, _Untrusted
 
-__all__ = ["NumbaBackend", "BACKEND", "CompiledModule", "compiled_module",
+__all__ = ["NumbaBackend", "BACKEND", "CompiledModule", "compiled_module", "compiled_functions",
            "plans_directory", "environment_key", "ir_key"]

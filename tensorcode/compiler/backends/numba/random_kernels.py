@@ -6,6 +6,11 @@ in which every sibling it calls is its compiled twin, so the reference interpret
 this backend run one definition and draw the same bits. The ``fill_*`` loops below walk
 the counter blocks of one random node and write its output flat, element ``e`` from
 words ``e * words ...`` of the stream (``philox.py`` documents the layout).
+
+None of them is cached on its own (no ``cache=True``): Numba would write that cache
+beside this file, inside the installed package. A plan that calls a fill holds its
+compiled code, and the plan is cached in the plan cache; a process that compiles a new
+plan which draws compiles the fills it calls once.
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ def _compile_shared() -> dict[str, Any]:
         # the mixing is inlined into each fill's loop, where LLVM vectorizes it
         compiled = types.FunctionType(fn.__code__, table, name)
         if name == "philox4x32":
-            table[name] = numba.njit(nogil=True, cache=True, inline="always")(compiled)
+            table[name] = numba.njit(nogil=True, inline="always")(compiled)
         else:
-            table[name] = numba.njit(nogil=True, cache=True)(compiled)
+            table[name] = numba.njit(nogil=True)(compiled)
     return table
 
 
@@ -70,7 +75,7 @@ def _f64(a, b):
     return np.float64((np.uint64(a) << _S21) + np.uint64(b >> _S11)) * _F53
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def fill_uniform_f32(out, start, size, key, offset):
     """``size`` float32 uniforms in [0, 1): ``(w >> 8) * 2**-24``, one word each."""
     out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
@@ -93,7 +98,7 @@ def fill_uniform_f32(out, start, size, key, offset):
             out[full * 4 + j] = np.float32(w[j] >> _S8) * _F24
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def fill_uniform_f64(out, start, size, key, offset):
     """``size`` float64 uniforms in [0, 1) from 53 bits of two words each."""
     out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
@@ -110,7 +115,7 @@ def fill_uniform_f64(out, start, size, key, offset):
         out[size - 1] = _f64(w0, w1)
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def fill_normal(out, start, size, key, offset):
     """``size`` standard normals (Box-Muller of one block each), rounded to ``out``."""
     out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
@@ -122,7 +127,7 @@ def fill_normal(out, start, size, key, offset):
                                  np.float64(w3))
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def fill_bernoulli(out, start, size, key, offset, threshold):
     """``size`` 0/1 draws: 1 when a word is below ``threshold`` (``p * 2**32``)."""
     out = out[start:start + size]  # indices from 0: no wraparound check, so it vectorizes
@@ -145,7 +150,7 @@ def fill_bernoulli(out, start, size, key, offset, threshold):
             out[full * 4 + j] = one if w[j] < t else zero
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True)
 def fill_categorical(out, start, rows, logits, lstart, classes, key, offset, temperature,
                      top_k, top_p):
     """One index per row of ``logits`` (``rows`` x ``classes`` from ``lstart``)."""

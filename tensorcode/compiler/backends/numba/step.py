@@ -3,10 +3,10 @@
 ``generate(program)`` returns the source appended to the plan's module
 (``module.generate``) when the plan is a step plan (``compiler/plans/step.py``):
 
-- ``update_<dtype>(U, O, S.., steps, present, lr)``: one dtype's update, a loop over
-  the dtype's slots (per-slot scalars such as Adam's bias corrections computed once per
-  slot) around the rule's element loop (``compiler/lower/update.py``), which writes the new
-  parameters into ``U`` and the new state into the state buffers in place;
+- ``rule_<dtype>``: the rule's update function (``numba.update.function_lines``), and
+  ``update_<dtype>(U, O, S.., steps, present, lr)`` calling it over the slots the loss
+  reaches (their tables are literals of the module), reading the gradients from the
+  output arena ``O`` and writing the new parameters and state in place;
 - ``update(U_.., O_.., S_.., steps, present, lr)``: every dtype's update;
 - ``run_step(P_.., C.., X.., U_.., S_.., steps, present, lr)``: ``body`` (the loss and the
   gradients, into fresh output arenas), then ``update``; returns the loss as a number;
@@ -22,18 +22,30 @@ functions ``backend`` compiles as internal (no Python wrapper) like ``body``.
 
 from __future__ import annotations
 
-from ...core.ir import DTYPES
+from ...core.dtypes import DTYPES
 from ...lower.program import Program
-from ...lower.update import FLOATS, Literals
+from ...lower.update import FLOATS
 from .loops import NP
-from .lowerings import templates
 from .source import allocate, body_call, case_inputs, head
+from .update import Literals, function_lines
 
 
 def helpers(program: Program) -> list[str]:
     """The functions of the step section only the entry points call (compiled as internal,
-    like ``body``): one update per parameter dtype, and ``update``."""
-    return [f"update_{DTYPES[a.dtype]}" for a in program.updates] + ["update"]
+    like ``body``): per parameter dtype the rule's function and its update over the
+    dtype's slots, then ``update`` (always last)."""
+    names: list[str] = []
+    for a in program.updates:
+        names += [_rule_name(a.dtype), _update_name(a.dtype)]
+    return names + ["update"]
+
+
+def _rule_name(dtype: str) -> str:
+    return f"rule_{DTYPES[dtype]}"
+
+
+def _update_name(dtype: str) -> str:
+    return f"update_{DTYPES[dtype]}"
 
 
 def generate(program: Program) -> list[str]:
@@ -42,37 +54,28 @@ def generate(program: Program) -> list[str]:
     spec = p.step
     assert spec is not None  # only a step plan's program has a step section
     rule = spec.rule
-    literal = Literals("L", templates)
-    n_states = len(rule.state_keys)
+    literal = Literals("L")
+    states = "".join(f"s{j}, " for j in range(len(rule.state_keys)))
     for u in p.updates:
         if u.dtype not in FLOATS:
             raise TypeError(f"a fused update needs float parameters, not {u.dtype}")
     lines: list[str] = []
     functions: list[str] = []
     names = helpers(p)
-    for u, name in zip(p.updates, names):
+    for u in p.updates:
         d = u.dtype
-        slots = [t for t in spec.slots if t[1] == d]
+        slots = [t for t in spec.updated if t[1] == d]
         short = DTYPES[d]
         tables = {"K": [t[0] for t in slots], "P": [t[2] for t in slots],
                   "N": [t[3] for t in slots], "G": [t[4] for t in slots]}
         for letter, values in tables.items():
             lines.append(f"U{letter}_{short} = np.array({[int(v) for v in values]!r}, "
                          "np.int64)")
-        emitted = rule.emit(d, literal)
-        states = [f"s{j}" for j in range(n_states)]
-        fn = [f"def {name}(U, O, {''.join(x + ', ' for x in states)}steps, present, lr):"]
-        fn += [f"    {line}" for line in emitted.setup]
-        fn.append(f"    for q in range({len(slots)}):")
-        fn += [f"        k = UK_{short}[q]", f"        start = UP_{short}[q]",
-               f"        n = UN_{short}[q]", f"        gs = UG_{short}[q]",
-               "        p_ = U[start:start + n]", "        g_ = O[gs:gs + n]"]
-        fn += [f"        {x}_ = {x}[start:start + n]" for x in states]
-        fn += [f"        {line}" for line in emitted.slot]
-        fn.append("        for i in range(n):")
-        fn += [f"            {line}" for line in emitted.element]
-        fn += [f"        {line}" for line in emitted.finish]
-        functions += fn + [""]
+        rule_name, name = _rule_name(d), _update_name(d)
+        functions += function_lines(rule, d, rule_name, literal)
+        functions += [f"def {name}(U, O, {states}steps, present, lr):",
+                      f"    {rule_name}(U, O, U, {states}UK_{short}, UP_{short}, UN_{short}, "
+                      f"UG_{short}, steps, present, lr)", ""]
     lines += literal.lines
     lines.append("")
     lines += functions
@@ -80,9 +83,9 @@ def generate(program: Program) -> list[str]:
     update_args = ([a.name for a in p.updates] + [a.name for a in p.outputs]
                    + [a.name for a in p.states])
     lines.append(f"def {names[-1]}({', '.join(update_args)}, steps, present, lr):")
-    for u, name in zip(p.updates, names):
+    for u in p.updates:
         st = [a.name for a in p.states if a.dtype == u.dtype]
-        lines.append(f"    {name}({u.name}, {outputs[u.dtype]}, "
+        lines.append(f"    {_update_name(u.dtype)}({u.name}, {outputs[u.dtype]}, "
                      f"{''.join(x + ', ' for x in st)}steps, present, lr)")
     lines.append("")
     loss_dtype, loss_offset = spec.loss

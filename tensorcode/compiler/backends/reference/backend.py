@@ -5,7 +5,8 @@ entry points a generated module would (``run`` returning one flat output arena p
 ``batch()``, ``scalars()``), taking the same arguments in the same order, and evaluates
 the program's graph with ``evaluate`` at every call. A plan calls it exactly as it calls
 compiled code. It has no fused update: a step plan on it runs the optimizer's own update
-after the call (``fuses_updates`` is False).
+after the call (``fuses_updates`` is False). ``update(rule, dtype)`` is that eager update,
+the optimizer's IR (``lower/update.py``) interpreted by ``update.evaluate``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 import numpy as np
 
 from ....errors import TensorCodeError
+from ...lower import update as update_rule
 from ...lower.program import Program
+from ...lower.update import UpdateRule
 from .interpreter import Prepared, evaluate
 
 
@@ -122,6 +125,37 @@ class ReferenceBackend:
     def prepare(self, program: Program, approximate: bool) -> Interpreted:
         """The interpreted entry points of ``program``."""
         return Interpreted(program)
+
+    def update(self, rule: UpdateRule, dtype: str) -> Callable[..., None]:
+        """An optimizer's eager update for ``dtype``, interpreted: the calling convention
+        of ``numba.update.eager`` (``P, G, U, S.., K, PS, N, GS, steps, present, lr``),
+        computed by ``update.evaluate`` over the listed slots' elements."""
+        count = len(rule.state_keys)
+
+        def run(P: np.ndarray, G: np.ndarray, U: np.ndarray, *rest: Any) -> None:
+            states = rest[:count]
+            K, PS, N, GS, steps, present, lr = rest[count:]
+            if K.shape[0] == 0:
+                return
+            elements = _spans(PS, N)
+            new = update_rule.evaluate(
+                rule, dtype, P[elements], G[_spans(GS, N)], [s[elements] for s in states],
+                float(lr), N, steps[K] + 1.0, (present[K] == 0).astype(np.float64))
+            U[elements] = new[0]
+            for buffer, value in zip(states, new[1:]):
+                buffer[elements] = value
+            steps[K] += 1.0
+            if rule.keeps_state:
+                present[K] = 1
+        return run
+
+
+def _spans(starts: np.ndarray, sizes: np.ndarray) -> Any:
+    """The element indices of the slots ``starts``/``sizes`` (a slice when they lie end
+    to end, as they do unless a slot is skipped)."""
+    if starts.shape[0] == 1 or bool(np.all(starts[1:] == starts[:-1] + sizes[:-1])):
+        return slice(int(starts[0]), int(starts[-1] + sizes[-1]))
+    return np.concatenate([np.arange(a, a + n) for a, n in zip(starts, sizes)])
 
 
 BACKEND = ReferenceBackend()

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..compiler.backends import BACKENDS, DEFAULT_BACKEND, check_backend
-from ..compiler.plans.tables import Parameters, Table
+from ..compiler.plans.tables import Gradients, Parameters, Table
 from ..compiler.trace.expr import Expr
 from ..errors import RandomError, TensorCodeError
 
@@ -46,7 +46,10 @@ def rewrap(table: Table, layout: Any, cls: type[Table] = Parameters) -> Any:
             for a, b in zip(table.layout.slots, layout.slots)):
         raise TensorCodeError("internal: a parameter table does not match the recorded "
                               "layout slot for slot")
-    return cls.from_buffers(layout, table.buffers())
+    result = cls.from_buffers(layout, table.buffers())
+    if isinstance(result, Gradients) and isinstance(table, Gradients):
+        result.mark_reached(table.reached)  # which slots the loss reached, kept
+    return result
 
 
 class Executor:

@@ -8,8 +8,8 @@ import pytest
 
 import tensorcode as tc
 from tensorcode.errors import ArtifactError, ShapeError, TensorCodeError
-from tensorcode.ops import Linear
-from tensorcode.ops.vec import CandidateSet, Latent, Space, latent_codecs
+from tensorcode.operations import LinearOperation
+from tensorcode.operations.vec import CandidateSet, Latent, Space, latent_codecs
 from tensorcode.training import load_experience
 
 REF = "reference"
@@ -32,7 +32,7 @@ def test_records_validate_and_are_frozen():
 
 
 def test_latents_round_trip_through_experiences_only_when_allowlisted(tmp_path):
-    layer = Linear(3, 2, seed=1, backend=REF)
+    layer = LinearOperation(3, 2, seed=1, backend=REF)
     latent = SPACE.latent([0.5, -1.0, 2.0])
     session = tc.trace()
     session.supervise(session.run(lambda: layer(latent)), 1, source="test")
@@ -47,7 +47,7 @@ def test_latents_round_trip_through_experiences_only_when_allowlisted(tmp_path):
 
 
 def test_a_candidate_set_needs_its_own_entry(tmp_path):
-    layer = Linear(3, 2, seed=1, backend=REF)
+    layer = LinearOperation(3, 2, seed=1, backend=REF)
     candidates = CandidateSet(SPACE, ["a", "b"], [[1, 2, 3], [4, 5, 6]])
     session = tc.trace()
     session.supervise(session.run(lambda: layer(candidates)), [0, 1], source="test")

@@ -9,14 +9,21 @@ import numpy as np
 import pytest
 
 from tensorcode.errors import BackendError, ShapeError
-from tensorcode.ops import Classifier, Embedding, Linear, Mlp, Operation, TextEncoder
-from tensorcode.ops.text import ngram_ids, tokenize
+from tensorcode.operations import (
+    Classifier,
+    EmbeddingOperation,
+    LinearOperation,
+    MlpOperation,
+    Operation,
+    TextEncoder,
+)
+from tensorcode.operations.text import ngram_ids, tokenize
 
 REF = "reference"
 
 
 def test_linear_matches_numpy_and_reuses_plans_across_partial_batches():
-    layer = Linear(3, 2, seed=4, backend=REF)
+    layer = LinearOperation(3, 2, seed=4, backend=REF)
     weights, bias = layer.parameters.payloads()
     rng = np.random.default_rng(0)
     for rows in (3, 4, 1, 2):
@@ -31,11 +38,11 @@ def test_linear_matches_numpy_and_reuses_plans_across_partial_batches():
 
 def test_linear_rejects_wrong_width():
     with pytest.raises(ShapeError, match="last axis must be 3"):
-        Linear(3, 2, backend=REF)(np.zeros((2, 4)))
+        LinearOperation(3, 2, backend=REF)(np.zeros((2, 4)))
 
 
 def test_mlp_matches_numpy():
-    mlp = Mlp([2, 5, 1], activation="tanh", seed=1, backend=REF)
+    mlp = MlpOperation([2, 5, 1], activation="tanh", seed=1, backend=REF)
     w0, b0, w1, b1 = mlp.parameters.payloads()
     x = np.linspace(-1, 1, 14, dtype=np.float32).reshape(7, 2)
     expected = np.tanh(x @ w0 + b0) @ w1 + b1
@@ -45,7 +52,7 @@ def test_mlp_matches_numpy():
 
 
 def test_embedding_looks_up_rows():
-    table = Embedding(6, 3, seed=2, backend=REF)
+    table = EmbeddingOperation(6, 3, seed=2, backend=REF)
     (weights,) = table.parameters.payloads()
     np.testing.assert_array_equal(table([5, 0, 5]), weights[[5, 0, 5]])
     with pytest.raises(IndexError):
@@ -111,7 +118,7 @@ def test_fingerprint_is_sha256_of_canonical_meaning_not_values():
 
 
 def test_configuration_must_be_json_safe():
-    class Bad(Linear):
+    class Bad(LinearOperation):
         def configuration(self):
             return {"f": float("nan")}
 
@@ -125,7 +132,7 @@ def test_numba_backend_agrees_with_the_reference_and_unknown_backends_are_refuse
     for text in ["hello there world", "x"]:
         np.testing.assert_allclose(encoder(text), reference(text), rtol=1e-5, atol=1e-6)
     with pytest.raises(BackendError, match="unknown backend"):
-        Linear(2, 2, backend="gpu")
+        LinearOperation(2, 2, backend="gpu")
 
 
 def test_external_operation_runs_python_compute():

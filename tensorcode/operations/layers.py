@@ -1,4 +1,5 @@
-"""Dense building blocks as operations: ``Linear``, ``Mlp`` and ``Embedding``.
+"""Dense building blocks as operations: ``LinearOperation``, ``MlpOperation`` and
+``EmbeddingOperation``.
 
 Each wraps the tape-level module of ``tc.nn`` (so the layer is defined once) and adds
 what an operation needs: an owned table, a configuration, and call-path conversion of
@@ -37,10 +38,12 @@ def checked_seed(value: Any) -> int:
     return int(value)
 
 
-class Linear(Operation):
+class LinearOperation(Operation):
     """``x @ weights + bias`` for ``x`` of shape ``[..., n_in]``; Xavier-initialized
     weights ``[n_in, n_out]`` from ``seed`` and a zero bias."""
 
+    #: stable identifiers in experience and tool files (fingerprints), kept from the
+    #: package's former name ``tensorcode.ops`` so files written before still load
     qualified_name = "tensorcode.ops.Linear"
     pads_rows = True
 
@@ -59,15 +62,15 @@ class Linear(Operation):
 
     def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
         (x,) = one_argument(self, args)
-        array = as_float_array("Linear", x)
-        check_last_axis(f"Linear({self.n_in}, {self.n_out})", array, self.n_in)
+        array = as_float_array("LinearOperation", x)
+        check_last_axis(f"LinearOperation({self.n_in}, {self.n_out})", array, self.n_in)
         return [array]
 
     def express(self, built: nn.Linear, inputs: Sequence[Expr]) -> Expr:
         return built(inputs[0])
 
 
-class Mlp(Operation):
+class MlpOperation(Operation):
     """Linear layers of ``sizes`` with ``activation`` between them (``tc.nn.Mlp``)."""
 
     qualified_name = "tensorcode.ops.Mlp"
@@ -78,9 +81,9 @@ class Mlp(Operation):
         self.dropout = check_probability("dropout p", dropout, upper_open=True)
         sizes = [positive_int("sizes[*]", s) for s in sizes]
         if len(sizes) < 2:
-            raise ShapeError(f"Mlp: sizes needs an input and an output size, got {sizes}")
+            raise ShapeError(f"MlpOperation: sizes needs an input and an output size, got {sizes}")
         if activation not in nn.ACTIVATIONS:
-            raise ValueError(f"Mlp: unknown activation {activation!r}; use one of "
+            raise ValueError(f"MlpOperation: unknown activation {activation!r}; use one of "
                              f"{sorted(nn.ACTIVATIONS)}")
         self.sizes, self.activation, self.seed = sizes, activation, checked_seed(seed)
         self._initialize(backend)
@@ -99,15 +102,15 @@ class Mlp(Operation):
 
     def convert(self, args: Sequence[Any]) -> list[np.ndarray]:
         (x,) = one_argument(self, args)
-        array = as_float_array("Mlp", x)
-        check_last_axis(f"Mlp({self.sizes})", array, self.sizes[0])
+        array = as_float_array("MlpOperation", x)
+        check_last_axis(f"MlpOperation({self.sizes})", array, self.sizes[0])
         return [array]
 
     def express(self, built: nn.Mlp, inputs: Sequence[Expr]) -> Expr:
         return built.train(self.training)(inputs[0])
 
 
-class Embedding(Operation):
+class EmbeddingOperation(Operation):
     """Rows of an ``[n, dim]`` table looked up by integer indices (normal(0, 1) init)."""
 
     qualified_name = "tensorcode.ops.Embedding"
@@ -130,9 +133,9 @@ class Embedding(Operation):
         (indices,) = one_argument(self, args)
         array = np.asarray(indices)
         if array.dtype.kind not in "iu":
-            raise TypeError(f"Embedding: indices must be integers, got {array.dtype}")
+            raise TypeError(f"EmbeddingOperation: indices must be integers, got {array.dtype}")
         if array.size and (array.min() < 0 or array.max() >= self.n):
-            raise IndexError(f"Embedding({self.n}, {self.dim}): indices must lie in "
+            raise IndexError(f"EmbeddingOperation({self.n}, {self.dim}): indices must lie in "
                              f"[0, {self.n}), got range [{array.min()}, {array.max()}]")
         return [np.ascontiguousarray(array, dtype=np.int64)]
 
@@ -147,4 +150,4 @@ def one_argument(op: Operation, args: Sequence[Any]) -> tuple[Any]:
     return (args[0],)
 
 
-__all__ = ["Linear", "Mlp", "Embedding"]
+__all__ = ["LinearOperation", "MlpOperation", "EmbeddingOperation"]

@@ -8,7 +8,7 @@ import torch
 
 import tensorcode as tc
 from tensorcode.compiler.plans.tables import Gradients
-from tensorcode.interop import torch as interop
+from tensorcode.integrations import torch as interop
 
 CONFIGS = [
     ("SGD", tc.optim.Sgd, {"momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01}),
@@ -107,3 +107,26 @@ def test_torch_state_dict_loads_with_exactly_matching_keys():
         for key in entry:
             assert mine["state"][index][key].dtype == entry[key].dtype
             np.testing.assert_array_equal(mine["state"][index][key], entry[key])
+
+
+def test_the_former_module_name_warns_and_gives_the_same_functions():
+    import subprocess
+    import sys
+
+    code = ("import warnings\n"
+            "warnings.simplefilter('error', DeprecationWarning)\n"
+            "try:\n"
+            "    import tensorcode.interop.torch\n"
+            "except DeprecationWarning as warning:\n"
+            "    print('warned:', warning)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "warned: tensorcode.interop.torch is deprecated" in out
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from tensorcode.interop import torch as former
+    assert former.__all__ == interop.__all__
+    for name in interop.__all__:
+        assert getattr(former, name) is getattr(interop, name)

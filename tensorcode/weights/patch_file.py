@@ -25,19 +25,23 @@ import json
 import math
 import os
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import PatchError
 from ..files import Fields, describe, read_json
 from ..files import atomic_write_bytes as write_atomic
-from .forms import Dense, Form, LowRank, Projection, Sparse
+from .forms import Dense, Form, LowRank, Projection, Sparse, TensorChange
 from .hashing import HASH_VERSION
-from .patch import Patch, TensorChange
+from .metadata import check_author, check_evidence, check_rationale
 from .tensors import SUPPORTED_DTYPES
 
 MAX_ARTIFACT_BYTES = 1 << 30
+#: the ``format`` and ``version`` fields of a patch file (also ``FORMAT``/``VERSION``)
+FORMAT = "tensorcode.patch"
+VERSION = 1
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 _TOP_FIELDS = {"format", "version", "hash", "rationale", "evidence", "author", "edits",
                "tensors"}
@@ -86,9 +90,25 @@ def _encode_change(change: TensorChange) -> dict[str, Any]:
     return entry
 
 
-def patch_to_json(patch: Patch) -> str:
+class PatchContent(Protocol):
+    """What a patch file holds: the fields of a ``Patch`` (``patch.py`` builds on this
+    module, so the file format names the fields instead of the class)."""
+
+    @property
+    def changes(self) -> Mapping[str, TensorChange]: ...
+    @property
+    def rationale(self) -> str: ...
+    @property
+    def evidence(self) -> list[dict[str, Any]]: ...
+    @property
+    def author(self) -> Any: ...
+    @property
+    def edits(self) -> str | None: ...
+
+
+def patch_to_json(patch: PatchContent) -> str:
     """The artifact text: metadata indented, one line per tensor."""
-    head = {"format": Patch.FORMAT, "version": Patch.VERSION, "hash": HASH_VERSION,
+    head = {"format": FORMAT, "version": VERSION, "hash": HASH_VERSION,
             "rationale": patch.rationale, "evidence": patch.evidence, "author": patch.author,
             "edits": patch.edits}
     lines = ["{"]
@@ -107,7 +127,7 @@ def patch_to_json(patch: Patch) -> str:
     return "\n".join(lines) + "\n"
 
 
-def save_patch(patch: Patch, path: str | os.PathLike) -> None:
+def save_patch(patch: PatchContent, path: str | os.PathLike) -> None:
     write_atomic(path, patch_to_json(patch).encode("utf-8"))
 
 
@@ -235,18 +255,19 @@ def _change(reader: _Reader, name: str, raw: Any) -> TensorChange:
     return TensorChange(shape, dtype.name, hashes[0], hashes[1], changed, built)
 
 
-def load_patch(path: str | os.PathLike) -> Patch:
-    """Read a patch artifact; every field is validated before a ``Patch`` is made."""
+def load_patch(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a patch artifact: the keyword arguments of ``Patch(...)`` (``Patch.load``
+    makes the patch), every field validated first."""
     reader = _Reader(path)
     document = reader.object(read_json(path, MAX_ARTIFACT_BYTES, what="patch file"),
                              "(top level)")
-    if document.get("format") != Patch.FORMAT:
-        raise reader.fail("format", f"expected {Patch.FORMAT!r}, found "
+    if document.get("format") != FORMAT:
+        raise reader.fail("format", f"expected {FORMAT!r}, found "
                           f"{describe(document.get('format'))}; this is not a TensorCode patch")
-    if document.get("version") != Patch.VERSION or isinstance(document.get("version"), bool):
-        raise reader.fail("version", f"expected {Patch.VERSION}, found "
+    if document.get("version") != VERSION or isinstance(document.get("version"), bool):
+        raise reader.fail("version", f"expected {VERSION}, found "
                           f"{describe(document.get('version'))}; this reader knows version "
-                          f"{Patch.VERSION} only")
+                          f"{VERSION} only")
     reader.keys(document, "(top level)", _TOP_FIELDS)
     if document["hash"] != HASH_VERSION:
         raise reader.fail("hash", f"expected {HASH_VERSION!r}, found {describe(document['hash'])}")
@@ -255,13 +276,15 @@ def load_patch(path: str | os.PathLike) -> Patch:
     edits = document["edits"]
     if edits is not None and not isinstance(edits, str):
         raise reader.fail("edits", f"expected null or text, found {describe(edits)}")
-    for field in ("rationale", "evidence", "author"):
+    checked = {}
+    for field, check in (("rationale", check_rationale), ("evidence", check_evidence),
+                         ("author", check_author)):
         try:
-            Patch({}, **{field: document[field]})
+            checked[field] = check(document[field])
         except PatchError as error:
             raise reader.fail(field, str(error)) from None
-    return Patch(changes, rationale=document["rationale"], evidence=document["evidence"],
-                 author=document["author"], edits=edits)
+    return {"changes": changes, "edits": edits, **checked}
 
 
-__all__ = ["patch_to_json", "save_patch", "load_patch", "MAX_ARTIFACT_BYTES"]
+__all__ = ["patch_to_json", "save_patch", "load_patch", "MAX_ARTIFACT_BYTES", "FORMAT",
+           "VERSION", "PatchContent"]

@@ -21,7 +21,7 @@ from router_programs import (
 
 import tensorcode.algorithm as algorithms
 from tensorcode.algorithm import Algorithm
-from tensorcode.algorithm.artifact import FIELDS, FORMAT, VERSION
+from tensorcode.algorithm.algorithm_file import FIELDS, FORMAT, VERSION
 from tensorcode.errors import ArtifactError, BackendError
 
 MARKER = "# distinctive-comment-never-in-the-artifact"

@@ -26,6 +26,7 @@ from ..compiler.plans.tables import Parameters
 from ..compiler.plans.tape import Tape
 from ..compiler.trace.expr import Expr
 from ..errors import ShapeError, TensorCodeError
+from ..runtime import experience
 from . import execute
 
 #: What ``replay`` may do with a call of an operation: ``"pure"`` operations are
@@ -170,8 +171,6 @@ class Operation:
 
     # -- calling --------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
-        from ..runtime import experience
-
         session = experience.current_trace()
         if session is None:
             return self.apply(args)
