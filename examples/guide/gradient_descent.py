@@ -4,15 +4,19 @@ The Topos guide's ``gradient_descent`` ("Learning rates are clones": "Parallel w
 work the same way: clone the table per thread, share the network by reference"). One
 sealed network and one compiled plan are shared by every thread; each thread owns a clone
 of the same initial table and its own learning rate. The spec has no lock to fight over
-and a plan call releases the GIL (its compiled code runs with Numba's ``nogil``), so the
-threads' plan calls overlap on as many cores as the machine gives.
+and a plan call releases the GIL (its compiled code runs with Numba's ``nogil``).
 
-The program checks that each threaded trajectory equals the serial one bit for bit and
-prints the measured speed-up (informative: it depends on the machine and its load; the
-benchmark harness is where speed is measured). It then runs the same three what-ifs the
-way a loop with an optimizer runs best: a step plan (``entry.lower(optimizer=...)``)
-whose ``run_steps`` takes every step of a what-if in one compiled call, one call per
-thread, and checks that it equals the guide's loop bit for bit.
+What a thread gains is bounded by the Python it runs between plan calls, which holds the
+GIL: the guide's loop (``forward``, ``recorded_gradients``, ``Parameters.step``) spends
+about as long in Python as in the plan on a network this small, so three such loops on
+threads are no faster than one after another. The form that scales is a step plan
+(``entry.lower(optimizer=...)``) whose ``run_steps`` takes every step of a what-if in
+one compiled call: one call per thread, the GIL released for the whole what-if.
+
+The program checks that the guide's loop on threads equals it serially, and that
+``run_steps`` per thread equals the loop, bit for bit; it prints the speed-up of
+``run_steps`` on threads over the same calls one after another (informative: it depends
+on the machine and its load; ``python -m benchmarks --only parallel`` measures it).
 
     python examples/guide/gradient_descent.py [--steps N]
 """
@@ -84,10 +88,12 @@ def threaded(problem: Problem, steps: int) -> list[tuple[tc.Parameters, list[flo
         return [future.result() for future in futures]
 
 
-def fused(problem: Problem, steps: int) -> list[tuple[tc.Parameters, list[float]]]:
-    """The three what-ifs, each as one ``run_steps`` call on its own thread: ``tc.optim.Sgd``
-    (``p - lr * g``, the loop's rule) fused into a step plan, a clone of the table and an
-    optimizer per thread (the step plan is shared, like the network)."""
+def fused(problem: Problem, steps: int, threads: bool = True
+          ) -> list[tuple[tc.Parameters, list[float]]]:
+    """The three what-ifs, each as one ``run_steps`` call: ``tc.optim.Sgd`` (``p - lr * g``,
+    the loop's rule) fused into a step plan, a clone of the table and an optimizer per
+    what-if (the step plan is shared, like the network). With ``threads`` each call runs
+    on its own thread; without, one after another on this thread."""
     step_plan = problem.network.entry(problem.adjoints.roots()).lower(
         optimizer=tc.optim.Sgd())
     initial = problem.network.parameters()
@@ -97,8 +103,17 @@ def fused(problem: Problem, steps: int) -> list[tuple[tc.Parameters, list[float]
         losses = step_plan.run_steps(parameters, tc.optim.Sgd(), {}, [rate] * steps)
         return parameters, [float(loss) for loss in losses]
 
+    if not threads:
+        return [train_fused(rate) for rate in LEARNING_RATES]
     with ThreadPoolExecutor(max_workers=len(LEARNING_RATES)) as pool:
         return list(pool.map(train_fused, LEARNING_RATES))
+
+
+def timed(run, *args) -> tuple[float, list[tuple[tc.Parameters, list[float]]]]:
+    """Seconds one call of ``run(*args)`` took, and what it returned."""
+    start = time.perf_counter()
+    result = run(*args)
+    return time.perf_counter() - start, result
 
 
 def same(a: list[tuple[tc.Parameters, list[float]]],
@@ -115,29 +130,26 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     problem = build(args.samples, args.hidden)
     threaded(problem, 2)  # warm up: compile or load the plan, start the pool once
+    fused(problem, 2)  # and the step plan's run_steps
 
-    start = time.perf_counter()
-    one_by_one = serial(problem, args.steps)
-    serial_s = time.perf_counter() - start
-    start = time.perf_counter()
-    side_by_side = threaded(problem, args.steps)
-    threaded_s = time.perf_counter() - start
-
+    loop_s, one_by_one = timed(serial, problem, args.steps)
+    loop_threads_s, side_by_side = timed(threaded, problem, args.steps)
     assert same(one_by_one, side_by_side), "threaded training differs from serial"
     for rate, (_, losses) in zip(LEARNING_RATES, side_by_side):
         print(f"lr {rate}: loss {losses[0]:.4f} -> {losses[-1]:.4f} after {args.steps} steps")
     print("threaded == serial, table for table and loss for loss: True")
-    print(f"serial {serial_s * 1e3:.1f} ms, {len(LEARNING_RATES)} threads "
-          f"{threaded_s * 1e3:.1f} ms: speed-up {serial_s / threaded_s:.2f}x on "
-          f"{os.cpu_count()} CPUs (measured, not asserted)")
-    fused(problem, 2)  # warm up: compile or load run_steps
-    start = time.perf_counter()
-    in_one_call = fused(problem, args.steps)
-    fused_s = time.perf_counter() - start
-    print(f"run_steps, one call per thread == the loop, bit for bit: "
-          f"{same(in_one_call, one_by_one)}; {fused_s * 1e3:.1f} ms "
-          f"({serial_s / fused_s:.2f}x the serial loop, measured, not asserted)")
+    print(f"the guide's loop: serial {loop_s * 1e3:.1f} ms, {len(LEARNING_RATES)} threads "
+          f"{loop_threads_s * 1e3:.1f} ms (its Python between plan calls holds the GIL)")
 
+    fused_serial_s, in_turn = timed(fused, problem, args.steps, False)
+    fused_s, in_one_call = timed(fused, problem, args.steps)
+    assert same(in_turn, in_one_call), "run_steps on threads differs from serial"
+    print(f"run_steps, one call per thread == the loop, bit for bit: "
+          f"{same(in_one_call, one_by_one)}")
+    print(f"run_steps: serial {fused_serial_s * 1e3:.1f} ms, {len(LEARNING_RATES)} threads "
+          f"{fused_s * 1e3:.1f} ms: speed-up {fused_serial_s / fused_s:.2f}x on "
+          f"{os.cpu_count()} CPUs ({loop_s / fused_s:.2f}x the serial loop; measured, "
+          f"not asserted)")
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,13 @@ the shared plan on each (plan calls release the GIL), and averages the shard gra
 with table arithmetic: ``sum(shards) * (1 / n)``, the gradient of the whole minibatch's
 mean loss.
 
+A step's shards run in parallel, but the Python around them (sampling the minibatch,
+handing the shards to the pool, summing the tables, ``Parameters.step``) holds the GIL and
+runs once per step whatever the shard size. A shard must therefore be large enough that
+its plan call dwarfs that Python: at 64 examples per shard the threads gain nothing, at
+256 (the default) they approach the core count. Minibatches are drawn with replacement,
+as makemore does, so a minibatch may be larger than the data set.
+
 The program checks that the threaded training equals the same computation done serially,
 bit for bit, and prints the measured speed-up (informative, never asserted).
 
@@ -107,13 +114,14 @@ def train(model: Model, shards: int, steps: int, learning_rate: float = 0.1,
           ) -> tuple[tc.Parameters, list[float]]:
     """SGD on minibatches of ``shards * model.shard`` examples; with ``pool`` the shards
     run on its threads, without it one after another on this thread. The shard results
-    are combined in shard order either way, so the two are the same computation."""
+    are combined in shard order either way, so the two are the same computation. Each
+    minibatch is drawn with replacement (as makemore's ``torch.randint`` does)."""
     contexts, targets = dataset()
     rng = np.random.default_rng(seed)
     parameters = model.network.parameters()
     losses = []
     for _ in range(steps):
-        picked = rng.choice(len(targets), size=shards * model.shard, replace=False)
+        picked = rng.integers(0, len(targets), size=shards * model.shard)
         pieces = [(contexts[part], targets[part])
                   for part in np.split(picked, shards)]
         if pool is None:
@@ -131,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--shard", type=int, default=64, help="examples per shard")
+    parser.add_argument("--shard", type=int, default=256, help="examples per shard")
     parser.add_argument("--hidden", type=int, default=64)
     args = parser.parse_args(argv)
     model = build(args.shard, hidden=args.hidden)

@@ -54,8 +54,10 @@ def test_three_states_on_three_threads_equal_serial(gradient_descent):
     assert problem.network.parameters().equals(initial)
     # and the three learning rates did give three different states
     assert not serial[0][0].equals(serial[2][0])
-    # each what-if as one run_steps call per thread: the loop, bit for bit
+    # each what-if as one run_steps call per thread: the loop, bit for bit, and the same
+    # calls one after another on this thread
     assert gradient_descent.same(serial, gradient_descent.fused(problem, 6))
+    assert gradient_descent.same(serial, gradient_descent.fused(problem, 6, threads=False))
 
 
 def test_three_threads_main_prints_its_lines(gradient_descent, capsys):
@@ -64,6 +66,7 @@ def test_three_threads_main_prints_its_lines(gradient_descent, capsys):
     assert "threaded == serial, table for table and loss for loss: True" in out
     assert "speed-up" in out and out.count("lr ") == 3
     assert "run_steps, one call per thread == the loop, bit for bit: True" in out
+    assert "run_steps: serial" in out and "3 threads" in out
 
 
 def test_shards_on_threads_equal_serial_and_the_whole_minibatch(makemore):
@@ -73,6 +76,13 @@ def test_shards_on_threads_equal_serial_and_the_whole_minibatch(makemore):
     serial, serial_losses = makemore.train(model, 4, 3, seed=5)
     assert threaded.equals(serial) and threaded_losses == serial_losses
     assert not serial.equals(model.network.parameters())
+    # drawn with replacement, as makemore does: a minibatch may exceed the data set
+    big = makemore.build(256, hidden=MM_SIZES["hidden"])
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        many, many_losses = makemore.train(big, 4, 1, pool=pool)
+    assert len(makemore.dataset()[1]) < 4 * 256
+    alone, alone_losses = makemore.train(big, 4, 1)
+    assert many.equals(alone) and many_losses == alone_losses
 
     # the shard gradients summed as tables are the gradient of the whole minibatch
     contexts, targets = makemore.dataset()

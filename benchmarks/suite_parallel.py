@@ -1,0 +1,105 @@
+"""The guide's parallel examples: what their threads gain over the same work serially.
+
+- ``gradient_descent: 3 what-ifs``: ``examples/guide/gradient_descent.py`` (tanh MLP
+  [1, 64, 1] on 256 samples, 300 SGD steps per what-if, three learning rates): each
+  what-if as one ``run_steps`` call on its own thread (the baseline row) against the same
+  three calls one after another; peer ``guide loop, serial`` is the per-step loop
+  (``forward``, ``recorded_gradients``, ``Parameters.step``) the guide writes first.
+- ``makemore: 4 shards x 256``: ``examples/guide/makemore_mlp_parallel.py`` (embedding
+  10, hidden 64, 100 SGD steps on minibatches of 4 shards of 256 examples): the shards
+  on a pool of 4 threads (baseline) against the same shards one after another.
+
+The ratio column of a ``serial`` row is the threads' speed-up (target at least 1.6x on 2
+idle cores). Each repeat alternates threaded and serial so load hits both alike; every
+threaded result is checked equal to its serial one, bit for bit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .harness import Row
+
+SUITE = "parallel"
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples" / "guide"
+
+
+def _example(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"guide_example_{name}",
+                                                  EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def _alternate(runs: dict[str, Any], repeat: int) -> dict[str, tuple[float, Any]]:
+    """Median seconds of each run, taking them in turn ``repeat`` times; the last result."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    results: dict[str, Any] = {}
+    for _ in range(repeat):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            results[name] = run()
+            samples[name].append(time.perf_counter() - start)
+    return {name: (statistics.median(samples[name]), results[name]) for name in runs}
+
+
+def _gradient_descent(repeat: int) -> list[Row]:
+    example = _example("gradient_descent")
+    problem = example.build()
+    steps = 300
+    example.fused(problem, 2)  # compile or load the step plan
+    example.serial(problem, 2)
+    timed = _alternate({
+        "threads": lambda: example.fused(problem, steps),
+        "serial": lambda: example.fused(problem, steps, threads=False),
+        "loop": lambda: example.serial(problem, steps),
+    }, repeat)
+    if not (example.same(timed["threads"][1], timed["serial"][1])
+            and example.same(timed["threads"][1], timed["loop"][1])):
+        raise AssertionError("gradient_descent: threaded run_steps differs from serial")
+    workload = "gradient_descent: 3 what-ifs"
+    return [
+        Row(SUITE, workload, "run_steps, 3 threads", timed["threads"][0] * 1e3, "ms",
+            baseline=True, note="one run_steps call per thread; == serial bit for bit"),
+        Row(SUITE, workload, "run_steps, serial", timed["serial"][0] * 1e3, "ms",
+            note="the ratio is the threads' speed-up"),
+        Row(SUITE, workload, "guide loop, serial", timed["loop"][0] * 1e3, "ms",
+            note="forward + recorded_gradients + Parameters.step per step"),
+    ]
+
+
+def _makemore(repeat: int, quick: bool) -> list[Row]:
+    example = _example("makemore_mlp_parallel")
+    shards, shard, steps = 4, 256, 30 if quick else 100
+    model = example.build(shard)
+    with ThreadPoolExecutor(max_workers=shards) as pool:
+        example.train(model, shards, 2, pool=pool)  # the plan and the pool
+        timed = _alternate({
+            "threads": lambda: example.train(model, shards, steps, pool=pool),
+            "serial": lambda: example.train(model, shards, steps),
+        }, repeat)
+    (threaded, threaded_losses), (serial, serial_losses) = (timed["threads"][1],
+                                                            timed["serial"][1])
+    if not (threaded.equals(serial) and threaded_losses == serial_losses):
+        raise AssertionError("makemore: threaded shards differ from serial")
+    workload = f"makemore: {shards} shards x {shard}"
+    return [
+        Row(SUITE, workload, f"{shards} threads", timed["threads"][0] * 1e3, "ms",
+            baseline=True, note=f"{steps} steps; == serial bit for bit"),
+        Row(SUITE, workload, "serial", timed["serial"][0] * 1e3, "ms",
+            note="the ratio is the threads' speed-up"),
+    ]
+
+
+def run(quick: bool = False) -> list[Row]:
+    repeat = 3 if quick else 9
+    return _gradient_descent(repeat) + _makemore(repeat, quick)
