@@ -34,7 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily
     from .compiler.plans.network import Backward, Network, Run
     from .compiler.plans.plan import Plan
     from .compiler.plans.tables import Gradients, Parameters
-    from .compiler.trace.tape import Adjoints, Expr, Tape
+    from .compiler.plans.tape import Tape
+    from .compiler.trace.expr import Expr
+    from .compiler.trace.tape import Adjoints
     from .runtime.experience import InputRef, OutputRef, trace
 
 #: the functional namespace (``tc.exp(x)``, ``tc.sum(x, axis=0)``, ``tc.softmax(x)``):
@@ -58,7 +60,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Plan": ("tensorcode.compiler.plans.plan", "Plan"),
     "Gradients": ("tensorcode.compiler.plans.tables", "Gradients"),
     "Parameters": ("tensorcode.compiler.plans.tables", "Parameters"),
-    **{name: ("tensorcode.compiler.trace.tape", name) for name in ("Adjoints", "Expr", "Tape")},
+    "Adjoints": ("tensorcode.compiler.trace.tape", "Adjoints"),
+    "Expr": ("tensorcode.compiler.trace.expr", "Expr"),
+    "Tape": ("tensorcode.compiler.plans.tape", "Tape"),
     "nn": ("tensorcode.nn", None),
     # the importable modules of the surface (``import tensorcode.optim`` works too)
     **{name: (f"tensorcode.{name}", None) for name in (
@@ -86,7 +90,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402 - after the lazy table, beside __all__
 
 __all__ = [
     "Tape", "Expr", "Adjoints", "Network", "Run", "Backward", "Parameters", "Gradients", "Plan",

@@ -25,9 +25,10 @@ def test_import_does_not_load_heavy_modules():
     loaded = json.loads(_fresh(code))
     for heavy in ("numba", "llvmlite", "scipy", "torch", "jax", "matplotlib", "numpy"):
         assert not any(m == heavy or m.startswith(heavy + ".") for m in loaded), (heavy, loaded)
-    # what the import runs of TensorCode itself: the package and its error hierarchy
+    # what the import runs of TensorCode itself: the package, its error hierarchy and the
+    # one-line module that holds its version
     assert sorted(m for m in loaded if m.startswith("tensorcode")) == \
-        ["tensorcode", "tensorcode.errors"]
+        ["tensorcode", "tensorcode.errors", "tensorcode.version"]
 
 
 def test_first_name_loads_the_compiler_but_not_numba():
@@ -47,7 +48,7 @@ def test_every_public_name_resolves(name):
 
 def test_lazy_names_are_the_defining_modules_objects():
     import tensorcode.optim
-    from tensorcode.compiler.trace.tape import Tape
+    from tensorcode.compiler.plans.tape import Tape
 
     assert tensorcode.Tape is Tape
     assert tensorcode.optim is sys.modules["tensorcode.optim"]

@@ -23,6 +23,7 @@ from .. import files
 from ..compiler.core import ir
 from ..compiler.core.ir import Type
 from ..compiler.plans import document as codec
+from ..compiler.plans.tape import Tape
 from ..compiler.subset import (
     DTYPE,
     MAX_NODES,
@@ -30,7 +31,7 @@ from ..compiler.subset import (
     MAX_TENSOR_ELEMENTS,
     CompiledProgram,
 )
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, TensorCodeError
 
 FORMAT = "tensorcode.algorithm"

@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.backends import BACKENDS, check_backend
-from ..compiler.backends.reference import interpreter as reference
+from ..compiler.backends import BACKENDS, check_backend, interpreter
 from ..compiler.plans.tables import Parameters
 from ..compiler.subset import CompiledProgram
 from ..errors import FeedError, LoweringError, TensorCodeError
@@ -71,7 +70,8 @@ def _fresh(value: np.ndarray) -> Any:
 class ReferenceExecutor(Executor):
     """The NumPy interpreter, one case at a time (a batch is a loop over cases).
 
-    The graph is resolved once (``reference.Prepared`` for the output roots) and a
+    The graph is resolved once (the interpreter's ``prepared`` walk for the output
+    roots) and a
     bound table's payloads are gathered once per ``bind``, so a call runs only the
     ops: the interpreter is the oracle distillation scores every attempt with."""
 
@@ -79,7 +79,7 @@ class ReferenceExecutor(Executor):
 
     def __init__(self, program: CompiledProgram) -> None:
         super().__init__(program)
-        self._prepared = reference.Prepared(self.network.graph,
+        self._prepared = interpreter().prepared(self.network.graph,
                                             [symbol.index for _, symbol in self.output_items])
         self._output_names = tuple(name for name, _ in self.output_items)
         self._feeds = tuple((name, symbol.index, symbol.shape, np.dtype(symbol.dtype))

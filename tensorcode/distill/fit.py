@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..compiler.plans.document import replay
-from ..compiler.trace.tape import Tape
+from ..compiler.plans.tape import Tape
 from ..errors import TensorCodeError, TrainingError
 from . import program as programs
 from .attempts import CaseSet, score

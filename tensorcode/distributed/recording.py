@@ -19,7 +19,8 @@ import numpy as np
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..compiler.plans.network import Network
 from ..compiler.plans.tables import Gradients, Layout, Parameters
-from ..compiler.trace.tape import Adjoints, Expr
+from ..compiler.trace.expr import Expr
+from ..compiler.trace.tape import Adjoints
 from ..errors import FeedError, TensorCodeError
 
 #: what ``build()`` returns: ``(network, adjoints)``, the loss being ``adjoints.loss``

@@ -42,8 +42,9 @@ import numpy as np
 from ..compiler.plans.network import Network
 from ..compiler.plans.plan import BoundPlan, Plan
 from ..compiler.plans.tables import Gradients, Parameters
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.draws import check_sampling
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, CompileError, FeedError, ShapeError
 from ..files import atomic_write_json
 from ..files.strict_json import read_json

@@ -39,8 +39,9 @@ import numpy as np
 from ..compiler.plans.network import Network
 from ..compiler.plans.plan import BoundPlan, Plan
 from ..compiler.plans.tables import Gradients, Parameters
-from ..compiler.trace.autodiff import record_backward
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.plans.tape import Tape
+from ..compiler.trace.backward import record_backward
+from ..compiler.trace.expr import Expr
 from ..errors import CompileError, FeedError
 from ..nn import init as initializers
 from ..nn.transformer import Gpt, GptConfig, TransformerBlock

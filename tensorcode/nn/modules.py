@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import gelu, layer_norm
 from ..compiler.trace.draws import check_probability, dropout
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ShapeError
 from . import init as initializers
 

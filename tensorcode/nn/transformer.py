@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import where
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ShapeError
 from . import init as initializers
 from .modules import Embedding, LayerNorm, Linear, Module

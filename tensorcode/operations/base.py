@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..compiler.plans.tables import Parameters
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.plans.tape import Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ShapeError, TensorCodeError
 from ..runtime import experience
 from . import execute

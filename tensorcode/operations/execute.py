@@ -15,7 +15,7 @@ import numpy as np
 
 from ..compiler.backends import BACKENDS, DEFAULT_BACKEND, check_backend
 from ..compiler.plans.tables import Gradients, Parameters, Table
-from ..compiler.trace.tape import Expr
+from ..compiler.trace.expr import Expr
 from ..errors import RandomError, TensorCodeError
 
 

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from .. import nn
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.draws import check_probability
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ShapeError
 from ..nn import init as initializers
 from .base import Operation, as_float_array, check_last_axis

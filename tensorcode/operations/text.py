@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from .. import nn
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import maximum
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..nn import init as initializers
 from .base import Operation, as_float_array, check_last_axis, row_bucket
 from .layers import checked_seed, one_argument, positive_int

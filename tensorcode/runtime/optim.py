@@ -37,8 +37,9 @@ from ..compiler import backends
 from ..compiler.backends import check_backend
 from ..compiler.lower.update import UpdateRule
 from ..compiler.plans.tables import Gradients, Layout, Parameters, Table
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import maximum, where
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import DTypeError, TensorCodeError
 from .optim_state import check_state_dict, state_entries, torch_flags
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.draws import (
     bernoulli,
     categorical,
@@ -35,7 +36,7 @@ from ..compiler.trace.draws import (
     random_normal,
     random_uniform,
 )
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, RandomError
 from ..files.strict_json import read_safe_int
 

@@ -34,8 +34,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import nn
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import log_softmax, maximum
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import TensorCodeError, TrainingError
 from ..files import Fields, atomic_write_json, read_json
 from ..nn import init as initializers

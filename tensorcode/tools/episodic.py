@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from .. import nn
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import maximum
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, ShapeError, StaleWeightsError
 from ..files import Fields, TensorFile, atomic_write, parse_json
 from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, write_tensors

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..compiler.trace.tape import Expr
+from ..compiler.trace.expr import Expr
 from ..errors import TrainingError
 from ..operations.base import Operation
 from . import checks

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from .. import nn
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import maximum
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ShapeError, TrainingError
 from ..nn import init as initializers
 from ..operations.base import Operation, row_bucket

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.plans.tape import Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ShapeError, TensorCodeError
 from ..operations.base import Operation, as_float_array
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import DISTRIBUTION_TOLERANCE, cross_entropy, mse
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ShapeError, TrainingError
 
 #: ``fn(output, target) -> scalar Expr``: ``output`` is the supervised Expr, ``target``

@@ -47,8 +47,9 @@ import numpy as np
 from ..compiler.core import ir
 from ..compiler.plans.step import StepPlan
 from ..compiler.plans.tables import Gradients, Parameters
+from ..compiler.plans.tape import Tape
 from ..compiler.trace.autodiff import needs_gradient
-from ..compiler.trace.tape import Expr, Tape
+from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, TensorCodeError, TrainingError
 from ..operations.base import Operation
 from ..operations.execute import lower, resolve_backend, rewrap

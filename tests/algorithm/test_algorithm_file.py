@@ -166,7 +166,8 @@ def test_unreadable_files_are_refused(tmp_path, content, fragment):
 def test_missing_file_and_bad_executor(tmp_path):
     with pytest.raises(ArtifactError, match="cannot read"):
         Algorithm.load(tmp_path / "absent.json", executor="reference")
-    with pytest.raises(BackendError, match=r"executor must be one of \['numba', 'reference'\]"):
+    with pytest.raises(BackendError,
+                       match=r"executor must be one of \['numba', 'llvm', 'reference'\]"):
         Algorithm.load(tmp_path / "absent.json", executor="compiled")
 
 

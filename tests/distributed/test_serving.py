@@ -52,7 +52,7 @@ def test_a_replica_answers_like_tensorcode_serve(router_dir):
         with urllib.request.urlopen(request, timeout=60) as response:
             answer = json.loads(response.read())
         assert response.status == 200
-        assert answer == {"route": 1.0, "escalated": False, "reason": None}
+        assert answer == {"route": 1.0, "escalated": False, "reason": None, "path": "program"}
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/routers",
                                     timeout=60) as response:
             listed = json.loads(response.read())["routers"]

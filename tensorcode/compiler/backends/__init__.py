@@ -7,7 +7,9 @@ is what every API lowers to when none is named, and ``check_backend`` is the one
 algorithm executors, distillation and the commands all validate through it, so adding a
 backend is one line here plus its implementation.
 
-``get(name)`` returns the ``Backend`` implementation ``Entry.lower`` hands a schedule to.
+``get(name)`` returns the ``Backend`` implementation ``Entry.lower`` hands a ``Program``
+to (``lower/program.py``); ``counters`` holds the compile counters and the cache
+directory every backend shares.
 Importing this package imports neither Numba nor any backend module: a backend is
 loaded when first asked for, so ``import tensorcode`` stays light.
 """
@@ -15,17 +17,21 @@ loaded when first asked for, so ``import tensorcode`` stays light.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ...errors import BackendError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..lower.schedule import Schedule
+    from ..lower.program import Program
 
+#: the backends' names: the only place the literal names are written
+NUMBA = "numba"
+LLVM = "llvm"
+REFERENCE = "reference"
 #: every backend name, in the order errors list them
-BACKENDS: tuple[str, ...] = ("numba", "llvm", "reference")
+BACKENDS: tuple[str, ...] = (NUMBA, LLVM, REFERENCE)
 #: the backend operations, optimizers, executors and commands use when none is named
-DEFAULT_BACKEND = "numba"
+DEFAULT_BACKEND = NUMBA
 
 
 def check_backend(name: Any, what: str = "backend") -> str:
@@ -39,42 +45,59 @@ def check_backend(name: Any, what: str = "backend") -> str:
     return name
 
 
-class Program(Protocol):
-    """What a backend that generates code hands the plan: the compiled entry points.
+class Compiled(Protocol):
+    """What a backend hands the plan for a ``Program``: its entry points, callable.
 
     ``run(*parameter_buffers, *constants, *inputs)`` returns one flat output arena per
     dtype; ``batch()`` and ``scalars()`` the batched and all-scalar variants (built on
-    first use); ``entry(name)`` a step plan's ``run_step`` or ``run_steps`` (on first
-    use); ``key`` names the program (the plan cache key); ``module`` is the loaded
-    generated module and ``source`` its text (what ``plan.source()`` returns)."""
+    first use); ``step()`` and ``steps()`` a step plan's ``run_step`` and ``run_steps``
+    when ``fuses_updates`` (else the plan applies the optimizer's own update). ``key``
+    names the compiled program (the plan cache key, empty when nothing was compiled)
+    and ``source`` is the generated text (what ``plan.source()`` returns)."""
 
     key: str
     run: Any
-    module: Any
-    source: str
+    fuses_updates: bool
+
+    @property
+    def source(self) -> str: ...
 
     def batch(self) -> Any: ...
 
     def scalars(self) -> Any: ...
 
-    def entry(self, name: str) -> Any: ...
+    def step(self) -> Any: ...
+
+    def steps(self) -> Any: ...
 
 
 class Backend(Protocol):
-    """A way to run a schedule.
+    """A way to run a ``Program`` (``lower/program.py``).
 
-    ``prepare(schedule, approximate)`` does the backend's ahead-of-time work and returns
-    the ``Program`` the plan calls, or None when the backend interprets the optimized
-    graph at call time (``reference``). ``approximates`` says whether ``approximate``
-    means anything to it (only generated float32 code approximates)."""
+    ``prepare(program, approximate)`` does the backend's ahead-of-time work and returns
+    the ``Compiled`` entry points the plan calls. ``approximates`` says whether
+    ``approximate`` means anything to it (only generated float32 code approximates).
+    A backend may also offer ``update(rule, dtype)``, an optimizer's eager update
+    (``lower/update.py``; the ``numba`` and ``reference`` backends do); ``opt.step`` on a
+    backend without one uses the ``numba`` backend's."""
 
     name: str
     approximates: bool
 
-    def prepare(self, schedule: Schedule, approximate: bool) -> Program | None: ...
+    def prepare(self, program: Program, approximate: bool) -> Compiled: ...
 
 
-_MODULES = {"numba": "numba.backend", "llvm": "llvm", "reference": "reference.interpreter"}
+class Interpreter(Backend, Protocol):
+    """The reference backend, which also evaluates a graph directly: ``evaluate(graph,
+    values, roots)`` (what ``Network.forward`` runs) and ``prepared(graph, roots)`` (the
+    walk done once for a graph run many times)."""
+
+    def evaluate(self, graph: Any, values: Any, roots: Any) -> Any: ...
+
+    def prepared(self, graph: Any, roots: Any) -> Any: ...
+
+
+_MODULES = {NUMBA: "numba.backend", LLVM: "llvm", REFERENCE: "reference.backend"}
 
 
 def get(name: str) -> Backend:
@@ -84,4 +107,10 @@ def get(name: str) -> Backend:
     return backend
 
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "check_backend", "Backend", "Program", "get"]
+def interpreter() -> Interpreter:
+    """The reference backend, as the graph interpreter it also is."""
+    return cast("Interpreter", get(REFERENCE))
+
+
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "NUMBA", "LLVM", "REFERENCE", "check_backend", "Backend",
+           "Compiled", "Interpreter", "get", "interpreter"]

@@ -18,30 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import DTypeError
+from .dtypes import DTYPES, FLOAT_DTYPES, canonical_dtype
 
-#: dtypes a node may carry, with the short names the textual form uses.
-DTYPES: dict[str, str] = {
-    "float32": "f32",
-    "float64": "f64",
-    "int32": "i32",
-    "int64": "i64",
-}
-SHORT_DTYPES = {short: name for name, short in DTYPES.items()}
-FLOAT_DTYPES = frozenset({"float32", "float64"})
-INT_DTYPES = frozenset({"int32", "int64"})
 SOURCE_OPS = frozenset({"parameter", "input", "leaf"})
-
-
-def canonical_dtype(dtype: Any) -> str:
-    """Return the dtype's canonical name, or raise ``DTypeError`` for unsupported ones."""
-    try:
-        name = np.dtype(dtype).name
-    except TypeError as error:
-        raise DTypeError(f"{dtype!r} is not a dtype; use one of {sorted(DTYPES)}") from error
-    if name not in DTYPES:
-        raise DTypeError(f"dtype {name} is not supported; use one of {sorted(DTYPES)}")
-    return name
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ import math
 
 import numpy as np
 
+from .dtypes import DTYPES
+
 #: the Philox-4x32 multipliers and Weyl key increments (Random123)
 M0 = np.uint64(0xD2511F53)
 M1 = np.uint64(0xCD9E8D57)
@@ -45,7 +47,7 @@ U64 = np.uint64
 WORDS: dict[str, dict[str, int]] = {
     "random_uniform": {"float32": 1, "float64": 2},
     "random_normal": {"float32": 4, "float64": 4},
-    "bernoulli": {"float32": 1, "float64": 1, "int32": 1, "int64": 1},
+    "bernoulli": dict.fromkeys(DTYPES, 1),
     "categorical": {"int64": 2}}
 
 

@@ -6,13 +6,13 @@ input, its type rule (``infer``), its NumPy reference (``reference``), its
 vector-Jacobian product (``vjp``, written with the same ``Expr`` methods a user records
 with, so a gradient is more IR on a recording tape and an eager computation on the
 runtime's evaluating builder), the surface that exposes it (an ``Expr`` method, a Python
-operator, the subset language), and, for elementwise ops, its lowering
-(``lowerings["numba"]``: the scalar expression the Numba backend emits in its fused
-loops, and optionally a vectorizable float32 approximation). Readers ask the entry or
+operator, the subset language). How each backend lowers an op is that backend's own
+table, keyed by the op's name (``backends/numba/lowerings.py``): this module imports
+no backend. Readers ask the entry or
 the predicates at the end of this module (``is_elementwise``, ``is_reduction``,
 ``is_view``) rather than keeping lists of op names. Composite functions (softmax,
 cross_entropy, layer_norm, gelu, ...) are built from these primitives in
-``functions.py``.
+``trace/composites.py``.
 
 Conventions: NumPy broadcasting for elementwise ops, with gradients summed back to each
 operand's shape; two tensor dtypes never mix (``DTypeError``); comparisons give 0/1 in
@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...errors import CompileError, FeedError, ShapeError
-from ..backends.numba.approx import ScalarCode, exp_code, sigmoid_code, tanh_code
 from . import philox
 from .ir import SOURCE_OPS, Type, canonical_dtype
 from .rules import (
@@ -50,8 +49,6 @@ ReferenceRule = Callable[[Sequence[np.ndarray], Attrs], np.ndarray]
 PrepareRule = Callable[[Attrs], Callable[[Sequence[np.ndarray]], Any]]
 # vjp(g, inputs, out, attrs, wants) -> one gradient (or None) per input
 VjpRule = Callable[[Any, Sequence[Any], Any, Attrs, Sequence[bool]], Sequence[Any]]
-#: approx(operand names, temporary tag, float32 constant namer) -> the statements
-Approximation = Callable[[Sequence[str], str, Callable[[Any], str]], ScalarCode]
 
 #: what shape of loop an op is. ``elementwise``: every output element depends on one
 #: element of each (broadcast) input, so chains fuse into one loop; ``reduction``:
@@ -61,22 +58,6 @@ Approximation = Callable[[Sequence[str], str, Callable[[Any], str]], ScalarCode]
 #: tensor; ``contraction``: matmul; ``random``: draws from a counter-based stream
 #: (``philox.py``) keyed by its first input, a plan input (see ``random_blocks``).
 KINDS = ("elementwise", "reduction", "view", "movement", "index", "contraction", "random")
-
-
-@dataclass(frozen=True)
-class NumbaLowering:
-    """An elementwise op's code in the Numba backend's fused loops.
-
-    ``template`` is one NumPy-scalar expression with ``{0}``, ``{1}``, ``{2}`` for the
-    operands' values, ``{one}`` and ``{zero}`` for constants of the result dtype,
-    ``{zero0}`` for a zero of operand 0's dtype and ``{np_dtype}`` for the result's NumPy
-    scalar type. ``approx_f32``, when set, writes the float32 result as vectorizable
-    statements instead (``backends/numba/approx.py``); the backend uses it unless exact math
-    was asked for, and float64 always uses ``template``.
-    """
-
-    template: str
-    approx_f32: Approximation | None = None
 
 
 @dataclass
@@ -102,7 +83,6 @@ class OpDef:
     infer: InferRule
     reference: ReferenceRule
     vjp: VjpRule | None
-    lowerings: dict[str, Any] = field(default_factory=dict)
     view: bool = False
     arity: int | None = None
     method: bool = False
@@ -128,25 +108,19 @@ REGISTRY: dict[str, OpDef] = {}
 
 
 def register(name: str, kind: str, infer: InferRule, reference: ReferenceRule,
-             vjp: VjpRule | None, scalar: str | NumbaLowering | None = None, *,
+             vjp: VjpRule | None, *,
              arity: int | None = None, view: bool = False, method: bool = False,
              operator: str | None = None, subset: bool = False,
              foldable: bool = True, prepare: PrepareRule | None = None) -> OpDef:
-    """Add a primitive. ``scalar`` is an elementwise op's Numba lowering (a template
-    string, or a ``NumbaLowering`` with a float32 approximation); reductions, views,
-    movement, index and contraction ops are lowered by ``kind`` (the schedule and the
-    backend's loops). The keyword facts are ``OpDef``'s fields."""
+    """Add a primitive. How a backend lowers it is the backend's own table, keyed by
+    ``name`` (``backends/numba/lowerings.py``); the keyword facts are ``OpDef``'s
+    fields."""
     if name in REGISTRY or name in SOURCE_OPS:
         raise ValueError(f"op {name!r} is already registered")
     if kind not in KINDS:
         raise ValueError(f"op {name!r}: kind {kind!r} is not one of {KINDS}")
-    if (scalar is not None) != (kind == "elementwise"):
-        raise ValueError(f"op {name!r}: elementwise ops, and only they, need a scalar lowering")
     op = OpDef(name, kind, infer, reference, vjp, view=view, arity=arity, method=method,
                operator=operator, subset=subset, foldable=foldable, prepare=prepare)
-    if scalar is not None:
-        op.lowerings["numba"] = scalar if isinstance(scalar, NumbaLowering) else \
-            NumbaLowering(scalar)
     REGISTRY[name] = op
     return op
 
@@ -165,15 +139,15 @@ def _unary_infer(name: str, floats_only: bool) -> InferRule:
 
 
 def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], vjp: VjpRule | None,
-           scalar: str | NumbaLowering, floats_only: bool = True, method: bool = True,
+           floats_only: bool = True, method: bool = True,
            subset: bool = False, view: bool = False) -> None:
     """An elementwise op of one operand; by default also the method ``x.name()``."""
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         (x,) = arrays
         with np.errstate(all="ignore"):
             return np.asarray(fn(x)).astype(x.dtype, copy=False)
-    register(name, "elementwise", _unary_infer(name, floats_only), reference, vjp, scalar,
-             arity=1, method=method, subset=subset, view=view)
+    register(name, "elementwise", _unary_infer(name, floats_only), reference, vjp, arity=1,
+             method=method, subset=subset, view=view)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -181,35 +155,27 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 # neg is recorded by unary minus (``-x``), not a method
-_unary("neg", np.negative, lambda g, i, o, a, w: [-g], "-{0}", floats_only=False,
-       method=False)
-# float32 exp, tanh and sigmoid lower to vectorizable approximations (backends/numba/approx.py)
-_unary("exp", np.exp, lambda g, i, o, a, w: [g * o],
-       NumbaLowering("np.exp({0})", exp_code), subset=True)
-_unary("log", np.log, lambda g, i, o, a, w: [g / i[0]], "np.log({0})", subset=True)
-_unary("log1p", np.log1p, lambda g, i, o, a, w: [g / (1 + i[0])], "np.log1p({0})")
-_unary("tanh", np.tanh, lambda g, i, o, a, w: [g * (1 - o * o)],
-       NumbaLowering("np.tanh({0})", tanh_code), subset=True)
-# exp of -|x| never overflows: 1/(1+exp(-x)) for x >= 0, exp(x)/(1+exp(x)) below
-_unary("sigmoid", _sigmoid, lambda g, i, o, a, w: [g * o * (1 - o)],
-       NumbaLowering("({one} / ({one} + np.exp(-{0})) if {0} >= {zero} else "
-                     "np.exp({0}) / ({one} + np.exp({0})))", sigmoid_code), subset=True)
+_unary("neg", np.negative, lambda g, i, o, a, w: [-g], floats_only=False, method=False)
+_unary("exp", np.exp, lambda g, i, o, a, w: [g * o], subset=True)
+_unary("log", np.log, lambda g, i, o, a, w: [g / i[0]], subset=True)
+_unary("log1p", np.log1p, lambda g, i, o, a, w: [g / (1 + i[0])])
+_unary("tanh", np.tanh, lambda g, i, o, a, w: [g * (1 - o * o)], subset=True)
+_unary("sigmoid", _sigmoid, lambda g, i, o, a, w: [g * o * (1 - o)], subset=True)
 _unary("relu", lambda x: np.maximum(x, 0), lambda g, i, o, a, w: [g * (i[0] > 0)],
-       "np.maximum({0}, {zero})", floats_only=False, subset=True)
-_unary("sqrt", np.sqrt, lambda g, i, o, a, w: [g * 0.5 / o], "np.sqrt({0})", subset=True)
-_unary("abs", np.abs, lambda g, i, o, a, w: [g * ((i[0] > 0) - (i[0] < 0))], "np.abs({0})",
        floats_only=False, subset=True)
-_unary("sin", np.sin, lambda g, i, o, a, w: [g * i[0].cos()], "np.sin({0})", subset=True)
-_unary("cos", np.cos, lambda g, i, o, a, w: [-(g * i[0].sin())], "np.cos({0})", subset=True)
+_unary("sqrt", np.sqrt, lambda g, i, o, a, w: [g * 0.5 / o], subset=True)
+_unary("abs", np.abs, lambda g, i, o, a, w: [g * ((i[0] > 0) - (i[0] < 0))],
+       floats_only=False, subset=True)
+_unary("sin", np.sin, lambda g, i, o, a, w: [g * i[0].cos()], subset=True)
+_unary("cos", np.cos, lambda g, i, o, a, w: [-(g * i[0].sin())], subset=True)
 # softplus = log(1 + exp(x)), written log1p(exp(-|x|)) + max(x, 0) so exp never overflows;
 # its derivative is sigmoid(x)
 _unary("softplus", lambda x: np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0),
-       lambda g, i, o, a, w: [g * i[0].sigmoid()],
-       "np.log1p(np.exp(-np.abs({0}))) + np.maximum({0}, {zero})")
+       lambda g, i, o, a, w: [g * i[0].sigmoid()])
 # detach: identity whose gradient is zero (JAX's stop_gradient); keeps composites such
 # as logsumexp from differentiating their stabilizing max. The schedule reads it as a
 # view of its input.
-_unary("detach", lambda x: x.copy(), None, "{0}", floats_only=False, view=True)
+_unary("detach", lambda x: x.copy(), None, floats_only=False, view=True)
 
 
 # ---------------------------------------------------------------------------------------
@@ -227,7 +193,7 @@ def _binary_infer(name: str, floats_only: bool) -> InferRule:
 
 
 def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], vjp: VjpRule | None,
-            scalar: str, floats_only: bool = False, operator: str | None = None,
+            floats_only: bool = False, operator: str | None = None,
             subset: bool = False) -> None:
     """An elementwise op of two broadcasting operands."""
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
@@ -237,8 +203,8 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], vjp: 
 
     def prepare(attrs: Attrs) -> Callable[[Sequence[np.ndarray]], Any]:
         return lambda arrays: fn(arrays[0], arrays[1])
-    register(name, "elementwise", _binary_infer(name, floats_only), reference, vjp, scalar,
-             arity=2, operator=operator, subset=subset, prepare=prepare)
+    register(name, "elementwise", _binary_infer(name, floats_only), reference, vjp, arity=2,
+             operator=operator, subset=subset, prepare=prepare)
 
 
 def _vjp_add(g, i, o, a, w):
@@ -286,21 +252,20 @@ def _true_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(a, b)
 
 
-_binary("add", np.add, _vjp_add, "{0} + {1}", operator="+")
-_binary("sub", np.subtract, _vjp_sub, "{0} - {1}", operator="-")
-_binary("mul", np.multiply, _vjp_mul, "{0} * {1}", operator="*")
-_binary("div", _true_divide, _vjp_div, "{0} / {1}", floats_only=True, operator="/")
-_binary("pow", np.power, _vjp_pow, "{0} ** {1}", floats_only=True, operator="**")
-_binary("maximum", np.maximum, _vjp_maximum, "np.maximum({0}, {1})", subset=True)
-_binary("minimum", np.minimum, _vjp_minimum, "np.minimum({0}, {1})", subset=True)
+_binary("add", np.add, _vjp_add, operator="+")
+_binary("sub", np.subtract, _vjp_sub, operator="-")
+_binary("mul", np.multiply, _vjp_mul, operator="*")
+_binary("div", _true_divide, _vjp_div, floats_only=True, operator="/")
+_binary("pow", np.power, _vjp_pow, floats_only=True, operator="**")
+_binary("maximum", np.maximum, _vjp_maximum, subset=True)
+_binary("minimum", np.minimum, _vjp_minimum, subset=True)
 
 COMPARISONS = {"lt": (np.less, "<"), "le": (np.less_equal, "<="), "gt": (np.greater, ">"),
                "ge": (np.greater_equal, ">="), "eq": (np.equal, "=="),
                "ne": (np.not_equal, "!=")}
 for _name, (_fn, _symbol) in COMPARISONS.items():
     # 0/1 in the operand's dtype; a comparison is a step function, so no gradient.
-    _binary(_name, _fn, None, f"({{one}} if {{0}} {_symbol} {{1}} else {{zero}})",
-            operator=_symbol)
+    _binary(_name, _fn, None, operator=_symbol)
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,8 +295,8 @@ def _where_vjp(g, i, o, a, w):
             unbroadcast(g.builder.apply("where", [cond, zero, g]), y.shape) if w[2] else None]
 
 
-register("where", "elementwise", _where_infer, _where_reference, _where_vjp,
-         "({1} if {0} != {zero0} else {2})", arity=3, prepare=lambda attrs: _where)
+register("where", "elementwise", _where_infer, _where_reference, _where_vjp, arity=3,
+         prepare=lambda attrs: _where)
 
 
 # ---------------------------------------------------------------------------------------
@@ -568,8 +533,7 @@ def _astype_vjp(g, i, o, a, w):
 
 
 register("astype", "elementwise", _astype_infer,
-         lambda arrays, attrs: arrays[0].astype(attrs["dtype"]),
-         _astype_vjp, "{np_dtype}({0})", arity=1)
+         lambda arrays, attrs: arrays[0].astype(attrs["dtype"]), _astype_vjp, arity=1)
 
 
 # ---------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import DTypeError, ShapeError
-from .ir import FLOAT_DTYPES, INT_DTYPES, Type
+from .dtypes import FLOAT_DTYPES, INT_DTYPES
+from .ir import Type
 
 # ---------------------------------------------------------------------------------------
 # type-rule helpers

@@ -44,8 +44,10 @@ def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
 # arrays and buffers
 
 
-#: what an arena is to the generated function, in its argument order
-ROLES = ("parameter", "constant", "input", "scratch", "output")
+#: what an arena is to the generated function, in its argument order (a step plan's
+#: entry points add the writable parameter buffers, ``update``, and the optimizer's
+#: ``state`` buffers)
+ROLES = ("parameter", "constant", "input", "scratch", "output", "update", "state")
 
 
 @dataclass(frozen=True)
@@ -60,13 +62,17 @@ class Arena:
 
     @property
     def label(self) -> str:
-        """A short name for printed schedules: ``P_f32``, ``C0``, ``X1``, ``W_f64``,
-        ``O_i64``."""
+        """The arena's one name, in printed schedules and generated code alike:
+        ``P_f32`` (the table's float32 buffer), ``C0`` (constant 0), ``X1`` (input 1),
+        ``W_f64`` (scratch), ``O_i64`` (output), ``U_f32`` (a step's writable
+        parameters), ``S1_f64`` (the second optimizer state table)."""
         if self.role == "constant":
             return f"C{self.index}"
         if self.role == "input":
             return f"X{self.index}"
-        letter = {"parameter": "P", "scratch": "W", "output": "O"}[self.role]
+        if self.role == "state":
+            return f"S{self.index}_{DTYPES[self.dtype]}"
+        letter = {"parameter": "P", "scratch": "W", "output": "O", "update": "U"}[self.role]
         return f"{letter}_{DTYPES[self.dtype]}"
 
 

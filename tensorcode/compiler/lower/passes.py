@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from ..core import registry as primitives
-from ..core.ir import SOURCE_OPS, Graph, Node, Type, closure, freeze_attrs
+from ..core.ir import SOURCE_OPS, Graph, Node, Type, closure, describe, freeze_attrs
 from ..core.verify import verify
 
 #: registry kinds whose every output element depends on one element of each input (fusable)
@@ -300,8 +300,6 @@ PIPELINE: tuple[Callable[[Graph], Graph], ...] = (fold_constants, simplify, cse)
 def optimize(graph: Graph, rounds: int = 4) -> Graph:
     """DCE, then fold, simplify and CSE until nothing changes (at most ``rounds``
     rounds), then DCE again. Every intermediate graph is verified."""
-    from ..core.ir import describe
-
     graph = dce(graph)
     text = describe(graph)
     for _ in range(rounds):

@@ -18,7 +18,7 @@ call), ``SLOT`` when it also reads ``step`` or ``first`` (once per parameter, as
 computes Adam's bias corrections in Python floats per tensor), ``ELEMENT`` otherwise.
 
 Backends lower the graph like any other: the Numba backend renders each node through
-its registry template into a loop over the slots around a loop over the elements
+its lowering table's template into a loop over the slots around a loop over the elements
 (``backends/numba/update.py``), for an eager ``opt.step`` and inside a step plan alike;
 ``evaluate`` interprets it with the registry's NumPy references (the ``reference``
 backend). Only elementwise ops and scalar constants may appear.
@@ -34,9 +34,10 @@ import numpy as np
 
 from ...errors import CompileError, DTypeError
 from ..core import registry as primitives
+from ..core.dtypes import FLOAT_DTYPES
 
 #: dtypes a compiled update supports (the built-in optimizers' dtypes)
-FLOATS = ("float32", "float64")
+FLOATS = tuple(sorted(FLOAT_DTYPES))
 
 #: the per-call and per-slot inputs after the state values, in order
 SCALAR_INPUTS = ("lr", "lr64", "step", "first")

@@ -32,7 +32,8 @@ from ..core.ir import DTYPES, Type
 from ..core.verify import verify
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..trace.tape import Expr, Tape
+    from ..trace.expr import Expr
+    from .tape import Tape
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SOURCE_FIELDS = {"input": {"name"}, "parameter": {"name"}, "leaf": {"value"}}

@@ -14,17 +14,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import FeedError, RandomError, TensorCodeError
-from ..backends.reference import interpreter as reference
+from ..backends import interpreter
 from ..core import ir
 from ..core import registry as primitives
 from ..core.verify import verify
 from ..trace.autodiff import gradients as record_gradients
-from ..trace.tape import Eager, Expr
+from ..trace.expr import Expr
+from ..trace.tape import Eager
 from .tables import Gradients, Layout, Parameters, check_feed_type
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..trace.tape import Adjoints, Tape
+    from ..trace.tape import Adjoints
     from .plan import Entry
+    from .tape import Tape
 
 
 
@@ -179,7 +181,7 @@ class Run:
 
     def value(self, index: int) -> np.ndarray:
         if index not in self._values:
-            reference.evaluate(self.network.graph, self._values, [index])
+            interpreter().evaluate(self.network.graph, self._values, [index])
         return self._values[index]
 
     def of(self, symbol: Any) -> np.ndarray:

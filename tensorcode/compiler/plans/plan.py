@@ -24,13 +24,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import FeedError, RandomError, TensorCodeError
-from ..backends import BACKENDS, DEFAULT_BACKEND, Program, check_backend
+from ..backends import BACKENDS, DEFAULT_BACKEND, Compiled, check_backend
 from ..backends import get as get_backend
-from ..backends.numba.backend import cache_dir, compile_stats, count
+from ..backends.counters import cache_dir, compile_stats, count
 from ..core import ir
 from ..core import registry as primitives
 from ..core.ir import Graph, Node
-from ..lower.passes import canonical_order, optimize
+from ..lower.passes import canonical_order, dce, optimize
+from ..lower.program import Program
+from ..lower.program import build as build_program
 from ..lower.schedule import Schedule, Sources, build
 from .network import feed_dict, gradients_table
 from .tables import Gradients
@@ -40,7 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .network import Network
     from .tables import Parameters
 
-ARTIFACT_FORMAT = "tensorcode.plan/1"
 
 # ---------------------------------------------------------------------------------------
 # entries
@@ -70,8 +71,6 @@ class Entry:
 
     def describe(self) -> str:
         """The entry's program before lowering: what the roots depend on."""
-        from ..lower.passes import dce
-
         return ir.describe(dce(self.graph()))
 
     def optimized(self) -> tuple[Graph, Sources]:
@@ -173,18 +172,13 @@ class Plan:
         self._param_dtypes = schedule.sources.parameter_dtypes
         self._random_position, self.random_blocks = _random_facts(self)
         self._gradient_views: dict[int, Any] = {}
-        self.key = ""
-        self._compiled: Program | None = None
         implementation = get_backend(backend)
         self.approximate = approximate and implementation.approximates
-        if step is None:
-            self._compiled = implementation.prepare(schedule, self.approximate)
-        else:  # a step plan's module: the plan's code and its fused update (step.py)
-            self._compiled = implementation.prepare(schedule, self.approximate,
-                                                    step)  # type: ignore[call-arg]
-        if self._compiled is not None:
-            self.key = self._compiled.key
-            self._run = self._compiled.run
+        # a step plan's program holds its fused update too (step.py)
+        self.program: Program = build_program(schedule, step)
+        self._compiled: Compiled = implementation.prepare(self.program, self.approximate)
+        self.key = self._compiled.key
+        self._run = self._compiled.run
 
     # -- introspection ---------------------------------------------------------------
     @property
@@ -200,15 +194,11 @@ class Plan:
         return head + "\n" + self.schedule.describe()
 
     def source(self) -> str:
-        """The generated module's source (numba backend)."""
-        if self._compiled is None:
-            raise TensorCodeError("the reference backend generates no source")
+        """The generated module's source (a backend that generates code)."""
         return self._compiled.source
 
-    def _program(self) -> Program:
-        """The compiled program (numba backend)."""
-        if self._compiled is None:
-            raise TensorCodeError(f"the {self.backend} backend compiles no program")
+    def _program(self) -> Compiled:
+        """The backend's entry points for this plan."""
         return self._compiled
 
     def inputs(self) -> list[Any]:
@@ -274,15 +264,11 @@ class Plan:
         else:
             args = self._defaults
         args = self._with_key(args, feeds, generator)
-        if self.backend == "reference":
-            outs = self._reference(parameters, list(args))
-        else:
-            buffers = parameters.buffers()
-            try:
-                outs = self._run(*[buffers[d] for d in self._param_dtypes], *self._consts,
-                                 *args)
-            except (IndexError, ValueError) as error:
-                raise feed_error(self, error) from None
+        buffers = parameters.buffers()
+        try:
+            outs = self._run(*[buffers[d] for d in self._param_dtypes], *self._consts, *args)
+        except (IndexError, ValueError) as error:
+            raise feed_error(self, error) from None
         if generator is not None and self._random_position is not None:
             generator.advance(self.random_blocks)
         return PlanRun(self, outs, None)
@@ -333,8 +319,8 @@ class Plan:
             generator = (generator, n)
         else:
             generator = None
-        if self.backend == "reference" or n == 0:
-            outs = self._reference_batch(parameters, fed, n)
+        if n == 0:
+            outs = tuple(np.empty((0, a.size), a.dtype) for a in self.program.outputs)
         else:
             args = [fed.get(i, d) for i, d in zip(self._inputs, self._batch_defaults)]
             try:
@@ -353,32 +339,10 @@ class Plan:
         self._check_parameters(parameters)
         return BoundPlan(self, parameters)
 
-    # -- reference backend -------------------------------------------------------------
-    def _reference(self, parameters: Parameters, inputs: list[np.ndarray]) -> tuple:
-        from ..backends.reference import interpreter as reference
-
-        g = self.graph
-        values: dict[int, np.ndarray] = {}
-        buffers = parameters.buffers()
-        for i, (dtype, offset) in self.schedule.sources.parameters.items():
-            t = g.nodes[i].type
-            values[i] = buffers[dtype][offset:offset + t.size].reshape(t.shape)
-        for i, value in zip(self.schedule.sources.inputs, inputs):
-            values[i] = value
-        reference.evaluate(g, values, g.outputs)
-        outs = [np.empty(self.schedule.out_arena[d], d) for d in self._out_dtypes]
-        for r, (k, a, b, _shape) in zip(g.outputs, self._root_slices):
-            outs[k][a:b] = np.asarray(values[r]).reshape(-1)
-        return tuple(outs)
-
-    def _reference_batch(self, parameters: Parameters, fed: dict[int, np.ndarray],
-                         n: int) -> tuple:
-        outs = [np.empty((n, self.schedule.out_arena[d]), d) for d in self._out_dtypes]
-        for c in range(n):
-            inputs = [fed[i][c] if i in fed else d for i, d in zip(self._inputs, self._defaults)]
-            for k, out in enumerate(self._reference(parameters, inputs)):
-                outs[k][c] = out
-        return tuple(outs)
+    def _outputs(self, parameters: Parameters, inputs: Sequence[np.ndarray]) -> tuple:
+        """The output arenas of one call over checked ``inputs`` (a step plan on a
+        backend that fuses no update runs this, then the optimizer's own update)."""
+        return tuple(self._run(*self._arguments(parameters), *inputs))
 
     # -- saving ----------------------------------------------------------------------
     def save(self, directory: Any) -> pathlib.Path:
@@ -398,6 +362,10 @@ class Plan:
         from .saved import load_plan
 
         return load_plan(pathlib.Path(directory), network, backend)
+
+
+# ---------------------------------------------------------------------------------------
+# bound plans
 
 
 class BoundPlan:
@@ -425,18 +393,10 @@ class BoundPlan:
         self.parameters = parameters
         self._slices = plan._root_slices
         self._scalars: Any = None
-        self._fn: Callable[..., Any]
-        if plan.backend != "reference":
-            bind = getattr(plan._program(), "bind", None)
-            self._fn = bind(*plan._arguments(parameters)) if bind is not None else \
-                functools.partial(plan._run, *plan._arguments(parameters))
-        else:
-            def fn(*inputs):
-                problem = _bound_input_problem(plan, inputs)
-                if problem is not None:  # the compiled path's rule, checked here
-                    raise problem
-                return plan._reference(parameters, list(inputs))
-            self._fn = fn
+        # a backend that offers ``bind`` binds the buffers itself (cheaper calls)
+        bind = getattr(plan._program(), "bind", None)
+        self._fn: Callable[..., Any] = bind(*plan._arguments(parameters)) \
+            if bind is not None else functools.partial(plan._run, *plan._arguments(parameters))
 
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
         try:
@@ -460,19 +420,11 @@ class BoundPlan:
         if any(shape for _, _, _, shape in self._slices):
             return None
         if self._scalars is None:
-            plan = self.plan
-            if plan.backend != "reference":
-                import functools
-                self._scalars = functools.partial(plan._program().scalars(),
-                                                  *plan._arguments(self.parameters))
-            else:
-                slices = list(self._slices)
-                fn = self._fn
+            import functools
 
-                def numbers(*inputs):
-                    outs = fn(*inputs)
-                    return tuple(outs[k][a].item() for k, a, _, _ in slices)
-                self._scalars = numbers
+            plan = self.plan
+            self._scalars = functools.partial(plan._program().scalars(),
+                                              *plan._arguments(self.parameters))
         return self._scalars
 
 

@@ -31,6 +31,7 @@ from ...files import (
     replace_directory,
     save_tensors,
 )
+from ...version import __version__
 from ..backends import BACKENDS
 from ..core import ir
 from ..core.ir import DTYPES, Type
@@ -56,7 +57,6 @@ def save_plan(plan: Plan, directory: pathlib.Path) -> pathlib.Path:
     """Write the plan directory atomically: both files are built in a temp directory
     beside ``directory`` and renamed into place, so a reader finds the old plan or the
     new one (``replace_directory``)."""
-    from ... import __version__
 
     graph = plan.graph
     network = plan.network
@@ -245,7 +245,7 @@ def _rebuild(graph: ir.Graph, slots: list, origins: dict[int, int], roots: list[
              ) -> tuple[Network, list[int]]:
     """A network whose parameters are the saved layout (in order) followed by the
     lowered graph's nodes; returns it and the root node ids in it."""
-    from ..trace.tape import Tape
+    from .tape import Tape
 
     tape = Tape()
     by_origin: dict[int, Any] = {}

@@ -28,7 +28,7 @@ hyperparameters are replaced) and ``lr``: the built-in optimizers and every
 ``tc.optim.RuleOptimizer`` do. Any optimizer of the same configuration (the lowered
 one, a ``copy.deepcopy`` of it for a what-if) can be stepped by one step plan.
 
-On the ``reference`` backend the step runs the reference plan, then the optimizer's own
+On a backend that fuses no update (``reference``) the step runs the plan, then the optimizer's own
 (unfused) update, and copies the result into the donated buffers: the same contract,
 interpreted.
 """
@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FeedError, TensorCodeError
+from ..backends.counters import count
 from ..lower.schedule import build
 from ..lower.update import StepSpec, UpdateRule
 from .network import feed_dict
@@ -87,8 +88,6 @@ def lower_step(entry: Entry, backend: str, approximate: bool, optimizer: Any) ->
     unreached: set[int] = getattr(network.tape, "unreached_gradients", set())
     skipped = frozenset(k for k, root in enumerate(entry.roots[1:]) if root in unreached)
     spec = StepSpec(rule, (loss_dtype, loss_offset), tuple(placed), skipped)
-    from ..backends.numba.backend import count
-
     count("plans_lowered")
     return StepPlan(entry, schedule, backend, dict(entry.origins()), approximate, spec,
                     optimizer)
@@ -102,7 +101,7 @@ class StepPlan(Plan):
     def __init__(self, entry: Entry, schedule: Any, backend: str, origins: dict[int, int],
                  approximate: bool, spec: StepSpec, optimizer: Any) -> None:
         super().__init__(entry, schedule, backend, origins, approximate,
-                         step=spec if backend != "reference" else None)
+                         step=spec)
         self.spec = spec
         self.rule = spec.rule
         self.optimizer = optimizer
@@ -248,10 +247,10 @@ class BoundStep:
             lr = _check_lr(lr)
         head, tail = self._current()
         plan = self.plan
-        if plan.backend == "reference":
+        if not plan._program().fuses_updates:
             return self._interpreted(lr, list(inputs))
         try:
-            loss = plan._program().entry("run_step")(*head, *inputs, *tail, lr)
+            loss = plan._program().step()(*head, *inputs, *tail, lr)
         except (IndexError, ValueError) as error:
             raise feed_error(plan, error) from None
         self.state.lr = lr
@@ -261,7 +260,7 @@ class BoundStep:
         lrs = np.ascontiguousarray(lrs, dtype=np.float64)
         head, tail = self._current()
         plan = self.plan
-        if plan.backend == "reference":
+        if not plan._program().fuses_updates:
             losses = []
             for c in range(lrs.shape[0]):
                 case = [x[c if x.shape[0] != 1 else 0] for x in inputs]
@@ -270,17 +269,17 @@ class BoundStep:
         if lrs.shape[0] == 0:
             return np.zeros(0, dtype=plan.spec.loss[0])
         try:
-            losses = plan._program().entry("run_steps")(*head, *inputs, *tail, lrs)
+            losses = plan._program().steps()(*head, *inputs, *tail, lrs)
         except (IndexError, ValueError) as error:
             raise feed_error(plan, error) from None
         self.state.lr = float(lrs[-1])
         return losses
 
     def _interpreted(self, lr: float, inputs: list[np.ndarray]) -> float:
-        """The reference backend: the reference plan, then the optimizer's own update,
-        copied into the donated buffers."""
+        """A backend that fuses no update (the reference one): the plan's call, then the
+        optimizer's own update, copied into the donated buffers."""
         plan = self.plan
-        outs = plan._reference(self.parameters, inputs)
+        outs = plan._outputs(self.parameters, inputs)
         slices = plan._root_slices
         k, a, _, _ = slices[0]
         loss = float(outs[k][a])

@@ -19,7 +19,8 @@ from typing import Any, Self
 import numpy as np
 
 from ...errors import DTypeError, FeedError, ShapeError, TensorCodeError
-from ..trace.tape import Expr
+from ..core.dtypes import NUMPY
+from ..trace.expr import Expr
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ class Table:
                                   "or entry than these parameters")
 
 
-_NUMPY_DTYPES = {name: np.dtype(name) for name in ("float32", "float64", "int32", "int64")}
+_NUMPY_DTYPES = NUMPY
 
 
 def _check_payload(slot: Slot, payload: Any) -> np.ndarray:

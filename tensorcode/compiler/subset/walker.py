@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import CompileError, TensorCodeError
-from ..trace.tape import Expr, Tape
+from ..plans.tape import Tape
+from ..trace.expr import Expr
 from . import syntax_tree as ast
 from .language import (
     BINARY_FUNCTIONS,

@@ -19,7 +19,7 @@ import numpy as np
 from ...errors import DTypeError, ShapeError, TrainingError
 from ..core import registry as primitives
 from ..core.ir import canonical_dtype
-from .tape import Expr, as_array
+from .expr import Expr, as_array
 
 
 def _first_expr(*values: Any) -> Expr:
@@ -203,3 +203,15 @@ def mse(predicted: Expr, target: Any) -> Expr:
 __all__ = ["DISTRIBUTION_TOLERANCE", "where", "maximum", "minimum", "concat", "one_hot",
            "stop_gradient", "logsumexp", "log_softmax", "softmax", "cross_entropy", "layer_norm",
            "gelu", "mse"]
+
+
+def _add_composite_methods() -> None:
+    """Give ``Expr`` the composites a value is usually the subject of (``x.softmax()``,
+    ``logits.cross_entropy(labels)``), as ``expr.py`` gives it the registry's methods."""
+    for function in (softmax, log_softmax, logsumexp, layer_norm, gelu, cross_entropy):
+        if function.__name__ in vars(Expr):
+            raise TypeError(f"Expr already has an attribute {function.__name__!r}")
+        setattr(Expr, function.__name__, function)
+
+
+_add_composite_methods()

@@ -16,11 +16,12 @@ from typing import Any
 from ...errors import RandomError, TensorCodeError
 from ..core import registry as primitives
 from ..core.ir import Type, canonical_dtype
-from .tape import Expr, Tape
+from .expr import Expr
+from .tape import Recorder
 
 
-def _tape_of(key: Any) -> Tape:
-    if not isinstance(key, Expr) or not isinstance(key.builder, Tape):
+def _tape_of(key: Any) -> Recorder:
+    if not isinstance(key, Expr) or not isinstance(key.builder, Recorder):
         raise TensorCodeError(f"a random draw needs the recording's key from "
                               f"tape.random_key(), got {key!r}")
     return key.builder
@@ -114,7 +115,7 @@ def dropout(x: Expr, p: Any, key: Expr | None = None, training: bool = True) -> 
     ``key`` defaults to the recording's ``random_key()``. The gradient flows through
     the kept elements only (the mask multiplies, and carries no gradient itself)."""
     value = check_probability("dropout p", p, upper_open=True)
-    if not isinstance(x, Expr) or not isinstance(x.builder, Tape):
+    if not isinstance(x, Expr) or not isinstance(x.builder, Recorder):
         raise TensorCodeError(f"dropout records on a tape; got {x!r}")
     if not training or value == 0.0:
         return x

@@ -1,315 +1,26 @@
-"""Recording: the ``Tape``, the ``Expr`` handles it returns, and the eager builder.
+"""Recording: the ``Recorder`` a tape is, the ``Adjoints`` it returns, the eager builder.
 
-Every operation on an ``Expr`` goes through its builder's ``apply(op, inputs, attrs)``.
-A ``Tape`` records the op as a node of the IR; an ``Eager`` builder evaluates it at
-once with the op's NumPy reference. The VJP rules in ``core/registry.py`` are written against
-``Expr`` methods only, so the same rules record gradients as IR (``differentiate``) and
-compute them eagerly at run time (``run.backward``), and the two cannot drift apart.
+A ``Recorder`` turns every op applied to its ``Expr`` handles into a node of the IR, and
+``differentiate`` records reverse-mode gradients as more nodes (``autodiff.py``). The
+user's ``Tape`` (``plans/tape.py``) is a ``Recorder`` that also seals into a ``Network``;
+everything in this layer records through a ``Recorder`` and never needs the network.
+``Eager`` evaluates each op at once with its NumPy reference (the runtime backward).
 """
 
 from __future__ import annotations
 
 import contextlib
-import numbers
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from ...errors import DTypeError, ShapeError, TensorCodeError, TrainingError
+from ...errors import ShapeError, TensorCodeError, TrainingError
 from ..core import registry as primitives
-from ..core.ir import Node, Type, canonical_dtype, freeze_attrs
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..plans.network import Network
-
-
-def as_array(value: Any, dtype: Any = None) -> np.ndarray:
-    """A Python value as an array of a supported dtype; floats default to float64 and
-    ints to int64 (NumPy's defaults), bools become 0/1 integers."""
-    if isinstance(value, Expr):
-        raise TypeError("expected a concrete value, got an Expr; pass the array instead")
-    array = np.asarray(value)
-    if array.size > 1 and not any(array.strides):
-        # one value broadcast to a shape (``nn.init.zeros``): kept one element wide, so
-        # recording a large model that is about to be loaded touches no memory per element
-        return np.broadcast_to(as_array(array[(0,) * array.ndim], dtype), array.shape)
-    if dtype is not None:
-        array = array.astype(canonical_dtype(dtype))
-    elif array.dtype == np.bool_:
-        array = array.astype(np.int64)
-    elif array.dtype.kind == "f" and array.dtype.name not in ("float32", "float64"):
-        array = array.astype(np.float64)
-    elif array.dtype.kind in "iu" and array.dtype.name not in ("int32", "int64"):
-        array = array.astype(np.int64)
-    canonical_dtype(array.dtype)
-    return np.array(array, copy=True, order="C")
-
-
-class Builder:
-    """What an ``Expr`` needs from whoever built it."""
-
-    def apply(self, op: str, inputs: Sequence[Expr], attrs: dict[str, Any] | None = None
-              ) -> Expr:
-        raise NotImplementedError  # pragma: no cover - abstract
-
-    def constant(self, value: Any, dtype: Any = None) -> Expr:
-        raise NotImplementedError  # pragma: no cover - abstract
-
-    @contextlib.contextmanager
-    def broadcasting(self, mode: str) -> Iterator[None]:
-        """Record under broadcast ``mode`` inside the block (see ``Tape``). A builder
-        that evaluates at once (the runtime backward) checks nothing, so this is a no-op
-        here; the library's composites and layers use it so their own broadcasts, which
-        are part of their definition, never count as accidents on an explicit tape."""
-        check_broadcast_mode(mode)
-        yield
-
-    def lift(self, value: Any, like: Expr) -> Expr:
-        """Turn an operand into an ``Expr``. Python scalars are weak: they take the
-        tensor's dtype. Arrays and NumPy scalars (all of them, ``np.float64`` included)
-        keep their own dtype."""
-        if isinstance(value, Expr):
-            if value.builder is not self:
-                raise TensorCodeError(
-                    "these expressions were recorded on different tapes; record every "
-                    "operand of an op on the same tape")
-            return value
-        if isinstance(value, bool) or (isinstance(value, numbers.Integral) and not isinstance(
-                value, np.generic)):
-            return self.constant(value, like.dtype)
-        if isinstance(value, float) and not isinstance(value, np.generic):
-            # np.float64 subclasses float but, like every NumPy scalar, is strong
-            if like.dtype not in ("float32", "float64"):
-                raise DTypeError(f"cannot combine a {like.dtype} tensor with the Python float "
-                                 f"{value!r}; cast the tensor with .astype('float32') first")
-            return self.constant(value, like.dtype)
-        return self.constant(value)
-
-
-class Expr:
-    """A symbol: one value recorded on a tape (or computed by the eager builder).
-
-    Exprs hash by identity and key feeds and parameter tables; ``==`` records a
-    comparison rather than testing identity, as in NumPy.
-    """
-
-    __slots__ = ("__weakref__", "builder", "index", "type", "value")
-    __array_priority__ = 1000  # make ndarray <op> Expr defer to Expr's reflected ops
-
-    def __init__(self, builder: Builder, index: int, type: Type,
-                 value: np.ndarray | None = None) -> None:
-        self.builder = builder
-        self.index = index
-        self.type = type
-        self.value = value
-
-    # -- introspection ------------------------------------------------------------------
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.type.shape
-
-    @property
-    def dtype(self) -> str:
-        return self.type.dtype
-
-    @property
-    def ndim(self) -> int:
-        return self.type.rank
-
-    def __repr__(self) -> str:
-        """``Expr(%2 input "x" : f64[4])``: the node, what it is (an input, a parameter, a
-        constant or the op that computed it), its name when it has one, and its type."""
-        nodes = getattr(self.builder, "_nodes", None)
-        if nodes is None or not 0 <= self.index < len(nodes):
-            return f"Expr(%{self.index} : {self.type})"
-        node = nodes[self.index]
-        kind = "constant" if node.op == "leaf" else node.op
-        name = f' "{node.name}"' if node.name else ""
-        return f"Expr(%{self.index} {kind}{name} : {self.type})"
-
-    __hash__ = object.__hash__
-
-    def __bool__(self) -> bool:
-        raise TypeError("an Expr has no truth value at record time; use tc.where(...) to "
-                        "choose between values")
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("a scalar Expr has no len()")
-        return self.shape[0]
-
-    def _apply(self, op: str, *inputs: Any, **attrs: Any) -> Expr:
-        lifted = [self, *(self.builder.lift(x, self) for x in inputs)]
-        return self.builder.apply(op, lifted, attrs)
-
-    def _binary(self, op: str, other: Any, reverse: bool = False) -> Expr:
-        other = self.builder.lift(other, self)
-        a, b = (other, self) if reverse else (self, other)
-        return self.builder.apply(op, [a, b])
-
-    # -- arithmetic ---------------------------------------------------------------------
-    def __add__(self, o): return self._binary("add", o)
-    def __radd__(self, o): return self._binary("add", o, True)
-    def __sub__(self, o): return self._binary("sub", o)
-    def __rsub__(self, o): return self._binary("sub", o, True)
-    def __mul__(self, o): return self._binary("mul", o)
-    def __rmul__(self, o): return self._binary("mul", o, True)
-    def __truediv__(self, o): return self._binary("div", o)
-    def __rtruediv__(self, o): return self._binary("div", o, True)
-    def __pow__(self, o): return self._binary("pow", o)
-    def __rpow__(self, o): return self._binary("pow", o, True)
-    def __matmul__(self, o): return self._binary("matmul", o)
-    def __rmatmul__(self, o): return self._binary("matmul", o, True)
-    def __neg__(self): return self._apply("neg")
-    def __pos__(self): return self
-
-    # -- comparisons: 0/1 in the operand's dtype, no gradient --------------------------------
-    def __lt__(self, o: Any) -> Expr: return self._binary("lt", o)
-    def __le__(self, o: Any) -> Expr: return self._binary("le", o)
-    def __gt__(self, o: Any) -> Expr: return self._binary("gt", o)
-    def __ge__(self, o: Any) -> Expr: return self._binary("ge", o)
-    # object's == returns bool; an Expr's records a comparison, as NumPy's does
-    def __eq__(self, o: Any) -> Expr: return self._binary("eq", o)  # type: ignore[override]
-    def __ne__(self, o: Any) -> Expr: return self._binary("ne", o)  # type: ignore[override]
-
-    # -- unary functions ---------------------------------------------------------------
-    # x.exp(), x.tanh(), x.detach(), ...: one method per registry entry with ``method``
-    # set, added after the class by ``_add_registry_methods``.
-    def __abs__(self): return self._apply("abs")
-
-    if TYPE_CHECKING:  # the generated methods, as a type checker sees them
-        def __getattr__(self, name: str) -> Callable[[], Expr]: ...
-
-    # -- reductions ----------------------------------------------------------------------
-    def _reduce(self, op: str, axis: Any, keepdims: bool) -> Expr:
-        axes = primitives.normalize_axes(op, axis, self.ndim)
-        return self._apply(op, axis=axes, keepdims=bool(keepdims))
-
-    def sum(self, axis: Any = None, keepdims: bool = False) -> Expr:
-        return self._reduce("sum", axis, keepdims)
-
-    def mean(self, axis: Any = None, keepdims: bool = False) -> Expr:
-        return self._reduce("mean", axis, keepdims)
-
-    def max(self, axis: Any = None, keepdims: bool = False) -> Expr:
-        return self._reduce("max", axis, keepdims)
-
-    def min(self, axis: Any = None, keepdims: bool = False) -> Expr:
-        return self._reduce("min", axis, keepdims)
-
-    # -- shape ---------------------------------------------------------------------------
-    def reshape(self, *shape: Any) -> Expr:
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        shape = tuple(int(d) for d in shape)
-        if shape.count(-1) > 1:
-            raise ShapeError(f"reshape: at most one -1 allowed, got {list(shape)}")
-        if -1 in shape:
-            known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
-            if known == 0 or self.type.size % known:
-                raise ShapeError(f"reshape: cannot reshape {list(self.shape)} to {list(shape)}")
-            shape = tuple(self.type.size // known if d == -1 else d for d in shape)
-        if shape == self.shape:
-            return self
-        return self._apply("reshape", shape=shape)
-
-    def transpose(self, *axes: Any) -> Expr:
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        if not axes:
-            axes = tuple(reversed(range(self.ndim)))
-        axes = tuple(primitives.normalize_axis("transpose", a, self.ndim) for a in axes)
-        return self._apply("transpose", axes=axes)
-
-    @property
-    def T(self) -> Expr:
-        return self.transpose()
-
-    def broadcast_to(self, shape: Sequence[int]) -> Expr:
-        shape = tuple(int(d) for d in shape)
-        if shape == self.shape:
-            return self
-        return self._apply("broadcast_to", shape=shape)
-
-    def broadcast_like(self, other: Expr) -> Expr:
-        return self.broadcast_to(other.shape)
-
-    def slice(self, start: int | None, stop: int | None = None, axis: int = 0) -> Expr:
-        """Elements ``start:stop`` along ``axis`` (negative bounds count from the end)."""
-        if self.ndim == 0:
-            raise ShapeError("slice: cannot slice a scalar; reshape it first")
-        axis = primitives.normalize_axis("slice", axis, self.ndim)
-        size = self.shape[axis]
-        begin, end, _ = slice(start, stop).indices(size)
-        if (start is not None and not -size <= start <= size) or (
-                stop is not None and not -size <= stop <= size):
-            raise ShapeError(f"slice: [{start}:{stop}] is out of range for axis {axis} of "
-                             f"shape {list(self.shape)}")
-        return self._apply("slice", start=begin, stop=max(begin, end), axis=axis)
-
-    def take(self, indices: Any, axis: int = 0) -> Expr:
-        """Gather along ``axis`` (an embedding lookup when ``axis`` is 0)."""
-        if not isinstance(indices, Expr):
-            indices = self.builder.constant(as_array(indices))
-        axis = primitives.normalize_axis("take", axis, self.ndim)
-        return self.builder.apply("take", [self, self.builder.lift(indices, self)],
-                                  {"axis": axis})
-
-    def astype(self, dtype: Any) -> Expr:
-        dtype = canonical_dtype(dtype)
-        if dtype == self.dtype:
-            return self
-        return self._apply("astype", dtype=dtype)
-
-    # -- composites ----------------------------------------------------------------------
-    def softmax(self, axis: int = -1) -> Expr:
-        from .composites import softmax
-        return softmax(self, axis)
-
-    def log_softmax(self, axis: int = -1) -> Expr:
-        from .composites import log_softmax
-        return log_softmax(self, axis)
-
-    def logsumexp(self, axis: Any = None, keepdims: bool = False) -> Expr:
-        from .composites import logsumexp
-        return logsumexp(self, axis, keepdims)
-
-    def layer_norm(self, eps: float = 1e-5) -> Expr:
-        from .composites import layer_norm
-        return layer_norm(self, eps)
-
-    def gelu(self) -> Expr:
-        from .composites import gelu
-        return gelu(self)
-
-    def cross_entropy(self, labels: Any) -> Expr:
-        from .composites import cross_entropy
-        return cross_entropy(self, labels)
-
-
-def _registry_method(op: str) -> Callable[[Expr], Expr]:
-    def method(self: Expr) -> Expr:
-        return self._apply(op)
-    method.__name__ = op
-    method.__qualname__ = f"Expr.{op}"
-    method.__doc__ = f"Record the ``{op}`` primitive on this value's tape (elementwise)."
-    return method
-
-
-def _add_registry_methods() -> None:
-    """Give ``Expr`` a method for every registry entry that asks for one, so a new
-    elementwise primitive is recordable as ``x.name()`` from its entry alone."""
-    for entry in primitives.REGISTRY.values():
-        if not entry.method:
-            continue
-        if entry.name in vars(Expr):
-            raise TypeError(f"the primitive {entry.name!r} asks for an Expr method, but Expr "
-                            "already has an attribute of that name")
-        setattr(Expr, entry.name, _registry_method(entry.name))
-
-
-_add_registry_methods()
+from ..core.ir import Graph, Node, Type, closure, freeze_attrs
+from . import composites  # noqa: F401 - gives Expr its composite methods
+from .autodiff import gradients, needs_gradient
+from .expr import Builder, Expr, as_array, check_broadcast_mode
 
 
 class Eager(Builder):
@@ -370,22 +81,12 @@ class Adjoints:
         return len(self.wrt)
 
 
-#: how elementwise ops treat operands of different shapes (``Tape(broadcast=...)``)
-BROADCAST_MODES = ("numpy", "explicit")
-
-
-def check_broadcast_mode(mode: Any) -> str:
-    if mode not in BROADCAST_MODES:
-        raise ValueError(f"broadcast must be one of {list(BROADCAST_MODES)}, got {mode!r}")
-    return str(mode)
-
-
 def _python_number(value: Any) -> bool:
     return isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
 
 
-class Tape(Builder):
-    """Records ops into an IR graph; ``into_network()`` seals it into a ``Network``.
+class Recorder(Builder):
+    """Records ops into an IR graph (``Tape`` adds the sealing into a ``Network``).
 
     ``broadcast`` says how elementwise ops of several operands (``+ - * / **``,
     comparisons, ``where``, ``maximum``, ``minimum``) treat different shapes.
@@ -400,7 +101,7 @@ class Tape(Builder):
     def __init__(self, broadcast: str = "numpy") -> None:
         self._nodes: list[Node] = []
         self._exprs: list[Expr] = []
-        self._network: Network | None = None
+        self._network: Any = None  # what sealed the recording (``Tape.into_network``)
         self._modes = [check_broadcast_mode(broadcast)]
         self._literals: set[int] = set()  # nodes lifted from Python numbers
         self._random_key: Expr | None = None
@@ -529,16 +230,7 @@ class Tape(Builder):
         """Record reverse-mode gradients of the scalar ``loss`` as more nodes on this
         tape; a parameter the loss does not reach gets an explicit zeros node.
         ``inputs`` (float ``tape.input`` symbols) also get their gradients recorded: the
-        adjoint a piece of a larger model hands back to the piece before it.
-
-        A loss that none of ``wrt`` and ``inputs`` reaches through a differentiable path
-        would train on zero gradients without a word, so it is a ``TrainingError``
-        (naming ``detach``/``stop_gradient`` when a detached value is what cuts the
-        path), as the Trainer refuses disconnected losses. ``allow_disconnected=True``
-        takes the all-zero gradients on purpose (a fit that reports which parameters
-        no gradient reaches)."""
-        from .autodiff import gradients
-
+        adjoint a piece of a larger model hands back to the piece before it."""
         self._check_open()
         wrt = list(wrt)
         fed = list(inputs)
@@ -571,23 +263,6 @@ class Tape(Builder):
         return Adjoints(loss, wrt, grads[:len(wrt)], fed, grads[len(wrt):],
                         reached[:len(wrt)])
 
-    # -- sealing -------------------------------------------------------------------------
-    def into_network(self) -> Network:
-        """Seal the recording into an immutable ``Network``."""
-        from ..plans.network import Network  # local: the network module records through tapes
-
-        self._check_open()
-        network = Network(self)
-        self._network = network
-        return network
-
-    @staticmethod
-    def record(fn: Callable[[Tape], Any]) -> tuple[Network, Any]:
-        """Run ``fn(tape)`` on a fresh tape and seal it: ``(network, fn's result)``."""
-        tape = Tape()
-        result = fn(tape)
-        return tape.into_network(), result
-
     def __len__(self) -> int:
         return len(self._nodes)
 
@@ -605,12 +280,10 @@ class Tape(Builder):
                 if self._nodes[i].op == "parameter"]
 
 
+
 def _check_reached(nodes: Sequence[Node], loss: Expr, wrt: set[int]) -> None:
     """``TrainingError`` unless some of ``wrt`` reaches ``loss`` through differentiable
     ops; the message says what cuts the path (a detach, or steps without gradients)."""
-    from ..core.ir import Graph, closure
-    from .autodiff import needs_gradient
-
     loss_type = nodes[loss.index].type
     if loss_type.shape != () or not loss_type.is_float or any(
             not nodes[i].type.is_float for i in wrt):
@@ -636,3 +309,6 @@ def _check_reached(nodes: Sequence[Node], loss: Expr, wrt: set[int]) -> None:
         f"differentiate: the loss {loss!r} depends on the parameters only through steps "
         "without gradients (comparisons, integer or recorded values), so every gradient "
         "would be zero: it is nondifferentiable")
+
+
+__all__ = ["Recorder", "Eager", "Adjoints"]

@@ -9,6 +9,7 @@ from compiler_graphs import mlp_program
 import tensorcode as tc
 from tensorcode.compiler import backends
 from tensorcode.compiler.backends.numba.module import generate
+from tensorcode.compiler.lower.program import build as build_program
 from tensorcode.compiler.lower.schedule import build
 from tensorcode.errors import BackendError
 
@@ -34,15 +35,16 @@ def test_every_backend_implements_the_protocol():
         assert isinstance(backend.approximates, bool)
         assert callable(backend.prepare)
     network, loss, adjoints, _ = mlp_program([2, 3, 1], batch=4)
-    schedule = build(*network.entry([loss]).optimized())
-    assert backends.get("reference").prepare(schedule, False) is None
+    program = build_program(build(*network.entry([loss]).optimized()))
+    interpreted = backends.get("reference").prepare(program, False)
+    assert interpreted.key == "" and not interpreted.fuses_updates
 
 
 def test_the_generated_module_holds_each_kernel_once():
     network, loss, adjoints, _ = mlp_program([2, 8, 1], batch=6)
-    schedule = build(*network.entry(adjoints.roots()).optimized())
-    source = generate(schedule)
-    for k in range(len(schedule.kernels)):
+    program = build_program(build(*network.entry(adjoints.roots()).optimized()))
+    source = generate(program)
+    for k in range(len(program.kernels)):
         assert source.count(f"# kernel {k}:") == 1, source
     assert source.count("def body(") == 1
     # run and run_into call it once each, run_batch once per case inside its loop

@@ -179,6 +179,7 @@ def test_wrapper_source_holds_no_names_from_the_graph():
     import numpy as np
 
     import tensorcode as tc
+    from tensorcode.compiler.lower.program import build as build_program
     from tensorcode.compiler.lower.schedule import build
 
     tape = tc.Tape()
@@ -187,6 +188,6 @@ def test_wrapper_source_holds_no_names_from_the_graph():
     loss = (x @ w).sum()
     network = tape.into_network()
     graph, sources = network.entry([loss]).optimized()
-    source = numba_native.wrapper_source(build(graph, sources), None)
+    source = numba_native.wrapper_source(build_program(build(graph, sources)))
     assert "import" not in source and "SystemExit" not in source
     compile(source, "<wrapper>", "exec")

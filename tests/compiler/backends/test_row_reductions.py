@@ -1,4 +1,4 @@
-"""Reductions over the innermost loop in two passes (``numba.row_terms``), and large
+"""Reductions over the innermost loop in two passes (``lower/layout.py``'s ``row_terms``), and large
 plans' ``run`` over a reused per-thread scratch arena (``CompiledModule._run_reusing``):
 the same results as the reference interpreter, NaN and infinities included, and results
 that never alias between calls or threads."""
@@ -11,7 +11,7 @@ import numpy as np
 
 import tensorcode as tc
 from tensorcode.compiler.backends.numba import backend as numba_cache
-from tensorcode.compiler.backends.numba.loops import ROW_REDUCTION_MIN, scratch_sizes
+from tensorcode.compiler.lower.layout import ROW_REDUCTION_MIN
 
 
 def _rows_program(rows: int, width: int):
@@ -60,7 +60,7 @@ def test_short_rows_keep_the_running_reduction():
 def test_rows_live_past_the_schedule_scratch():
     x, outs, network = _rows_program(4, 64)
     plan = network.entry(outs).lower("numba")
-    sizes = scratch_sizes(plan.schedule)
+    sizes = {a.dtype: a.size for a in plan.program.scratch}
     own = plan.schedule.arena.get("float32", 0)
     assert sizes["float32"] >= own + 64  # at least one row of 64 float32 terms
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tensorcode as tc
-from tensorcode.compiler.trace.autodiff import record_backward
+from tensorcode.compiler.trace.backward import record_backward
 from tensorcode.errors import TrainingError
 
 

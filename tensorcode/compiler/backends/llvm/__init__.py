@@ -1,8 +1,8 @@
 """The ``llvm`` backend: a schedule rendered to LLVM IR, compiled by llvmlite, loaded natively.
 
-``LlvmBackend.prepare(schedule, approximate)`` returns an ``LlvmProgram``:
+``LlvmBackend.prepare(program, approximate)`` returns an ``LlvmProgram``:
 
-1. the key: a hash of the lowered IR (``numba_cache.ir_key``), ``approximate``, the
+1. the key: a hash of the lowered IR (``lower.program.ir_key``), ``approximate``, the
    versions and CPU (``environment_key``) and the source of the code generator;
 2. a program already loaded in this process is reused;
 3. else the authenticated cache entry ``l_<key>.o`` (``cache.py``) is loaded when its
@@ -31,8 +31,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ....errors import CacheError
+from ...lower.program import ir_key
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...lower.program import Program
     from ...lower.schedule import Schedule
     from .program import LlvmProgram
 
@@ -46,7 +48,7 @@ def environment_key() -> str:
     import llvmlite.binding as llvm
     import numpy as np
 
-    from .... import __version__
+    from ....version import __version__
     from .objects import OPT_LEVEL
 
     digest = hashlib.sha256()
@@ -82,10 +84,9 @@ def _generator_files() -> list[pathlib.Path]:
     return sorted({pathlib.Path(str(inspect.getsourcefile(m))) for m in modules})
 
 
-def plan_key(schedule: Schedule, approximate: bool, step: Any = None) -> str:
-    from ..numba.backend import ir_key
-
-    text = f"llvm\n{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}"
+def plan_key(program: Program, approximate: bool) -> str:
+    step = program.step
+    text = f"llvm\n{environment_key()}\napproximate={approximate}\n{ir_key(program)}"
     if step is not None:
         text += f"\nstep\n{step.key()}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -97,21 +98,22 @@ class LlvmBackend:
     name = "llvm"
     approximates = True
 
-    def prepare(self, schedule: Schedule, approximate: bool, step: Any = None
-                ) -> LlvmProgram:
-        return prepared(schedule, approximate, step)
+    def prepare(self, program: Program, approximate: bool) -> LlvmProgram:
+        return prepared(program, approximate)
 
 
-def prepared(schedule: Schedule, approximate: bool, step: Any = None) -> LlvmProgram:
-    """The loaded program of ``schedule`` (with a step plan's update when ``step``, a
-    ``StepSpec``, is given; see the module docstring)."""
+def prepared(program: Program, approximate: bool) -> LlvmProgram:
+    """The loaded program of ``program`` (a step plan's with its update; see the module
+    docstring). The code generator still renders the schedule the program was built from
+    (``program.schedule``) and its ``StepSpec``."""
     from .codegen import layout_of
 
+    schedule, step = program.schedule, program.step
     if step is not None:
         from .update import rule_api
 
         rule_api()  # a rule this backend can lower, before any work
-    key = plan_key(schedule, approximate, step)
+    key = plan_key(program, approximate)
     with _LOCK:
         found = _PROGRAMS.get(key)
         if found is not None:
@@ -154,7 +156,7 @@ def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
 
 
 def _count(name: str, n: int = 1) -> None:
-    from ..numba.backend import count
+    from ..counters import count
 
     count(name, n)
 

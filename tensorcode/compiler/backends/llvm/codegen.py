@@ -31,6 +31,7 @@ import numpy as np
 from llvmlite import ir
 
 from ....errors import CompileError
+from ...core import registry as primitives
 from ...lower.kernels import (
     Arena,
     ConcatKernel,
@@ -48,8 +49,8 @@ from ...lower.kernels import (
     broadcast_access,
     c_strides,
 )
+from ...lower.layout import coalesce, fused_layout, row_terms, scratch_sizes
 from ...lower.schedule import Schedule, blas_layout
-from ..numba.loops import coalesce, fused_layout, row_terms, scratch_sizes
 from . import ops, rows
 from .random import RandomFills
 from .types import (
@@ -434,7 +435,7 @@ class Renderer:
             values[j] = self.read(loads[j], layout.load_vec[j], names)
         for i in kernel.nodes:
             node = g.nodes[i]
-            if node.op in ("sum", "mean", "max", "min"):
+            if primitives.is_reduction(node.op):
                 x = values[node.inputs[0]]
                 dtype = node.type.dtype
                 if i in row_of:

@@ -30,7 +30,7 @@ def _address(array: np.ndarray) -> int:
 
 
 class LlvmProgram:
-    """A ``backends.Program`` over a loaded LLVM plan object."""
+    """The ``backends.Compiled`` entry points of a loaded LLVM plan object."""
 
     def __init__(self, key: str, layout: Layout, addresses: dict[str, int],
                  input_shapes: Sequence[tuple[int, ...]], head_sizes: Sequence[int],
@@ -188,13 +188,23 @@ class LlvmProgram:
             pointers.append(_address(value))
         return pointers
 
-    def entry(self, name: str) -> Any:
-        """A step plan's ``run_step`` or ``run_steps`` (the Numba backend's signatures:
-        parameters, constants, inputs, writable parameters, states, step counts, state
-        flags, then ``lr`` or the K learning rates)."""
-        if not hasattr(self, "_loss") or name not in ("run_step", "run_steps"):
-            raise NotImplementedError(f"this plan has no {name} entry point")
-        return self.run_step if name == "run_step" else self.run_steps
+    @property
+    def fuses_updates(self) -> bool:
+        """Whether this is a step plan's program (``set_step``), with its own update."""
+        return hasattr(self, "_loss")
+
+    def step(self) -> Any:
+        """A step plan's ``run_step`` (the Numba backend's argument order: parameters,
+        constants, inputs, writable parameters, states, step counts, state flags, ``lr``)."""
+        if not self.fuses_updates:
+            raise NotImplementedError("this plan has no run_step entry point")
+        return self.run_step
+
+    def steps(self) -> Any:
+        """A step plan's ``run_steps`` (``step``'s arguments with K learning rates)."""
+        if not self.fuses_updates:
+            raise NotImplementedError("this plan has no run_steps entry point")
+        return self.run_steps
 
     def run_step(self, *args: Any) -> float:
         *arrays, lr = args

@@ -107,7 +107,7 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------
 # the same approximations as Numba statements: the registry entries of tanh, exp and
-# sigmoid name these as their float32 lowering (``NumbaLowering.approx_f32``)
+# sigmoid name these as their float32 lowering (``Lowering.approx_f32``)
 
 #: ``const(value)`` -> the name of a float32 constant of the generated module
 Const = Callable[[Any], str]

@@ -1,6 +1,6 @@
 """The Numba backend's ahead-of-time plan cache, and the backend itself.
 
-``NumbaBackend.prepare(schedule)`` generates the plan's module (``module``),
+``NumbaBackend.prepare(program)`` generates the plan's module (``module``),
 writes it to ``<cache>/plans/p_<hash>.py`` and compiles it with Numba's ``cache=True``,
 so a second process that lowers the same network loads machine code instead of
 compiling. A module already loaded in this process is reused from memory.
@@ -37,55 +37,20 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 import numpy as np
 
 from ....errors import CacheError, TensorCodeError
-from ...core import ir
+from ....version import __version__
+from ...lower.program import ir_key
+from ..counters import cache_dir, count
+from . import native
+from .loops import CODEGEN_VERSION
+from .module import generate
+from .step import helpers
 
 if TYPE_CHECKING:  # pragma: no cover - kept out of ``import tensorcode``
-    from ...lower.schedule import Schedule
-    from ...lower.update import StepSpec, UpdateRule
+    from ...lower.program import Argument, EntryPoint, Program
+    from ...lower.update import UpdateRule
 
-_STATS_LOCK = threading.Lock()
-_STATS = {"compiled": 0, "cache_loaded": 0, "sources_written": 0, "corrupt_entries": 0,
-          "plans_lowered": 0, "memory_hits": 0, "memory_compiled": 0,
-          "native_loaded": 0, "native_built": 0, "native_refused": 0, "native_unavailable": 0,
-          "untrusted_entries": 0, "llvm_compile_ms": 0}
 _MODULES: dict[str, Any] = {}
 _MODULE_LOCK = threading.Lock()
-
-
-def compile_stats() -> dict[str, int]:
-    """Counters for this process: ``compiled`` (Numba compilations of plan functions),
-    ``cache_loaded`` (plan functions loaded from the on-disk cache), ``sources_written``,
-    ``corrupt_entries`` (cache entries found damaged and rebuilt), ``plans_lowered`` and
-    ``memory_hits`` (lowerings served by a module already loaded in this process);
-    ``native_loaded`` (plans loaded as native objects without Numba, also counted in
-    ``cache_loaded``), ``native_built`` (native objects written after a compile),
-    ``native_refused`` (native objects not used because they need a symbol the loader
-    cannot provide, or failed to load: those plans loaded through Numba) and
-    ``native_unavailable`` (plans for which no native object could be built);
-    see ``native``; ``untrusted_entries`` (llvm cache entries without a valid
-    authentication tag or with a refused symbol, recompiled) and ``llvm_compile_ms``
-    (milliseconds the llvm backend spent compiling plans; see ``backends/llvm``)."""
-    with _STATS_LOCK:
-        return dict(_STATS)
-
-
-def count(key: str, n: int = 1) -> None:
-    """Add ``n`` to counter ``key`` of ``compile_stats`` (``plans_lowered`` is counted
-    by ``Entry.lower``, the rest here)."""
-    with _STATS_LOCK:
-        _STATS[key] += n
-    if n and os.environ.get("TENSORCODE_LOG_COMPILES") and key in ("compiled", "cache_loaded"):
-        print(f"tensorcode: {key} {n}", file=sys.stderr)
-
-
-def cache_dir() -> pathlib.Path:
-    """``TENSORCODE_CACHE_DIR``, else ``tensorcode`` under the user's cache directory."""
-    env = os.environ.get("TENSORCODE_CACHE_DIR")
-    if env:
-        return pathlib.Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME")
-    root = pathlib.Path(base).expanduser() if base else pathlib.Path.home() / ".cache"
-    return root / "tensorcode"
 
 
 # ---------------------------------------------------------------------------------------
@@ -102,8 +67,6 @@ def environment_key() -> str:
         import llvmlite
         import llvmlite.binding as llvm
 
-        from .... import __version__
-        from .loops import CODEGEN_VERSION
 
         try:
             cpu = llvm.get_host_cpu_name() + ":" + llvm.get_host_cpu_features().flatten()
@@ -134,22 +97,6 @@ def _installed_version(package: str) -> str:
     import importlib.metadata
 
     return importlib.metadata.version(package)
-
-
-def ir_key(schedule: Schedule) -> str:
-    """The lowered IR as hashed: text form, parameter offsets, input order, and the
-    contents of the scalars baked into the code (array constants are arguments)."""
-    s = schedule
-    lines = [ir.describe(s.graph)]
-    lines.append("parameters " + json.dumps(sorted((i, d, o) for i, (d, o) in
-                                                   s.sources.parameters.items())))
-    lines.append("parameter_dtypes " + json.dumps(s.sources.parameter_dtypes))
-    lines.append("inputs " + json.dumps(s.sources.inputs))
-    for i, node in enumerate(s.graph.nodes):
-        if node.op == "leaf" and node.type.size == 1:
-            assert node.value is not None  # a leaf always carries its value
-            lines.append(f"scalar %{i} {node.value.reshape(-1)[0].item()!r}")
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------
@@ -226,13 +173,15 @@ class CompiledModule:
     compiled now for the plan's exact argument types, ``batch()`` and ``scalars()`` on
     first use; all three call the one jitted ``body``."""
 
-    def __init__(self, key: str, module: Any, source: str = "", cache: bool = True,
-                 sealed: Callable[[], None] | None = None) -> None:
+    fuses_updates = True
+
+    def __init__(self, key: str, module: Any, program: Program, source: str = "",
+                 cache: bool = True, sealed: Callable[[], None] | None = None) -> None:
         import numba
-        from numba import types
 
         self.key = key
         self.module = module
+        self.program = program
         self.source = source
         self._sealed = sealed
         options: _JitOptions = {"cache": cache, "nogil": True, "error_model": "numpy"}
@@ -243,39 +192,37 @@ class CompiledModule:
         self.body = numba.njit(no_cpython_wrapper=True,  # type: ignore[call-overload]
                                no_cfunc_wrapper=True, **body_options)(module.body)
         module.body = self.body
-        # a step plan's update helpers (numba_step): internal like ``body``
+        # a step plan's update helpers (``step``): internal like ``body``
         self._helpers = [self.body]
-        for name in getattr(module, "HELPERS", ()):
+        for name in (helpers(program) if program.step is not None else ()):
             helper = numba.njit(no_cpython_wrapper=True,  # type: ignore[call-overload]
                                 no_cfunc_wrapper=True, **body_options)(getattr(module, name))
             setattr(module, name, helper)
             self._helpers.append(helper)
         self._entries: dict[str, Any] = {}
-        scope = {"types": types}
-        self.run_signature = eval(compile(module.RUN_SIGNATURE,
-                                          "<signature>", "eval"), scope)
-        self.batch_signature_text = module.BATCH_SIGNATURE
+        self.run_signature = signature(program.run)
         self._options = options
         before = _dispatcher_counts(self._helpers)
-        self._scratch = [(n, np.dtype(d)) for d, n in module.SCRATCH_ARENAS]
-        self._outputs = [(n, np.dtype(d)) for d, n in module.OUTPUT_ARENAS]
+        self._scratch = [(a.size, np.dtype(a.dtype)) for a in program.scratch]
+        self._outputs = [(a.size, np.dtype(a.dtype)) for a in program.outputs]
         self._local = threading.local()
         self.run: Callable[..., Any]
-        if sum(n * d.itemsize for n, d in self._scratch + self._outputs) >= REUSE_BYTES:
-            into = eval(compile(module.INTO_SIGNATURE, "<signature>", "eval"), scope)
-            self._run_into = numba.njit(into, **options)(module.run_into)
+        run = program.run.name
+        if program.scratch_bytes + program.output_bytes >= REUSE_BYTES:
+            self._run_into = numba.njit(signature(program.run_into), **options)(
+                getattr(module, program.run_into.name))
             self.run = self._run_reusing
             # run_scalars (all-scalar plans) calls ``run``: compiled if it is ever used
-            module.run = numba.njit(**options)(module.run)
+            setattr(module, run, numba.njit(**options)(getattr(module, run)))
             self._account([self._run_into], before)
         else:
-            self.run = numba.njit(self.run_signature, **options)(module.run)
-            module.run = self.run  # run_scalars calls it
+            self.run = numba.njit(self.run_signature, **options)(getattr(module, run))
+            setattr(module, run, self.run)  # run_scalars calls it
             self._account([self.run], before)
-        self._scalars = None
-        self._batch = None
+        self._scalars: Any = None
+        self._batch: Any = None
         self._batch_lock = threading.Lock()
-        self.output_dtypes = list(module.OUTPUT_DTYPES)
+        self.output_dtypes = [a.dtype for a in program.outputs]
 
     def _run_reusing(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
         """``run`` of a plan with large arenas: this thread's scratch, reused from call
@@ -300,13 +247,16 @@ class CompiledModule:
 
     def scalars(self) -> Any:
         """``run_scalars``, compiled on first use (only all-scalar plans have it)."""
+        entry = self.program.run_scalars
+        if entry is None:
+            raise TypeError("only a plan whose every root is a scalar has run_scalars")
         with self._batch_lock:
             if self._scalars is None:
                 import numba
 
                 before = _dispatcher_counts(self._helpers + [self.run])
-                self._scalars = numba.njit(self.run_signature, **self._options)(
-                    self.module.run_scalars)
+                self._scalars = numba.njit(signature(entry), **self._options)(
+                    getattr(self.module, entry.name))
                 self._account([self._scalars, self.run], before)
             return self._scalars
 
@@ -315,31 +265,55 @@ class CompiledModule:
         with self._batch_lock:
             if self._batch is None:
                 import numba
-                from numba import types
 
-                sig = eval(compile(self.batch_signature_text, "<signature>", "eval"),
-                           {"types": types})
+                entry = self.program.run_batch
                 before = _dispatcher_counts(self._helpers)
-                self._batch = numba.njit(sig, **self._options)(self.module.run_batch)
+                self._batch = numba.njit(signature(entry), **self._options)(
+                    getattr(self.module, entry.name))
                 self._account([self._batch], before)
             return self._batch
 
-    def entry(self, name: str) -> Any:
-        """A step plan's entry point ``run_step`` or ``run_steps`` (``step``),
-        compiled (or loaded from the cache) on first use for ``<NAME>_SIGNATURE``."""
+    def step(self) -> Any:
+        """A step plan's ``run_step`` (compiled on first use)."""
+        entry = self.program.run_step
+        if entry is None:
+            raise TypeError("only a step plan has run_step")
+        return self._entry(entry)
+
+    def steps(self) -> Any:
+        """A step plan's ``run_steps`` (compiled on first use)."""
+        entry = self.program.run_steps
+        if entry is None:
+            raise TypeError("only a step plan has run_steps")
+        return self._entry(entry)
+
+    def _entry(self, entry: EntryPoint) -> Any:
+        """A step plan's entry point, compiled (or loaded from the cache) on first use
+        for the argument types its record gives."""
         with self._batch_lock:
-            function = self._entries.get(name)
+            function = self._entries.get(entry.name)
             if function is None:
                 import numba
-                from numba import types
 
-                text = getattr(self.module, name.upper().replace("RUN_", "") + "_SIGNATURE")
-                sig = eval(compile(text, "<signature>", "eval"), {"types": types})
                 before = _dispatcher_counts(self._helpers)
-                function = numba.njit(sig, **self._options)(getattr(self.module, name))
+                function = numba.njit(signature(entry), **self._options)(
+                    getattr(self.module, entry.name))
                 self._account([function], before)
-                self._entries[name] = function
+                self._entries[entry.name] = function
             return function
+
+
+def signature(entry: EntryPoint) -> tuple:
+    """The Numba argument types of ``entry``, from its typed arguments."""
+    from numba import types
+
+    def numba_type(argument: Argument) -> Any:
+        scalar = getattr(types, argument.dtype)
+        if argument.scalar:
+            return scalar
+        return types.Array(scalar, argument.ndim, "C", readonly=not argument.writable)
+
+    return tuple(numba_type(a) for a in entry.arguments)
 
 
 def _load_module(source: str, key: str, filename: str) -> Any:
@@ -361,25 +335,22 @@ def _load_module(source: str, key: str, filename: str) -> Any:
     return module
 
 
-def compiled_module(schedule: Schedule, approximate: bool = True,
-                    step: StepSpec | None = None) -> CompiledModule:
-    """The compiled module for ``schedule`` (with a step plan's update when ``step`` is
-    given): from this process's memory, the on-disk cache, or compiled now (and
-    cached). When the cache directory cannot be trusted or written
-    (``plans_directory``), the plan is compiled in memory, with one warning."""
-    from .module import generate
-
-    source = generate(schedule, approximate=approximate, step=step)
+def compiled_module(program: Program, approximate: bool = True) -> CompiledModule:
+    """The compiled module for ``program`` (a step plan's with its update): from this
+    process's memory, the on-disk cache, or compiled now (and cached). When the cache
+    directory cannot be trusted or written (``plans_directory``), the plan is compiled
+    in memory, with one warning."""
+    source = generate(program, approximate=approximate)
     # the key covers the generated code too, so any change to code generation (or to a
     # scheduling constant) is a new entry rather than a mismatch
-    text = f"{environment_key()}\napproximate={approximate}\n{ir_key(schedule)}\n{source}"
+    text = f"{environment_key()}\napproximate={approximate}\n{ir_key(program)}\n{source}"
     key = hashlib.sha256(text.encode()).hexdigest()[:32]
     with _MODULE_LOCK:
         if key in _MODULES:
             count("memory_hits")
             return _MODULES[key]
         try:
-            compiled = _cached_module(source, key, schedule, step)
+            compiled = _cached_module(source, key, program)
         except (CacheError, OSError) as error:
             reason = str(error) if isinstance(error, CacheError) else \
                 f"the plan cache cannot be used: {error.strerror or error}"
@@ -388,32 +359,27 @@ def compiled_module(schedule: Schedule, approximate: bool = True,
                                           "directory')")
             count("memory_compiled")
             compiled = CompiledModule(
-                key, _load_module(source, key, f"<tensorcode plan {key}>"), source,
+                key, _load_module(source, key, f"<tensorcode plan {key}>"), program, source,
                 cache=False)
         _MODULES[key] = compiled
         return compiled
 
 
-def _cached_module(source: str, key: str, schedule: Schedule | None = None,
-                  step: StepSpec | None = None) -> Any:
+def _cached_module(source: str, key: str, program: Program) -> Any:
     """``compiled_module`` through the on-disk cache (raises ``CacheError`` or
     ``OSError`` when the directory or the entry cannot be used). While Numba is not
     imported in this process, an entry's native object (``native``) is loaded
     without it; after a Numba compile or load of an entry that has none, one is built."""
-    from . import native as native
-
     directory = plans_directory()
     stem = f"p_{key}"
-    use_native = schedule is not None and native.enabled()
+    use_native = native.enabled()
     if use_native and "numba" not in sys.modules:
-        assert schedule is not None
-        program = _native_program(directory, stem, source, key, schedule, step)
-        if program is not None:
-            return program
-    compiled = _numba_module(source, key)
+        loaded = _native_program(directory, stem, source, key, program)
+        if loaded is not None:
+            return loaded
+    compiled = _numba_module(source, key, program)
     if use_native:
-        assert schedule is not None
-        _build_native(compiled, directory, stem, schedule, step)
+        _build_native(compiled, directory, stem, program)
     return compiled
 
 
@@ -422,12 +388,10 @@ def _owned_file(path: pathlib.Path) -> None:
 
 
 def _native_program(directory: pathlib.Path, stem: str, source: str, key: str,
-                    schedule: Schedule, step: StepSpec | None) -> Any:
+                    program: Program) -> Any:
     """The entry's native object loaded as a ``NativeProgram``, or None when the entry
     has none that can be trusted and used here (then Numba loads it, and any damage is
     reported and repaired there)."""
-    from . import native as native
-
     path = directory / f"{stem}.py"
     with _locked(directory / f"{stem}.lock"):
         try:
@@ -453,18 +417,14 @@ def _native_program(directory: pathlib.Path, stem: str, source: str, key: str,
             return None
     count("native_loaded")
     count("cache_loaded")
-    arguments = native.Arguments(schedule, len(step.rule.state_keys) if step else None)
-    return native.NativeProgram(key, source, arguments, address,
-                                step.loss if step is not None else None,
-                                lambda: _numba_module(source, key))
+    return native.NativeProgram(key, source, program, address,
+                                lambda: _numba_module(source, key, program))
 
 
 def _build_native(compiled: CompiledModule, directory: pathlib.Path, stem: str,
-                  schedule: Schedule, step: StepSpec | None) -> None:
+                  program: Program) -> None:
     """Write the entry's native object unless it has a usable one (a failure to build
     one leaves the plan on Numba, counted as ``native_unavailable``)."""
-    from . import native as native
-
     with _locked(directory / f"{stem}.lock"):
         if native.read(directory, stem, _owned_file) is not None:
             return
@@ -474,7 +434,7 @@ def _build_native(compiled: CompiledModule, directory: pathlib.Path, stem: str,
                                          f"entry {stem} was corrupt or foreign; rebuilding "
                                          "it")
         try:
-            data, symbol = native.build_object(compiled.module, schedule, step)
+            data, symbol = native.build_object(compiled.module, program)
         except Exception:
             count("native_unavailable")
             return
@@ -482,7 +442,7 @@ def _build_native(compiled: CompiledModule, directory: pathlib.Path, stem: str,
     count("native_built")
 
 
-def _numba_module(source: str, key: str) -> CompiledModule:
+def _numba_module(source: str, key: str, program: Program) -> CompiledModule:
     """The entry's module compiled or loaded by Numba, through the on-disk cache."""
     directory = plans_directory()
     stem = f"p_{key}"
@@ -524,7 +484,7 @@ def _numba_module(source: str, key: str) -> CompiledModule:
 
         try:
             try:
-                return CompiledModule(key, _load_module(source, key, str(path)), source,
+                return CompiledModule(key, _load_module(source, key, str(path)), program, source,
                                       sealed=sealed)
             except Exception as error:
                 if isinstance(error, (TensorCodeError,)):
@@ -534,7 +494,7 @@ def _numba_module(source: str, key: str) -> CompiledModule:
                                            f"not be loaded ({type(error).__name__}); "
                                            "rebuilding it")
                 _purge_numba_cache(directory, stem)
-                return CompiledModule(key, _load_module(source, key, str(path)), source,
+                return CompiledModule(key, _load_module(source, key, str(path)), program, source,
                                       sealed=sealed)
         finally:
             holding[0] = False
@@ -761,16 +721,15 @@ class NumbaBackend:
     name = "numba"
     approximates = True
 
-    def prepare(self, schedule: Schedule, approximate: bool,
-                step: StepSpec | None = None) -> CompiledModule:
-        """The compiled module for ``schedule`` (see ``compiled_module``)."""
-        return compiled_module(schedule, approximate, step)
+    def prepare(self, program: Program, approximate: bool) -> CompiledModule:
+        """The compiled module for ``program`` (see ``compiled_module``)."""
+        return compiled_module(program, approximate)
 
     def update(self, rule: UpdateRule, dtype: str) -> Callable[..., None]:
         """An optimizer's eager update for ``dtype``, compiled (``numba.update.eager``)."""
         from .update import eager
 
-        return eager(rule, dtype)
+        return eager(rule, dtype, compiled_functions)
 
 
 BACKEND = NumbaBackend()
@@ -779,5 +738,4 @@ BACKEND = NumbaBackend()
 locked, warn_once, check_owned, Untrusted = _locked, _warn_once, _check_owned, _Untrusted
 
 __all__ = ["NumbaBackend", "BACKEND", "CompiledModule", "compiled_module", "compiled_functions",
-           "compile_stats",
-           "count", "cache_dir", "plans_directory", "environment_key", "ir_key"]
+           "plans_directory", "environment_key", "ir_key"]

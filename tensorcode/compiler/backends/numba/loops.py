@@ -1,11 +1,11 @@
 """The Numba backend's kernel loops: each kernel of a schedule as Python source.
 
-``Generator(schedule).kernel(k, kernel)`` appends kernel ``k`` to the body of the plan's
+``Generator(program).kernel(k, kernel)`` appends kernel ``k`` to the body of the plan's
 module (``module.generate`` assembles the module around it; ``backend``
 compiles and caches it). Every kernel becomes explicit loops over flat arrays (strides
 and sizes are literals, so LLVM unrolls and vectorizes); matmuls above
 ``LOOP_MATMUL_LIMIT`` call ``np.dot`` (BLAS) on contiguous or transposed views. Each
-``Arena`` of the schedule is one array argument or local (``array_name``).
+``Arena`` of the program is one array argument or local, named by ``Arena.label``.
 
 Only scalars are baked into the code, each cast to its node's dtype (``np.float32(...)``
 globals), so no computation silently widens to float64. The one deliberate widening: a
@@ -14,7 +14,7 @@ stored. No ``parallel=True`` and no ``fastmath`` in the generated code: results 
 the reference interpreter within dtype tolerances. A float reduction over the innermost
 loop runs in two passes (``row_terms``): the terms go to a row of scratch, reduced by a
 vectorized helper of ``intrinsics`` (the only code compiled with relaxed flags, each
-saying why); ``scratch_sizes`` is the scratch a plan's code needs, rows included.
+saying why); the program's scratch arenas have room for the rows (``lower/layout.py``).
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ import io
 import math
 import tokenize
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from ....errors import CompileError
 from ...core import philox
 from ...core import registry as primitives
-from ...core.ir import DTYPES, number_literal
+from ...core.dtypes import DTYPES, NUMPY_SOURCE
+from ...core.ir import number_literal
 from ...lower.kernels import (
     Arena,
     ConcatKernel,
@@ -48,30 +48,18 @@ from ...lower.kernels import (
     broadcast_access,
     c_strides,
 )
-from ...lower.schedule import Schedule, blas_layout
+from ...lower.layout import coalesce, fused_layout, row_terms
+from ...lower.program import Program
+from ...lower.schedule import blas_layout
+from .lowerings import lowering
 
 #: bump when generated code changes meaning (part of every cache key)
 CODEGEN_VERSION = "6"
 
-#: the fewest terms a float reduction over the innermost loop needs before it is
-#: computed in two passes (``row_terms``)
-ROW_REDUCTION_MIN = 16
 #: the ``intrinsics`` function reducing a row, by reduction op
 _ROW_REDUCTION = {"sum": "row_sum", "mean": "row_sum", "max": "row_max", "min": "row_min"}
 
-NP = {"float32": "np.float32", "float64": "np.float64", "int32": "np.int32",
-      "int64": "np.int64"}
-
-
-def array_name(arena: Arena) -> str:
-    """The generated code's name for an arena: ``P_f32`` (the table's float32 buffer),
-    ``C0`` (constant 0), ``X1`` (input 1), ``W_f64`` (scratch), ``O_i64`` (output)."""
-    if arena.role == "constant":
-        return f"C{arena.index}"
-    if arena.role == "input":
-        return f"X{arena.index}"
-    letter = {"parameter": "P", "scratch": "W", "output": "O"}[arena.role]
-    return f"{letter}_{DTYPES[arena.dtype]}"
+NP = NUMPY_SOURCE
 
 
 class _Emitter:
@@ -88,28 +76,6 @@ class _Emitter:
 
     def close(self, count: int = 1) -> None:
         self.indent -= count
-
-
-def _coalesce(dims: Sequence[int], vectors: Sequence[Sequence[int]]
-              ) -> tuple[list[int], list[list[int]]]:
-    """Drop size-1 axes and merge adjacent axes every access walks contiguously."""
-    keep = [a for a, d in enumerate(dims) if d != 1]
-    out_dims = [dims[a] for a in keep]
-    out_vecs = [[v[a] for a in keep] for v in vectors]
-    a = len(out_dims) - 2
-    while a >= 0:
-        if all(v[a] == v[a + 1] * out_dims[a + 1] for v in out_vecs):
-            out_dims[a] *= out_dims[a + 1]
-            del out_dims[a + 1]
-            for v in out_vecs:
-                v[a] = v[a + 1]
-                del v[a + 1]
-        a -= 1
-    return out_dims, out_vecs
-
-
-#: shared with the llvm backend's loops
-coalesce = _coalesce
 
 
 _ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "//=", "%=", "**=", "|=", "&=", "^=",
@@ -171,99 +137,9 @@ def kernel_scoped(lines: list[str], k: int) -> list[str]:
     return out
 
 
-class FusedLayout(NamedTuple):
-    """How a fused kernel's loops run: the coalesced loop extents ``dims``, each
-    strided load's, store's and reduction's stride per loop, and for each reduction
-    whose reduced axes are a suffix of the loops the loop level its register
-    accumulator opens at (``local``; the others accumulate in place, in memory)."""
-
-    dims: list[int]
-    reductions: list[int]
-    load_keys: list[int]
-    load_vec: dict[int, list[int]]
-    store_vec: dict[int, list[int]]
-    red_vec: dict[int, list[int]]
-    local: dict[int, int]
-
-
-def fused_layout(g: Any, kernel: FusedKernel) -> FusedLayout:
-    """The loop layout of ``kernel`` (``FusedLayout``), a function of the kernel alone."""
-    space = tuple(kernel.space)
-    loads: dict[int, Any] = kernel.loads
-    members = kernel.nodes
-    reductions = [i for i in members if g.nodes[i].op in ("sum", "mean", "max", "min")]
-    vectors: list[list[int]] = []
-    load_keys = [j for j, loc in loads.items() if isinstance(loc, Strided)]
-    for j in load_keys:
-        vectors.append(list(broadcast_access(loads[j], space)))
-    store_keys = [i for i in members if i in kernel.stores and i not in reductions]
-    for _ in store_keys:
-        vectors.append(list(c_strides(space)))
-    for r in reductions:
-        axes = set(g.nodes[r].attr("axis"))
-        kept = [d for a, d in enumerate(space) if a not in axes]
-        ks = list(c_strides(kept))
-        vec, q = [], 0
-        for a in range(len(space)):
-            if a in axes:
-                vec.append(0)
-            else:
-                vec.append(ks[q])
-                q += 1
-        vectors.append(vec)
-    dims, vecs = _coalesce(space, vectors)
-    n_loads, n_stores = len(load_keys), len(store_keys)
-    red_vec = dict(zip(reductions, vecs[n_loads + n_stores:]))
-    local: dict[int, int] = {}
-    for r in reductions:
-        reduced = [a for a, st in enumerate(red_vec[r]) if st == 0]
-        first = min(reduced) if reduced else len(dims)
-        if reduced == list(range(first, len(dims))):
-            local[r] = first
-    return FusedLayout(list(dims), reductions, load_keys,
-                       dict(zip(load_keys, vecs[:n_loads])),
-                       dict(zip(store_keys, vecs[n_loads:n_loads + n_stores])), red_vec, local)
-
-
-def row_terms(g: Any, layout: FusedLayout) -> list[tuple[int, str]]:
-    """The reductions of a fused kernel computed in two passes, with their row's dtype
-    (the term's): the innermost loop only stores each term in a row of scratch, and
-    ``row_sum``, ``row_max`` or ``row_min`` (``intrinsics``) reduce the row (a sum
-    still accumulates in float64). A running sum or maximum in that loop is a chain
-    of dependent operations, which keeps LLVM from vectorizing the loop's other work
-    (an ``exp``, a division) as well; the row's reduction is vectorized. Taken when
-    every reduction closing at the innermost level is a float one over at least
-    ``ROW_REDUCTION_MIN`` terms."""
-    dims, last = layout.dims, len(layout.dims) - 1
-    inner = [r for r in layout.reductions if layout.local.get(r) == last]
-    if last < 0 or not inner or dims[-1] < ROW_REDUCTION_MIN or any(
-            not g.nodes[r].type.is_float for r in inner):
-        return []
-    return [(r, g.nodes[g.nodes[r].inputs[0]].type.dtype) for r in inner]
-
-
-def scratch_sizes(schedule: Schedule) -> dict[str, int]:
-    """Elements of each scratch arena a plan's code needs, by dtype: the schedule's
-    arenas plus room for the longest set of reduction rows one kernel keeps
-    (``row_terms``; kernels run one after another, so they share that room)."""
-    sizes = {d: int(n) for d, n in schedule.arena.items()}
-    extra: dict[str, int] = {}
-    for kernel in schedule.kernels:
-        if isinstance(kernel, FusedKernel):
-            layout = fused_layout(schedule.graph, kernel)
-            need: dict[str, int] = {}
-            for _, dtype in row_terms(schedule.graph, layout):
-                need[dtype] = need.get(dtype, 0) + layout.dims[-1]
-            for dtype, n in need.items():
-                extra[dtype] = max(extra.get(dtype, 0), n)
-    for dtype, n in extra.items():
-        sizes[dtype] = sizes.get(dtype, 0) + n
-    return dict(sorted(sizes.items()))
-
-
 class Generator:
-    def __init__(self, schedule: Schedule, approximate: bool = True) -> None:
-        self.s = schedule
+    def __init__(self, program: Program, approximate: bool = True) -> None:
+        self.s = program
         self.approximate = approximate
         self.consts: dict[tuple[str, Any], str] = {}
         self.const_lines: list[str] = []
@@ -287,7 +163,7 @@ class Generator:
 
     def base(self, loc: Strided) -> tuple[str, int]:
         """The flat array holding ``loc`` and the element offset of its start."""
-        return array_name(loc.arena), loc.offset
+        return loc.arena.label, loc.offset
 
     def index(self, offset: Any, strides: Sequence[int], names: Sequence[str]) -> str:
         terms = [] if offset == 0 else [str(offset)]
@@ -334,11 +210,11 @@ class Generator:
             pre.setdefault(d, []).append(r)
         # each row in scratch past the schedule's own arena (``scratch_sizes``)
         rows: dict[int, tuple[str, int]] = {}
-        offsets = {d: int(n) for d, n in self.s.arena.items()}
+        offsets = dict(self.s.row_start)
         for r, dtype in row_terms(g, layout):
             base = offsets.get(dtype, 0)
             offsets[dtype] = base + dims[-1]
-            rows[r] = (array_name(Arena("scratch", dtype)), base)
+            rows[r] = (Arena("scratch", dtype).label, base)
             self.row_reductions.add(_ROW_REDUCTION[g.nodes[r].op])
 
         def open_level(d: int) -> None:
@@ -374,7 +250,7 @@ class Generator:
             e.line(f"v{j} = {self.access(loads[j], load_vec[j], names)}")
         for i in members:
             node = g.nodes[i]
-            if node.op in ("sum", "mean", "max", "min"):
+            if primitives.is_reduction(node.op):
                 x = f"v{node.inputs[0]}"
                 if i in rows:
                     row, base = rows[i]
@@ -435,25 +311,21 @@ class Generator:
         return f"np.int32({text})" if dtype == "int32" else text
 
     def _elementwise(self, i: int, node: Any) -> None:
-        """Assign ``v{i}`` from the node's registry lowering: its float32 approximation
-        when the entry has one and approximations are on, else its scalar template."""
+        """Assign ``v{i}`` from the op's row in ``lowerings``: its float32 approximation
+        when the row has one and approximations are on, else its scalar template."""
         args = [f"v{j}" for j in node.inputs]
         dtype = node.type.dtype
-        entry = primitives.REGISTRY.get(node.op)
-        lowering = entry.lowerings.get("numba") if entry is not None else None
-        if lowering is None:
-            raise CompileError(f"numba backend: no scalar lowering for op {node.op!r}")
-        if lowering.approx_f32 is not None and dtype == "float32" and self.approximate:
-            code = lowering.approx_f32(args, str(i), lambda value: self.const(value, dtype))
+        row = lowering(node.op)
+        if row.approx_f32 is not None and dtype == "float32" and self.approximate:
+            code = row.approx_f32(args, str(i), lambda value: self.const(value, dtype))
             for line in code.lines:
                 self.out.line(line)
             self.uses_pow2 = self.uses_pow2 or "pow2_float32" in code.intrinsics
             self.out.line(f"v{i} = {code.value}")
             return
         operand = self.s.graph.nodes[node.inputs[0]].type.dtype if node.inputs else dtype
-        text = lowering.template.format(*args, one=self.const(1, dtype),
-                                        zero=self.const(0, dtype),
-                                        zero0=self.const(0, operand), np_dtype=NP[dtype])
+        text = row.template.format(*args, one=self.const(1, dtype), zero=self.const(0, dtype),
+                                   zero0=self.const(0, operand), np_dtype=NP[dtype])
         self.out.line(f"v{i} = {self._wrap(text, dtype)}")
 
     def _fill(self, loc: Strided, value: str, dtype: str) -> None:
@@ -476,7 +348,7 @@ class Generator:
         vectors = [list(dst.strides)]
         if isinstance(src, Strided):
             vectors.append(list(broadcast_access(src, shape)))
-        dims, vecs = _coalesce(shape, vectors)
+        dims, vecs = coalesce(shape, vectors)
         names = self._nest(dims, "i")
         value = self.access(src, vecs[1] if len(vecs) > 1 else [], names)
         self.out.line(f"{self.access(dst, vecs[0], names)} = {value}")
@@ -718,4 +590,4 @@ class Generator:
         self.out.line(f"{fill}({args})")
 
 
-__all__ = ["CODEGEN_VERSION", "NP", "Generator", "array_name"]
+__all__ = ["CODEGEN_VERSION", "NP", "Generator"]

@@ -52,18 +52,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...lower.kernels import Arena
-from .loops import array_name, scratch_sizes
+from .source import body_call
+from .step import helpers
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...lower.schedule import Schedule
-    from ...lower.update import StepSpec
+    from ...lower.program import Program
 
 FORMAT = "tensorcode.native/1"
 #: the environment variable that turns the native loader off (``0``)
 SWITCH = "TENSORCODE_NATIVE_PLANS"
 _SYMBOL = re.compile(r"[A-Za-z0-9_.$]{1,4096}\Z")
-_SHORT = {"float32": "f32", "float64": "f64"}
 
 
 def enabled() -> bool:
@@ -74,104 +72,54 @@ def enabled() -> bool:
 
 
 # ---------------------------------------------------------------------------------------
-# the argument list, shared by the generator and the loader
+# the pointer list, shared by the generator and the loader
 
 
-class Arguments:
-    """The native entry's pointer arguments, in order, each a dtype name:
-    parameters, constants, inputs, (step: writable parameters, state buffers, ``steps``,
-    ``present``), scratch arenas, output arenas; then ``lr``."""
-
-    def __init__(self, schedule: Schedule, state_count: int | None) -> None:
-        s, g = schedule, schedule.graph
-        self.parameters = list(s.sources.parameter_dtypes)
-        self.constants = [g.nodes[i].type.dtype for i in s.constants]
-        self.constant_sizes = [g.nodes[i].type.size for i in s.constants]
-        self.inputs = [g.nodes[i].type.dtype for i in s.sources.inputs]
-        self.input_shapes = [tuple(int(d) for d in g.nodes[i].type.shape)
-                             for i in s.sources.inputs]
-        scratch = scratch_sizes(s)
-        self.scratch = list(scratch)
-        self.scratch_sizes = list(scratch.values())
-        self.outputs = sorted(s.out_arena)
-        self.output_sizes = [int(s.out_arena[d]) for d in self.outputs]
-        self.step = state_count is not None
-        self.states = ([d for _ in range(state_count) for d in self.parameters]
-                       if state_count is not None else [])
-
-    def dtypes(self) -> list[str]:
-        """Every pointer argument's dtype, in order."""
-        step = (self.parameters + self.states + ["float64", "uint8"]) if self.step else []
-        return (self.parameters + self.constants + self.inputs + step + self.scratch
-                + self.outputs)
+def pointers(program: Program) -> list[tuple[str, str, int, bool]]:
+    """The native entry's pointer arguments, in order, each ``(name, dtype, elements,
+    read-only)``: parameters, constants, inputs (flat, ``x..``), a step plan's writable
+    parameters, state buffers, ``steps`` and ``present``, then the scratch and output
+    arenas; ``lr`` follows them. The generator and the loader both read this list."""
+    p = program
+    found = [(a.name, a.dtype, a.size, True) for a in p.parameters + p.constants]
+    found += [(f"x{k}", a.dtype, a.size, True) for k, a in enumerate(p.inputs)]
+    if p.step is not None:
+        found += [(a.name, a.dtype, a.size, False) for a in p.updates + p.states]
+        slots = len(p.step.slots)
+        found += [("steps", "float64", slots, False), ("present", "uint8", slots, False)]
+    found += [(a.name, a.dtype, a.size, False) for a in p.scratch + p.outputs]
+    return found
 
 
 # ---------------------------------------------------------------------------------------
 # generating and building (where Numba is imported)
 
 
-def wrapper_source(schedule: Schedule, step: StepSpec | None) -> str:
+def wrapper_source(program: Program) -> str:
     """The source of ``native(mode, ..)``: every array a ``carray`` over its pointer with
     its literal size, ``body`` (mode 0), then a step plan's ``update`` (mode 1). Names
-    and numbers only, all made here."""
-    s, g = schedule, schedule.graph
-    arguments = Arguments(schedule, len(step.rule.state_keys) if step is not None else None)
-    params = [array_name(Arena("parameter", d)) for d in arguments.parameters]
-    consts = [array_name(Arena("constant", g.nodes[i].type.dtype, k))
-              for k, i in enumerate(s.constants)]
-    inputs = [f"x{k}" for k in range(len(arguments.inputs))]
-    w_names = [array_name(Arena("scratch", d)) for d in arguments.scratch]
-    o_names = [array_name(Arena("output", d)) for d in arguments.outputs]
-    sizes: list[tuple[str, int]] = []
-    layout = s.sources
-    sizes += [(p, _parameter_size(schedule, step, d))
-              for p, d in zip(params, layout.parameter_dtypes)]
-    sizes += list(zip(consts, arguments.constant_sizes))
-    sizes += [(x, int(np.prod(shape, dtype=np.int64))) for x, shape in
-              zip(inputs, arguments.input_shapes)]
-    update_names: list[str] = []
-    if step is not None:
-        u_names = [f"U_{_SHORT[d]}" for d in arguments.parameters]
-        s_names = [f"S{j}_{_SHORT[d]}" for j in range(len(step.rule.state_keys))
-                   for d in arguments.parameters]
-        sizes += [(u, _parameter_size(schedule, step, d))
-              for u, d in zip(u_names, arguments.parameters)]
-        sizes += [(x, _parameter_size(schedule, step, d))
-                  for x, d in zip(s_names, arguments.states)]
-        sizes += [("steps", len(step.slots)), ("present", len(step.slots))]
-        update_names = u_names + o_names + s_names
-    sizes += list(zip(w_names, arguments.scratch_sizes))
-    sizes += list(zip(o_names, arguments.output_sizes))
-    pointers = [f"a{k}" for k in range(len(sizes))]
-    lines = [f"def native(mode, {''.join(p + ', ' for p in pointers)}lr):"]
+    and numbers only, all made here or by the ``Program``."""
+    arrays = pointers(program)
+    names = [f"a{k}" for k in range(len(arrays))]
+    lines = [f"def native(mode, {''.join(n + ', ' for n in names)}lr):"]
     # what the plan's entry points pass as read-only arrays is wrapped read-only too, so
     # ``body`` is called with the argument types ``run`` compiled it for: Numba reuses
     # that compiled body instead of compiling the kernels again
-    read_only = set(params + consts + inputs)
-    for p, (name, size) in zip(pointers, sizes):
-        array = f"carray({p}, ({size},))"
-        lines.append(f"    {name} = {f'readonly({array})' if name in read_only else array}")
+    for pointer, (name, _, size, read_only) in zip(names, arrays):
+        array = f"carray({pointer}, ({size},))"
+        lines.append(f"    {name} = {f'readonly({array})' if read_only else array}")
     lines.append("    try:")
-    lines.append(f"        body({', '.join(params + consts + inputs + w_names + o_names)})")
-    if step is not None:
+    lines.append(f"        {body_call(program)}")
+    if program.step is not None:
+        update = ([a.name for a in program.updates] + [a.name for a in program.outputs]
+                  + [a.name for a in program.states])
         lines.append("        if mode == 1:")
-        lines.append(f"            update({', '.join(update_names)}, steps, present, lr)")
+        lines.append(f"            {helpers(program)[-1]}({', '.join(update)}, steps, present, "
+                     "lr)")
     lines.append("    except Exception:")
     lines.append("        return 1")
     lines.append("    return 0")
     return "\n".join(lines) + "\n"
-
-
-def _parameter_size(schedule: Schedule, step: StepSpec | None, dtype: str) -> int:
-    """How much of the parameter table's ``dtype`` buffer the code reaches: the end of
-    the last parameter the graph reads, or that the update writes (a bound for the
-    array the pointer is wrapped as, never larger than the table's buffer)."""
-    g = schedule.graph
-    ends = [offset + g.nodes[i].type.size
-            for i, (d, offset) in schedule.sources.parameters.items() if d == dtype]
-    if step is not None:
-        ends += [offset + size for _, d, offset, size, _ in step.slots if d == dtype]
-    return int(max(ends, default=0))
 
 
 def _readonly_intrinsic() -> Any:
@@ -189,7 +137,7 @@ def _readonly_intrinsic() -> Any:
     return readonly
 
 
-def build_object(module: Any, schedule: Schedule, step: StepSpec | None) -> tuple[bytes, str]:
+def build_object(module: Any, program: Program) -> tuple[bytes, str]:
     """Compile ``native`` over the loaded plan ``module`` (its ``body`` and ``update``
     already jitted) with ``numba.cfunc`` and emit its machine code as an object file:
     ``(object bytes, symbol to call)``."""
@@ -197,14 +145,14 @@ def build_object(module: Any, schedule: Schedule, step: StepSpec | None) -> tupl
     import numba
     from numba import types
 
-    arguments = Arguments(schedule, len(step.rule.state_keys) if step is not None else None)
     namespace = dict(module.__dict__)
     namespace["carray"] = numba.carray
     namespace["readonly"] = _readonly_intrinsic()
-    source = wrapper_source(schedule, step)
+    source = wrapper_source(program)
     exec(compile(source, "<tensorcode native entry>", "exec", dont_inherit=True), namespace)
     signature = types.int32(types.int32,
-                            *[types.CPointer(getattr(types, d)) for d in arguments.dtypes()],
+                            *[types.CPointer(getattr(types, d))
+                              for _, d, _, _ in pointers(program)],
                             types.float64)
     entry = numba.cfunc(signature, nogil=True, error_model="numpy")(namespace["native"])
     machine = _target_machine()
@@ -465,47 +413,48 @@ HANDOFF_CALLS = 1000
 
 
 class NativeProgram:
-    """A ``backends.Program`` whose ``run`` and ``entry("run_step")`` call the native
+    """A ``backends.Compiled`` whose ``run`` and ``step()`` call the native
     object; everything else (and a re-run of a call the native code reported failed)
     goes to the Numba module, built on first need by ``module``. After
     ``HANDOFF_CALLS`` native calls the plan's calls go to that module too: checking the
     arguments and calling through ``ctypes`` costs a few microseconds more per call than
     Numba's dispatcher, which matters to a long run of a small plan, not to a start."""
 
-    def __init__(self, key: str, source: str, arguments: Arguments, address: int,
-                 loss: tuple[str, int] | None,
+    fuses_updates = True
+
+    def __init__(self, key: str, source: str, program: Program, address: int,
                  numba_module: Callable[[], Any]) -> None:
         self.key = key
         self.source = source
-        self.arguments = arguments
-        self.loss = loss
+        self.program = p = program
+        self.loss = p.step.loss if p.step is not None else None
         self._numba_factory = numba_module
         self._numba: Any = None
         self._lock = threading.Lock()
-        count = len(arguments.dtypes())
         prototype = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32,
-                                     *([_POINTER] * count), ctypes.c_double)
+                                     *([_POINTER] * len(pointers(p))), ctypes.c_double)
         self._call = prototype(address)  # a CFUNCTYPE call releases the GIL
-        a = arguments
-        self._head = [np.dtype(d) for d in a.parameters + a.constants]
-        self._inputs = [(np.dtype(d), shape) for d, shape in zip(a.inputs, a.input_shapes)]
-        self._tail = [np.dtype(d) for d in (a.parameters + a.states + ["float64", "uint8"])]
-        self._scratch = list(zip(a.scratch_sizes, a.scratch))
+        self._head = [np.dtype(a.dtype) for a in p.parameters + p.constants]
+        self._inputs = [(np.dtype(a.dtype), a.shape) for a in p.inputs]
+        self._tail = [np.dtype(a.dtype) for a in p.updates + p.states] + [
+            np.dtype("float64"), np.dtype("uint8")]
+        self._scratch = [(a.size, a.dtype) for a in p.scratch]
         # the output arenas as one block, each at a 64-byte aligned offset
         self._layout: list[tuple[int, np.dtype, int]] = []
         offset = 0
-        for n, d in zip(a.output_sizes, a.outputs):
-            self._layout.append((n, np.dtype(d), offset))
-            offset += -(-n * np.dtype(d).itemsize // 64) * 64
+        for a in p.outputs:
+            self._layout.append((a.size, np.dtype(a.dtype), offset))
+            offset += -(-a.size * np.dtype(a.dtype).itemsize // 64) * 64
         self._block = max(offset, 1)
         self._local = threading.local()
         self._calls = 0
         self._numba_run: Any = None
         self._numba_step: Any = None
         self._no_update = [0] * len(self._tail)
-        self.output_dtypes = list(a.outputs)
+        self.output_dtypes = [a.dtype for a in p.outputs]
         self._loss_arena, self._loss_offset = (
-            (self.output_dtypes.index(loss[0]), loss[1]) if loss is not None else (0, 0))
+            (self.output_dtypes.index(self.loss[0]), self.loss[1]) if self.loss is not None
+            else (0, 0))
 
     # -- the Numba module, for what the object does not offer ---------------------------
     def numba(self) -> Any:
@@ -525,10 +474,11 @@ class NativeProgram:
     def scalars(self) -> Any:
         return self.numba().scalars()
 
-    def entry(self, name: str) -> Any:
-        if name == "run_step" and self.loss is not None:
-            return self.run_step
-        return self.numba().entry(name)
+    def step(self) -> Any:
+        return self.run_step
+
+    def steps(self) -> Any:
+        return self.numba().steps()
 
     # -- calls -------------------------------------------------------------------------
     def _pointers(self, args: tuple, step: bool) -> list[int]:
@@ -592,7 +542,7 @@ class NativeProgram:
         """After ``HANDOFF_CALLS`` native calls: the Numba module, whose compiled
         dispatch costs less per call than this class's checks and ``ctypes``."""
         self._numba_run = numba = self.numba()
-        self._numba_step = numba.entry("run_step") if self.loss is not None else None
+        self._numba_step = numba.step() if self.loss is not None else None
         return numba
 
     def run(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -603,7 +553,7 @@ class NativeProgram:
         if self._calls > HANDOFF_CALLS:
             return self._hand_off().run(*args)
         pointers = self._pointers(args, step=False)
-        if self.arguments.step:  # a step plan's object takes the update's buffers too
+        if self.loss is not None:  # a step plan's object takes the update's buffers too
             pointers += self._no_update
         scratch, outputs, base = self._buffers()
         status = self._call(0, *pointers, *scratch, *self._output_pointers(base), 0.0)
@@ -617,13 +567,13 @@ class NativeProgram:
             return float(self._numba_step(*args))
         self._calls += 1
         if self._calls > HANDOFF_CALLS:
-            return float(self._hand_off().entry("run_step")(*args))
+            return float(self._hand_off().step()(*args))
         *arrays, lr = args
         pointers = self._pointers(tuple(arrays), step=True)
         scratch, outputs, base = self._buffers()
         status = self._call(1, *pointers, *scratch, *self._output_pointers(base), float(lr))
         if status:  # the body failed before the update wrote anything: Numba re-runs it
-            return float(self.numba().entry("run_step")(*args))
+            return float(self.numba().step()(*args))
         return float(outputs[self._loss_arena][self._loss_offset])
 
 
@@ -647,5 +597,5 @@ def _address(array: np.ndarray) -> int:
     return entry[2]
 
 
-__all__ = ["FORMAT", "SWITCH", "Arguments", "NativeProgram", "build_object", "enabled",
+__all__ = ["FORMAT", "SWITCH", "pointers", "NativeProgram", "build_object", "enabled",
            "present", "read", "runtime", "store", "undefined_symbols", "wrapper_source"]

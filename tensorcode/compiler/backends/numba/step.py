@@ -1,6 +1,6 @@
 """The step entry points of a plan module lowered with an optimizer.
 
-``generate(schedule, spec)`` returns the source appended to the plan's module
+``generate(program)`` returns the source appended to the plan's module
 (``module.generate``) when the plan is a step plan (``compiler/plans/step.py``):
 
 - ``rule_<dtype>``: the rule's update function (``numba.update.function_lines``), and
@@ -16,150 +16,117 @@
 
 ``P_..`` (read-only) and ``U_..`` (writable) are the same parameter buffers: the body
 reads them through the read-only type it is compiled for in ``run``, so the step shares
-its compiled body instead of compiling a second one. ``STEP_SIGNATURE`` and
-``STEPS_SIGNATURE`` are the argument types as text, and ``HELPERS`` names the functions
-``backend`` compiles as internal (no Python wrapper) like ``body``.
+its compiled body instead of compiling a second one. ``helpers(program)`` names the
+functions ``backend`` compiles as internal (no Python wrapper) like ``body``.
 """
 
 from __future__ import annotations
 
-from ...lower.kernels import Arena
-from ...lower.schedule import Schedule
-from ...lower.update import FLOATS, StepSpec
-from .loops import NP, array_name, scratch_sizes
+from ...core.dtypes import DTYPES
+from ...lower.program import Program
+from ...lower.update import FLOATS
+from .loops import NP
+from .source import allocate, body_call, case_inputs, head
 from .update import Literals, function_lines
 
-_SHORT = {"float32": "f32", "float64": "f64"}
+
+def helpers(program: Program) -> list[str]:
+    """The functions of the step section only the entry points call (compiled as internal,
+    like ``body``): per parameter dtype the rule's function and its update over the
+    dtype's slots, then ``update`` (always last)."""
+    names: list[str] = []
+    for a in program.updates:
+        names += [_rule_name(a.dtype), _update_name(a.dtype)]
+    return names + ["update"]
 
 
-def _array_type(dtype: str, ndim: int, readonly: bool) -> str:
-    return f"types.Array(types.{dtype}, {ndim}, 'C', readonly={readonly})"
+def _rule_name(dtype: str) -> str:
+    return f"rule_{DTYPES[dtype]}"
 
 
-def generate(schedule: Schedule, spec: StepSpec) -> list[str]:
-    """The step section of the plan module for ``schedule`` (see the module doc)."""
-    s, g = schedule, schedule.graph
+def _update_name(dtype: str) -> str:
+    return f"update_{DTYPES[dtype]}"
+
+
+def generate(program: Program) -> list[str]:
+    """The step section of the plan module for ``program`` (see the module doc)."""
+    p = program
+    spec = p.step
+    assert spec is not None  # only a step plan's program has a step section
     rule = spec.rule
     literal = Literals("L")
-    dtypes = list(s.sources.parameter_dtypes)
-    for d in dtypes:
-        if d not in FLOATS:
-            raise TypeError(f"a fused update needs float parameters, not {d}")
-    params = [array_name(Arena("parameter", d)) for d in dtypes]
-    consts = [array_name(Arena("constant", g.nodes[i].type.dtype, k))
-              for k, i in enumerate(s.constants)]
-    inputs = [array_name(Arena("input", g.nodes[i].type.dtype, k))
-              for k, i in enumerate(s.sources.inputs)]
-    scratch = scratch_sizes(s)
-    arenas, outs = list(scratch), sorted(s.out_arena)
-    w_names = [array_name(Arena("scratch", d)) for d in arenas]
-    o_names = [array_name(Arena("output", d)) for d in outs]
-    u_names = [f"U_{_SHORT[d]}" for d in dtypes]
-    s_names = [f"S{j}_{_SHORT[d]}" for j in range(len(rule.state_keys)) for d in dtypes]
+    states = "".join(f"s{j}, " for j in range(len(rule.state_keys)))
+    for u in p.updates:
+        if u.dtype not in FLOATS:
+            raise TypeError(f"a fused update needs float parameters, not {u.dtype}")
     lines: list[str] = []
-    helpers: list[str] = []
     functions: list[str] = []
-    for d in dtypes:
+    names = helpers(p)
+    for u in p.updates:
+        d = u.dtype
         slots = [t for t in spec.updated if t[1] == d]
-        short = _SHORT[d]
+        short = DTYPES[d]
         tables = {"K": [t[0] for t in slots], "P": [t[2] for t in slots],
                   "N": [t[3] for t in slots], "G": [t[4] for t in slots]}
         for letter, values in tables.items():
             lines.append(f"U{letter}_{short} = np.array({[int(v) for v in values]!r}, "
                          "np.int64)")
-        states = "".join(f"s{j}, " for j in range(len(rule.state_keys)))
-        functions += function_lines(rule, d, f"rule_{short}", literal)
-        name = f"update_{short}"
-        helpers += [f"rule_{short}", name]
+        rule_name, name = _rule_name(d), _update_name(d)
+        functions += function_lines(rule, d, rule_name, literal)
         functions += [f"def {name}(U, O, {states}steps, present, lr):",
-                      f"    rule_{short}(U, O, U, {states}UK_{short}, UP_{short}, UN_{short}, "
+                      f"    {rule_name}(U, O, U, {states}UK_{short}, UP_{short}, UN_{short}, "
                       f"UG_{short}, steps, present, lr)", ""]
     lines += literal.lines
     lines.append("")
     lines += functions
-    update_args = u_names + o_names + s_names
-    lines.append(f"def update({', '.join(update_args)}, steps, present, lr):")
-    for d, u in zip(dtypes, u_names):
-        o = array_name(Arena("output", d))
-        st = [f"S{j}_{_SHORT[d]}" for j in range(len(rule.state_keys))]
-        lines.append(f"    update_{_SHORT[d]}({u}, {o}, {''.join(x + ', ' for x in st)}"
-                     "steps, present, lr)")
+    outputs = {a.dtype: a.name for a in p.outputs}
+    update_args = ([a.name for a in p.updates] + [a.name for a in p.outputs]
+                   + [a.name for a in p.states])
+    lines.append(f"def {names[-1]}({', '.join(update_args)}, steps, present, lr):")
+    for u in p.updates:
+        st = [a.name for a in p.states if a.dtype == u.dtype]
+        lines.append(f"    {_update_name(u.dtype)}({u.name}, {outputs[u.dtype]}, "
+                     f"{''.join(x + ', ' for x in st)}steps, present, lr)")
     lines.append("")
-    helpers.append("update")
     loss_dtype, loss_offset = spec.loss
-    loss_out = array_name(Arena("output", loss_dtype))
-    flat_inputs = [f"x{k}" for k in range(len(inputs))]
-    body_call = f"body({', '.join(params + consts + flat_inputs + w_names + o_names)})"
-    update_call = f"update({', '.join(update_args)}, steps, present, lr)"
-    head = ", ".join(params + consts + inputs + u_names + s_names)
+    loss_out = outputs[loss_dtype]
+    call = body_call(p)
+    update_call = f"{names[-1]}({', '.join(update_args)}, steps, present, lr)"
     # one step
-    lines.append(f"def run_step({head}, steps, present, lr):")
-    for k, i in enumerate(s.sources.inputs):
-        node = g.nodes[i]
-        shape = tuple(node.type.shape)
+    lines.append(head(p.run_step))  # type: ignore[arg-type]
+    for k, x in enumerate(p.inputs):
         label = f"#{k}"  # by position: the plan puts the name back, as data
-        lines.append(f"    if {inputs[k]}.shape != {shape!r}:")
-        lines.append(f"        raise ValueError('input {label}: expected shape {list(shape)}')")
-        flat = "" if node.type.rank == 1 else f".reshape({max(node.type.size, 0)})"
-        lines.append(f"    x{k} = {inputs[k]}{flat}")
-    lines += [f"    {w} = np.empty({scratch[d]}, {NP[d]})" for d, w in zip(arenas, w_names)]
-    lines += [f"    {o} = np.empty({s.out_arena[d]}, {NP[d]})" for d, o in zip(outs, o_names)]
-    lines.append(f"    {body_call}")
+        lines.append(f"    if {x.name}.shape != {x.shape!r}:")
+        lines.append(f"        raise ValueError('input {label}: expected shape {list(x.shape)}')")
+        flat = "" if len(x.shape) == 1 else f".reshape({max(x.size, 0)})"
+        lines.append(f"    x{k} = {x.name}{flat}")
+    lines += allocate(p.scratch) + allocate(p.outputs)
+    lines.append(f"    {call}")
     lines.append(f"    {update_call}")
     lines.append(f"    return {loss_out}[{loss_offset}]")
     lines.append("")
     # K steps
-    lines.append(f"def run_steps({head}, steps, present, lrs):")
+    lines.append(head(p.run_steps))  # type: ignore[arg-type]
     lines.append("    n = lrs.shape[0]")
-    for k, i in enumerate(s.sources.inputs):
-        node = g.nodes[i]
-        shape = tuple(node.type.shape)
+    for k, x in enumerate(p.inputs):
         label = f"#{k}"  # by position: the plan puts the name back, as data
-        x = inputs[k]
-        lines.append(f"    if {x}.shape[1:] != {shape!r} or ({x}.shape[0] != n and "
-                     f"{x}.shape[0] != 1):")
+        lines.append(f"    if {x.name}.shape[1:] != {x.shape!r} or ({x.name}.shape[0] != n and "
+                     f"{x.name}.shape[0] != 1):")
         lines.append(f"        raise ValueError('input {label}: expected shape [K or 1, "
-                     f"{', '.join(map(str, shape))}] for K steps')")
-        if node.type.rank > 1:
-            lines.append(f"    {x} = {x}.reshape({x}.shape[0], {node.type.size})")
-    lines += [f"    {w} = np.empty({scratch[d]}, {NP[d]})" for d, w in zip(arenas, w_names)]
-    lines += [f"    {o} = np.empty({s.out_arena[d]}, {NP[d]})" for d, o in zip(outs, o_names)]
+                     f"{', '.join(map(str, x.shape))}] for K steps')")
+        if len(x.shape) > 1:
+            lines.append(f"    {x.name} = {x.name}.reshape({x.name}.shape[0], {x.size})")
+    lines += allocate(p.scratch) + allocate(p.outputs)
     lines.append(f"    losses = np.empty(n, {NP[loss_dtype]})")
     lines.append("    for c in range(n):")
-    for k, i in enumerate(s.sources.inputs):
-        x = inputs[k]
-        case = f"c if {x}.shape[0] != 1 else 0"
-        if g.nodes[i].type.rank == 0:
-            lines.append(f"        j{k} = {case}")
-            lines.append(f"        x{k} = {x}[j{k}:j{k} + 1]")
-        else:
-            lines.append(f"        x{k} = {x}[{case}]")
+    lines += case_inputs(p)
     lines.append("        lr = lrs[c]")
-    lines.append(f"        {body_call}")
+    lines.append(f"        {call}")
     lines.append(f"        {update_call}")
     lines.append(f"        losses[c] = {loss_out}[{loss_offset}]")
     lines.append("    return losses")
     lines.append("")
-    # signatures
-    head_types = ([_array_type(d, 1, True) for d in dtypes]
-                  + [_array_type(g.nodes[i].type.dtype, 1, True) for i in s.constants])
-    tail_types = ([_array_type(d, 1, False) for d in dtypes]
-                  + [_array_type(d, 1, False) for _ in rule.state_keys for d in dtypes]
-                  + [_array_type("float64", 1, False), "types.Array(types.uint8, 1, 'C')"])
-    step_types = (head_types + [_array_type(g.nodes[i].type.dtype, g.nodes[i].type.rank, True)
-                                for i in s.sources.inputs] + tail_types + ["types.float64"])
-    steps_types = (head_types + [_array_type(g.nodes[i].type.dtype, g.nodes[i].type.rank + 1,
-                                             True) for i in s.sources.inputs]
-                   + tail_types + [_array_type("float64", 1, True)])
-    lines.append(f"STEP_SIGNATURE = {_tuple(step_types)!r}")
-    lines.append(f"STEPS_SIGNATURE = {_tuple(steps_types)!r}")
-    lines.append(f"HELPERS = {tuple(helpers)!r}")
-    lines.append("")
     return lines
 
 
-def _tuple(items: list[str]) -> str:
-    return "(" + ", ".join(items) + ("," if items else "") + ")"
-
-
-__all__ = ["generate"]
+__all__ = ["generate", "helpers"]

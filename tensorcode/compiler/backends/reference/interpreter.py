@@ -10,18 +10,13 @@ graph at every call, so it never approximates and never touches the plan cache.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
 
 import numpy as np
 
 from ...core import registry as primitives
 from ...core.ir import Graph, closure
-from ...lower import update as update_rule
-from ...lower.update import UpdateRule
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ...lower.schedule import Schedule
 
 
 def evaluate(graph: Graph, values: MutableMapping[int, np.ndarray], roots: Iterable[int]
@@ -115,48 +110,4 @@ def _with_attrs(rule: Any, attrs: Any, arrays: Any) -> Any:
     return rule(arrays, attrs)
 
 
-class ReferenceBackend:
-    """The ``Backend`` of the NumPy interpreter: nothing to generate or compile."""
-
-    name = "reference"
-    approximates = False
-
-    def prepare(self, schedule: Schedule, approximate: bool) -> None:
-        """No program: the plan evaluates its optimized graph with ``evaluate``."""
-        return None
-
-    def update(self, rule: UpdateRule, dtype: str) -> Callable[..., None]:
-        """An optimizer's eager update for ``dtype``, interpreted: the calling convention
-        of ``numba.update.eager`` (``P, G, U, S.., K, PS, N, GS, steps, present, lr``),
-        computed by ``update.evaluate`` over the listed slots' elements."""
-        count = len(rule.state_keys)
-
-        def run(P: np.ndarray, G: np.ndarray, U: np.ndarray, *rest: Any) -> None:
-            states = rest[:count]
-            K, PS, N, GS, steps, present, lr = rest[count:]
-            if K.shape[0] == 0:
-                return
-            elements = _spans(PS, N)
-            new = update_rule.evaluate(
-                rule, dtype, P[elements], G[_spans(GS, N)], [s[elements] for s in states],
-                float(lr), N, steps[K] + 1.0, (present[K] == 0).astype(np.float64))
-            U[elements] = new[0]
-            for buffer, value in zip(states, new[1:]):
-                buffer[elements] = value
-            steps[K] += 1.0
-            if rule.keeps_state:
-                present[K] = 1
-        return run
-
-
-def _spans(starts: np.ndarray, sizes: np.ndarray) -> Any:
-    """The element indices of the slots ``starts``/``sizes`` (a slice when they lie end
-    to end, as they do unless a slot is skipped)."""
-    if starts.shape[0] == 1 or bool(np.all(starts[1:] == starts[:-1] + sizes[:-1])):
-        return slice(int(starts[0]), int(starts[-1] + sizes[-1]))
-    return np.concatenate([np.arange(a, a + n) for a, n in zip(starts, sizes)])
-
-
-BACKEND = ReferenceBackend()
-
-__all__ = ["evaluate", "Prepared", "ReferenceBackend", "BACKEND"]
+__all__ = ["evaluate", "Prepared"]
