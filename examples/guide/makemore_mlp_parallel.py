@@ -12,8 +12,8 @@ mean loss.
 A step's shards run in parallel, but the Python around them (sampling the minibatch,
 handing the shards to the pool, summing the tables, ``Parameters.step``) holds the GIL and
 runs once per step whatever the shard size. A shard must therefore be large enough that
-its plan call dwarfs that Python: at 64 examples per shard the threads gain nothing, at
-256 (the default) they approach the core count. Minibatches are drawn with replacement,
+its plan call dwarfs that Python: at 64 examples per shard the threads gained nothing on
+2 idle cores; the default is 256. Minibatches are drawn with replacement,
 as makemore does, so a minibatch may be larger than the data set.
 
 The program checks that the threaded training equals the same computation done serially,
