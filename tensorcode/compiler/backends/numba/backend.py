@@ -448,30 +448,7 @@ def _numba_module(source: str, key: str, program: Program) -> CompiledModule:
     stem = f"p_{key}"
     path = directory / f"{stem}.py"
     with _locked(directory / f"{stem}.lock"):
-        existing = None
-        if os.path.lexists(path):
-            try:
-                _check_owned(path, directory=False)
-                existing = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError, _Untrusted):
-                existing = ""
-        if existing != source:
-            if existing is not None:
-                count("corrupt_entries")
-                _warn_once(key, f"tensorcode: plan cache entry {path} was corrupt or "
-                                "foreign; rebuilding it")
-                _purge_numba_cache(directory, stem)
-                path.unlink()
-            from ....files.atomic import atomic_write_bytes  # local: kept out of the import
-
-            atomic_write_bytes(path, source.encode("utf-8"))
-            os.chmod(path, 0o600)
-            count("sources_written")
-        if not _verify_numba_files(directory, stem):
-            count("corrupt_entries")
-            _warn_once(key + ":numba", f"tensorcode: compiled cache files of {path} do not "
-                                       "match what TensorCode recorded; rebuilding them")
-            _purge_numba_cache(directory, stem)
+        _prepare_entry(directory, stem, source, key)
 
         holding = [True]  # the entry's lock is held while the module is first built
 
