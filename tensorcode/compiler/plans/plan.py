@@ -34,6 +34,7 @@ from ..lower.passes import canonical_order, dce, optimize
 from ..lower.program import Program
 from ..lower.program import build as build_program
 from ..lower.schedule import Schedule, Sources, build
+from ..trace.expr import Expr
 from .network import feed_dict, gradients_table
 from .tables import Gradients
 
@@ -167,6 +168,9 @@ class Plan:
         self._input_types = {origins[i]: (g.nodes[i].type.shape, np.dtype(g.nodes[i].type.dtype))
                              for i in schedule.sources.inputs}
         self._batch_defaults = [d[None] for d in self._defaults]
+        # network input id -> (position in the call, shape, dtype): ``_ready_feeds``
+        self._feed_slots = {index: (k, *self._input_types[index])
+                            for k, index in enumerate(self._inputs)}
         self._consts = [np.ascontiguousarray(g.nodes[i].value).reshape(-1)
                         for i in schedule.constants]
         self._param_dtypes = schedule.sources.parameter_dtypes
@@ -256,11 +260,13 @@ class Plan:
         if feeds and type(feeds) is not dict:
             feeds = feed_dict(feeds)
         if feeds:
-            checked = self.network.check_feeds(feeds)
-            for index in checked:
-                if index not in self._input_types:
-                    raise _unused_feed(self, index)
-            args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
+            args = self._ready_feeds(feeds)
+            if args is None:
+                checked = self.network.check_feeds(feeds)
+                for index in checked:
+                    if index not in self._input_types:
+                        raise _unused_feed(self, index)
+                args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
         else:
             args = self._defaults
         args = self._with_key(args, feeds, generator)
@@ -272,6 +278,29 @@ class Plan:
         if generator is not None and self._random_position is not None:
             generator.advance(self.random_blocks)
         return PlanRun(self, outs, None)
+
+    def _ready_feeds(self, feeds: Mapping[Any, Any]) -> list[np.ndarray] | None:
+        """The call's inputs when every feed already is what the compiled code reads (an
+        input of this network that the plan reads, fed a C-contiguous ndarray of its exact
+        dtype, byte order and shape), taken as they are: no copy, a few dict and attribute
+        reads per feed, so a plan called from threads holds the GIL briefly. ``None`` when
+        any feed is not, and then ``check_feeds`` converts it or says what is wrong. The
+        call reads the arrays only while it runs and keeps none of them, as a bound plan."""
+        tape = self.network.tape
+        slots = self._feed_slots
+        args = list(self._defaults)
+        for symbol, value in feeds.items():
+            if type(value) is not np.ndarray or not isinstance(symbol, Expr) or \
+                    symbol.builder is not tape:
+                return None
+            slot = slots.get(symbol.index)
+            if slot is None:
+                return None
+            k, shape, dtype = slot
+            if value.dtype != dtype or value.shape != shape or not value.flags.c_contiguous:
+                return None
+            args[k] = value
+        return args
 
     def forward_batch(self, parameters: Parameters, feeds: Mapping[Any, Any],
                       generator: Any = None) -> PlanRun:
