@@ -80,9 +80,7 @@ class Plan:
         self._input_types = {origins[i]: (g.nodes[i].type.shape, np.dtype(g.nodes[i].type.dtype))
                              for i in schedule.sources.inputs}
         self._batch_defaults = [d[None] for d in self._defaults]
-        # network input id -> (position in the call, shape, dtype): ``_ready_feeds``
-        self._feed_slots = {index: (k, *self._input_types[index])
-                            for k, index in enumerate(self._inputs)}
+        self._feed_slots = {i: (k, *self._input_types[i]) for k, i in enumerate(self._inputs)}
         self._consts = [np.ascontiguousarray(g.nodes[i].value).reshape(-1)
                         for i in schedule.constants]
         self._param_dtypes = schedule.sources.parameter_dtypes
@@ -192,26 +190,18 @@ class Plan:
         return PlanRun(self, outs, None)
 
     def _ready_feeds(self, feeds: Mapping[Any, Any]) -> list[np.ndarray] | None:
-        """The call's inputs when every feed already is what the compiled code reads (an
-        input of this network that the plan reads, fed a C-contiguous ndarray of its exact
-        dtype, byte order and shape), taken as they are: no copy, a few dict and attribute
-        reads per feed, so a plan called from threads holds the GIL briefly. ``None`` when
-        any feed is not, and then ``check_feeds`` converts it or says what is wrong. The
-        call reads the arrays only while it runs and keeps none of them, as a bound plan."""
-        tape = self.network.tape
-        slots = self._feed_slots
-        args = list(self._defaults)
+        """The call's inputs, taken as they are (no copy, so threads hold the GIL briefly)
+        when every feed is a C-contiguous ndarray of the exact dtype and shape of an input
+        the plan reads; else ``None``, and ``check_feeds`` converts or refuses. The call
+        keeps none of them, as a bound plan."""
+        tape, slots, args = self.network.tape, self._feed_slots, list(self._defaults)
         for symbol, value in feeds.items():
-            if type(value) is not np.ndarray or not isinstance(symbol, Expr) or \
-                    symbol.builder is not tape:
+            slot = slots.get(symbol.index) if isinstance(symbol, Expr) and \
+                symbol.builder is tape and type(value) is np.ndarray else None
+            if slot is None or value.dtype != slot[2] or value.shape != slot[1] or \
+                    not value.flags.c_contiguous:
                 return None
-            slot = slots.get(symbol.index)
-            if slot is None:
-                return None
-            k, shape, dtype = slot
-            if value.dtype != dtype or value.shape != shape or not value.flags.c_contiguous:
-                return None
-            args[k] = value
+            args[slot[0]] = value
         return args
 
     def forward_batch(self, parameters: Parameters, feeds: Mapping[Any, Any],
