@@ -154,7 +154,7 @@ def test_bad_inputs_raise_the_documented_errors(trained):
         Chatbot(alphabet="aa")
     with pytest.raises(ConfigError, match="temperature"):
         Chatbot(temperature=0)
-    with pytest.raises(ConfigError, match="'heads'.*divide dim 16"):
+    with pytest.raises(ConfigError, match=r"'heads'.*divide dim 16"):
         Chatbot(SMALL, heads=3)
     with pytest.raises(ConfigError, match="'layers'"):
         Chatbot(SMALL, layers=65)
