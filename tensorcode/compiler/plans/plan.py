@@ -1,8 +1,9 @@
-"""Entries and plans.
+"""Plans: a lowered entry and its three call paths.
 
-``network.entry(roots)`` is an ``Entry``; ``entry.lower(backend)`` optimizes the graph
-(``passes.optimize``), schedules it (``schedule.build``) and hands the schedule to a
-``Backend`` (``backends.get``):
+``network.entry(roots)`` is an ``Entry`` (``network.py``, re-exported here);
+``entry.lower(backend)`` (``lowering.py``) optimizes the graph (``passes.optimize``),
+schedules it (``schedule.build``) and builds a ``Plan``, which hands the schedule's
+``Program`` to a ``Backend`` (``backends.get``):
 
 - ``"numba"`` (default): generated loops compiled by Numba and kept in the on-disk plan
   cache (``backends/numba/backend.py``), so a second process that lowers the same network
@@ -15,7 +16,6 @@ and cache loads in this process and name the cache directory.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -24,107 +24,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import FeedError, RandomError, TensorCodeError
-from ..backends import BACKENDS, DEFAULT_BACKEND, Compiled, check_backend
+from ..backends import BACKENDS, Compiled
 from ..backends import get as get_backend
-from ..backends.counters import cache_dir, compile_stats, count
-from ..core import ir
+from ..backends.counters import cache_dir, compile_stats
 from ..core import registry as primitives
-from ..core.ir import Graph, Node
-from ..lower.passes import canonical_order, dce, optimize
 from ..lower.program import Program
 from ..lower.program import build as build_program
-from ..lower.schedule import Schedule, Sources, build
-from .network import feed_dict, gradients_table
-from .tables import Gradients
+from ..lower.schedule import Schedule
+from .network import Entry, Network
+from .saved import load_plan, save_plan
+from .tables import Gradients, Parameters, feed_dict, gradients_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace.tape import Adjoints
-    from .network import Network
-    from .tables import Parameters
-
-
-# ---------------------------------------------------------------------------------------
-# entries
-
-
-class Entry:
-    """The sub-program of a network computing ``roots`` (node ids), ready to lower."""
-
-    def __init__(self, network: Network, roots: Sequence[int]) -> None:
-        roots = [int(r) for r in roots]
-        if not roots:
-            raise TensorCodeError("an entry needs at least one root")
-        for r in roots:
-            if not 0 <= r < len(network.graph.nodes):
-                raise TensorCodeError(f"root %{r} is not a node of this network")
-        self.network = network
-        self.roots = tuple(roots)
-
-    def graph(self) -> Graph:
-        """The network's graph with this entry's roots as outputs (before any pass)."""
-        return Graph(self.network.graph.nodes, self.roots)
-
-    def origins(self) -> dict[int, int]:
-        """For the graph ``optimized()`` returned last, the network node each parameter
-        and input node came from."""
-        return dict(self._origins)
-
-    def describe(self) -> str:
-        """The entry's program before lowering: what the roots depend on."""
-        return ir.describe(dce(self.graph()))
-
-    def optimized(self) -> tuple[Graph, Sources]:
-        """The optimized graph in canonical order, and where its sources come from."""
-        network = self.network
-        origin = {id(node): i for i, node in enumerate(network.graph.nodes)
-                  if node.op in ("parameter", "input")}
-        slots = {s.node: (k, s) for k, s in enumerate(network.layout.slots)}
-        graph = optimize(self.graph())
-
-        def rank(i: int, node: Node) -> tuple:
-            if node.op == "parameter":
-                return (slots[origin[id(node)]][0],)
-            if node.op == "input":
-                return (origin[id(node)],)
-            return (i,)
-        graph = canonical_order(graph, rank)
-        parameters, inputs, origins = {}, [], {}
-        for i, node in enumerate(graph.nodes):
-            if node.op == "parameter":
-                slot = slots[origin[id(node)]][1]
-                parameters[i] = (slot.dtype, slot.offset)
-                origins[i] = slot.node
-            elif node.op == "input":
-                inputs.append(i)
-                origins[i] = origin[id(node)]
-        sources = Sources(parameters, inputs, sorted(network.layout.sizes))
-        self._origins = origins
-        return graph, sources
-
-    def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None,
-              optimizer: Any = None) -> Any:
-        """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"numba"`` or
-        ``"reference"``). ``approximate`` (default: on unless the environment sets
-        ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``,
-        ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
-        ``backends/numba/approx.py``; float64 and the reference backend are always exact.
-
-        With ``optimizer`` (an optimizer that offers a fused rule: ``tc.optim.Sgd``,
-        ``Adam``, ``AdamW`` or a ``RuleOptimizer``), the entry's roots must be a loss and
-        its gradients (``adjoints.roots()``), and the result is a ``StepPlan``
-        (``compiler/plans/step.py``): one call computes the loss and the gradients and updates
-        the parameters and the optimizer's state in place."""
-        check_backend(backend)  # before any work
-        if approximate is None:
-            approximate = os.environ.get("TENSORCODE_EXACT_MATH", "") not in ("1", "true", "yes")
-        if optimizer is not None:
-            from .step import lower_step
-
-            return lower_step(self, backend, bool(approximate), optimizer)
-        graph, sources = self.optimized()
-        schedule = build(graph, sources)
-        count("plans_lowered")
-        return Plan(self, schedule, backend, dict(self._origins), bool(approximate))
 
 
 # ---------------------------------------------------------------------------------------
@@ -348,8 +260,6 @@ class Plan:
     def save(self, directory: Any) -> pathlib.Path:
         """Write this plan as a portable artifact (``plan.json`` and
         ``values.safetensors``; no pickle, no code)."""
-        from .saved import save_plan
-
         return save_plan(self, pathlib.Path(directory))
 
     @staticmethod
@@ -359,8 +269,6 @@ class Plan:
         ``network`` the plan runs on that network's tables; without, on a network
         rebuilt from the artifact (``plan.network``). ``backend`` defaults to the one
         the plan was saved with."""
-        from .saved import load_plan
-
         return load_plan(pathlib.Path(directory), network, backend)
 
 
@@ -541,7 +449,7 @@ class PlanRun:
                     reached[plan._layout.index(p)] = r
                 table.mark_reached(reached)
             return table
-        return gradients_table(plan.network, adjoints, self.of)
+        return gradients_table(plan._layout, adjoints, self.of)
 
 
 def _random_facts(plan: Plan) -> tuple[int | None, int]:
