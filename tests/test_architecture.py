@@ -380,7 +380,8 @@ def test_the_plan_format_has_one_home():
 # a line budget per compiler layer: growth past it is a decision, made here
 
 #: lines per layer (the compiler's top-level re-exports count as "shims")
-LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6000, "plans": 2300,
+#: (plans: 2325 for the lean feed path of plans called from threads)
+LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6000, "plans": 2325,
                "subset": 1750, "shims": 40}
 
 

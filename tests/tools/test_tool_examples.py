@@ -106,6 +106,7 @@ def test_chatbot_example():
     assert "the same generator state replays the same replies: True" in out
     assert "refused: text holds 'H' at position 0" in out
     assert "reloaded session: 6 messages, equal: True" in out
+    assert "reloaded model, same session and seed: same reply" in out
     assert "session now 8 messages" in out
 
 

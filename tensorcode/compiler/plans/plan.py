@@ -31,6 +31,7 @@ from ..core import registry as primitives
 from ..lower.program import Program
 from ..lower.program import build as build_program
 from ..lower.schedule import Schedule
+from ..trace.expr import Expr
 from .network import Entry, Network
 from .saved import load_plan, save_plan
 from .tables import Gradients, Parameters, feed_dict, gradients_table
@@ -79,6 +80,7 @@ class Plan:
         self._input_types = {origins[i]: (g.nodes[i].type.shape, np.dtype(g.nodes[i].type.dtype))
                              for i in schedule.sources.inputs}
         self._batch_defaults = [d[None] for d in self._defaults]
+        self._feed_slots = {i: (k, *self._input_types[i]) for k, i in enumerate(self._inputs)}
         self._consts = [np.ascontiguousarray(g.nodes[i].value).reshape(-1)
                         for i in schedule.constants]
         self._param_dtypes = schedule.sources.parameter_dtypes
@@ -168,11 +170,13 @@ class Plan:
         if feeds and type(feeds) is not dict:
             feeds = feed_dict(feeds)
         if feeds:
-            checked = self.network.check_feeds(feeds)
-            for index in checked:
-                if index not in self._input_types:
-                    raise _unused_feed(self, index)
-            args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
+            args = self._ready_feeds(feeds)
+            if args is None:
+                checked = self.network.check_feeds(feeds)
+                for index in checked:
+                    if index not in self._input_types:
+                        raise _unused_feed(self, index)
+                args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
         else:
             args = self._defaults
         args = self._with_key(args, feeds, generator)
@@ -184,6 +188,21 @@ class Plan:
         if generator is not None and self._random_position is not None:
             generator.advance(self.random_blocks)
         return PlanRun(self, outs, None)
+
+    def _ready_feeds(self, feeds: Mapping[Any, Any]) -> list[np.ndarray] | None:
+        """The call's inputs, taken as they are (no copy, so threads hold the GIL briefly)
+        when every feed is a C-contiguous ndarray of the exact dtype and shape of an input
+        the plan reads; else ``None``, and ``check_feeds`` converts or refuses. The call
+        keeps none of them, as a bound plan."""
+        tape, slots, args = self.network.tape, self._feed_slots, list(self._defaults)
+        for symbol, value in feeds.items():
+            slot = slots.get(symbol.index) if isinstance(symbol, Expr) and \
+                symbol.builder is tape and type(value) is np.ndarray else None
+            if slot is None or value.dtype != slot[2] or value.shape != slot[1] or \
+                    not value.flags.c_contiguous:
+                return None
+            args[slot[0]] = value
+        return args
 
     def forward_batch(self, parameters: Parameters, feeds: Mapping[Any, Any],
                       generator: Any = None) -> PlanRun:
