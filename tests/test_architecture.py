@@ -318,7 +318,7 @@ def _constants(path: pathlib.Path) -> list[ast.AST]:
 BACKEND_NAMES_ELSEWHERE = {f"tensorcode.{m}" for m in (
     "algorithm.comparison", "algorithm.executors", "distill.fit", "distill.program",
     "distill.result", "distill.tickets", "models.gpt2", "runtime.optim",
-    "tools.chat_example", "tools.example", "tools.investigator_example")}
+    "tools.chat_example")}
 
 
 def test_backend_names_have_one_home():
