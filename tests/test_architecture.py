@@ -317,8 +317,7 @@ def _constants(path: pathlib.Path) -> list[ast.AST]:
 #: modules outside the compiler that still spell a backend's name (shrinks)
 BACKEND_NAMES_ELSEWHERE = {f"tensorcode.{m}" for m in (
     "algorithm.comparison", "algorithm.executors", "distill.fit", "distill.program",
-    "distill.result", "distill.tickets", "models.gpt2", "runtime.optim",
-    "tools.chat_example")}
+    "distill.result", "distill.tickets", "models.gpt2", "runtime.optim")}
 
 
 def test_backend_names_have_one_home():
