@@ -6,8 +6,8 @@
   baseline row) against the same three calls one after another; peer ``guide loop,
   serial`` is the per-step loop (``forward``, ``recorded_gradients``,
   ``Parameters.step``) the guide writes first.
-- ``makemore: 4 shards x 256``: ``examples/guide/makemore_mlp_parallel.py`` (makemore's
-  sizes: embedding 10, hidden 200; 100 SGD steps on minibatches of 4 shards of 256
+- ``makemore: 4 shards x 512``: ``examples/guide/makemore_mlp_parallel.py`` (makemore's
+  sizes: embedding 10, hidden 200; 50 SGD steps on minibatches of 4 shards of 512
   examples): the shards on a pool of one thread per core (baseline) against the same
   shards one after another.
 
@@ -89,7 +89,7 @@ def _gradient_descent(repeat: int) -> list[Row]:
 
 def _makemore(repeat: int, quick: bool) -> list[Row]:
     example = _example("makemore_mlp_parallel")
-    shards, shard, steps = 4, 256, 30 if quick else 100
+    shards, shard, steps = 4, 512, 15 if quick else 50
     model = example.build(shard)
     threads = example.threads_for(shards)
     with ThreadPoolExecutor(max_workers=threads) as pool:

@@ -13,7 +13,7 @@ What the threads gain is bounded by the Python that holds the GIL: a shard's own
 (the gather, ``forward``, ``recorded_gradients``) overlaps another shard's plan call, but
 the step's (summing the tables, ``Parameters.step``; the minibatches are drawn up front)
 runs alone, once per step whatever the shard size. So a shard's plan call must dwarf that Python:
-shards of 256 examples through makemore's hidden layer of 200 (with 64 hidden units a
+shards of 512 examples through makemore's hidden layer of 200 (with 64 hidden units a
 call is under half as long, and the Python weighs nearly as much as the calls). The pool
 has one thread per core (at most one per shard), and each thread calls BLAS with one
 thread of its own. Minibatches are drawn
@@ -150,9 +150,9 @@ def threads_for(shards: int) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--shard", type=int, default=256, help="examples per shard")
+    parser.add_argument("--shard", type=int, default=512, help="examples per shard")
     parser.add_argument("--hidden", type=int, default=200)
     parser.add_argument("--threads", type=int, default=None,
                         help="pool size (default: one per core, at most one per shard)")
