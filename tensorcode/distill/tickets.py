@@ -156,7 +156,7 @@ def run_example(save_dir: str | os.PathLike) -> list[str]:
          f"{len(fresh)}: {escalated:.0%}, {agreed / len(fresh):.0%}"),
         ("Artifact", f"{(save_dir / ARTIFACT).stat().st_size:,} bytes"),
         ("CPU reference executor", f"about {_us(reference_us)} per call"),
-        ("CPU numba executor", f"about {_us(executor_us)} per call "
+        (f"CPU {program.executor} executor", f"about {_us(executor_us)} per call "
                                   f"({_us(router_us)} through the router)"),
     ]
     width = max(len(name) for name, _ in rows)

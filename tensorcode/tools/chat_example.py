@@ -15,6 +15,7 @@ import time
 from importlib import resources
 from typing import Any
 
+from ..compiler.backends import DEFAULT_BACKEND
 from ..errors import ArtifactError
 from ..runtime import optim
 from ..runtime.random import Generator
@@ -68,7 +69,7 @@ def run_example(output: pathlib.Path | None = None, backend: str | None = None,
     bot = Chatbot(seed=0, backend=backend)
     tool: Any = bot  # the trainer's Tool is a protocol; Chatbot is a tools.Tool
     trainer = Trainer.from_tool(tool, lr=0.01, backend=backend,
-                                optimizer=lambda _: optim.Adam(backend=backend or "numba"))
+                                optimizer=lambda _: optim.Adam(backend=backend or DEFAULT_BACKEND))
     experience = trainer.capture(inputs, targets, source="authored-data:chat")
     losses = trainer.fit([experience], epochs=epochs, progress=False)
     bot.eval()

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.backends import DEFAULT_BACKEND
 from ..runtime import optim
 from ..training import Trainer
 from .authored import load
@@ -75,7 +76,7 @@ def train(kind: str, directory: pathlib.Path, lr: float = 0.03, backend: str | N
     tool = cls(seed=0, backend=backend)
     before = accuracy(tool, held_out)
     trainer = Trainer.from_tool(tool, lr=lr, backend=backend,
-                                optimizer=lambda _: optim.Adam(backend=backend or "numba"))
+                                optimizer=lambda _: optim.Adam(backend=backend or DEFAULT_BACKEND))
     experience = trainer.capture([e["inputs"] for e in train_set],
                                  [e["target"] for e in train_set],
                                  source=f"authored-data:{kind}")

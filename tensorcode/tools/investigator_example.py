@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.backends import DEFAULT_BACKEND
 from ..errors import StaleWeightsError
 from ..runtime import optim
 from ..training import Trainer
@@ -40,7 +41,7 @@ def run_example(epochs: int = 30, backend: str | None = None) -> list[str]:
     model = Investigator(CONFIG, backend=backend)
     owned: Any = model  # the training protocol is structural; Tool subclasses satisfy it
     trainer = Trainer.from_tool(owned, lr=0.03, backend=backend,
-                                optimizer=lambda _: optim.Adam(backend=backend or "numba"))
+                                optimizer=lambda _: optim.Adam(backend=backend or DEFAULT_BACKEND))
     verification = trainer.capture(
         {"mode": "verification",
          "inputs": [{"premise": e["premise"], "hypothesis": e["hypothesis"]}

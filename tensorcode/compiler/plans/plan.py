@@ -4,9 +4,12 @@
 (``passes.optimize``), schedules it (``schedule.build``) and hands the schedule to a
 ``Backend`` (``backends.get``):
 
-- ``"numba"`` (default): generated loops compiled by Numba and kept in the on-disk plan
-  cache (``backends/numba/backend.py``), so a second process that lowers the same network
-  loads machine code instead of compiling;
+- ``"llvm"`` (default): the schedule rendered to LLVM IR, compiled by llvmlite and kept
+  as an authenticated object in the on-disk plan cache (``backends/llvm``), so a second
+  process that lowers the same network loads machine code instead of compiling, without
+  importing Numba;
+- ``"numba"``: generated loops compiled by Numba, cached the same way
+  (``backends/numba/backend.py``);
 - ``"reference"``: the NumPy interpreter running the same optimized graph.
 
 ``compile_stats()`` and ``cache_dir()`` (re-exported from the cache) count compilations
@@ -103,9 +106,9 @@ class Entry:
 
     def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None,
               optimizer: Any = None) -> Any:
-        """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"numba"`` or
-        ``"reference"``). ``approximate`` (default: on unless the environment sets
-        ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``,
+        """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"llvm"``,
+        ``"numba"`` or ``"reference"``). ``approximate`` (default: on unless the environment
+        sets ``TENSORCODE_EXACT_MATH=1``) lets the compiled backends evaluate float32 ``tanh``,
         ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
         ``backends/numba/approx.py``; float64 and the reference backend are always exact.
 
