@@ -75,7 +75,7 @@ class ReferenceExecutor(Executor):
     bound table's payloads are gathered once per ``bind``, so a call runs only the
     ops: the interpreter is the oracle distillation scores every attempt with."""
 
-    name = "reference"
+    name = REFERENCE
 
     def __init__(self, program: CompiledProgram) -> None:
         super().__init__(program)

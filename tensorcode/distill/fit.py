@@ -135,7 +135,7 @@ class _Objective:
         self.network = tape.into_network()
         self.template = self.network.parameters()
         self.plan = None
-        self.executor = "reference"
+        self.executor = REFERENCE
         if result.executor != REFERENCE:
             roots = [loss, *self.adjoints.gradients]
             if self.covered is not None:
