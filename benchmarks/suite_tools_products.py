@@ -10,7 +10,9 @@ of the same architecture, optimizer (Adam), learning rate and batches:
   batches (features computed once, as the trainer prepares them once);
 - prediction: one input through the tool's call (input checks, featurization, one plan
   call, the softmax) against the same featurization and the twin's ``no_grad`` forward
-  and softmax (for the Chatbot, one next-character step: ``next_logits``);
+  and softmax (for the Chatbot, a transformer over ``context`` characters, one
+  next-character step: ``next_logits``, the ``[1, context]`` forward, against the
+  twin's ``no_grad`` forward of the same row);
 - first ``fit`` in a fresh process with an empty plan cache, per update (compiles
   included), beside the twin's first update in a fresh process.
 
@@ -28,13 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from .harness import Row, median_time, module_available, run_in_subprocess
+from .harness import Row, format_table, median_time, module_available, run_in_subprocess
 
 SUITE = "tools"
+KINDS = ("scene", "decision", "chat")
 LR = {"scene": 0.003, "decision": 0.01, "chat": 0.01}
 WORK = {"scene": "Scene on digits (batch 32, 10 descriptions)",
         "decision": "Decision on 6-way sentences (batch 32)",
-        "chat": "Chatbot on description lines (8 pairs per batch)"}
+        "chat": "Chatbot (transformer) on description lines (8 pairs per batch)"}
 
 
 def _tasks(kind: str) -> dict:
@@ -75,7 +78,9 @@ def tensorcode_times(kind: str, quick: bool) -> dict:
     per_update /= epochs * len(experiences)
     tool.eval()
     if kind == "chat":
-        sequence = tool.encode(task["test"][0][0]) + [1]
+        from tensorcode.tools.chatbot import TURN
+
+        sequence = tool.encode(task["test"][0][0]) + [TURN]
         predict = median_time(lambda: tool.next_logits(sequence), repeat=200, warmup=5)
         accuracy = float("nan")
     else:
@@ -101,31 +106,33 @@ def first_fit(kind: str) -> dict:
             "setup": built - start}
 
 
-def torch_times(quick: bool) -> dict:
+def torch_times(quick: bool, kinds: tuple[str, ...] = KINDS) -> dict:
     """The twins' figures (seconds), measured in this (fresh) process: each twin's first
     update first, then the warm figures."""
     import torch
     import torch.nn.functional as F
 
-    from benchmarks.torch_pair_scorer import char_window_model, pair_scorer
-    from tensorcode.ops.base import row_bucket
+    from benchmarks.torch_gpt_twin import gpt_twin
+    from benchmarks.torch_pair_scorer import pair_scorer
+    from tensorcode.operations.base import row_bucket
     from tensorcode.tools import Chatbot
+    from tensorcode.tools.chatbot import TURN
     from tensorcode.tools.scorer import PairScorer
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     results: dict = {}
-    for kind in ("scene", "decision", "chat"):
+    for kind in kinds:
         task = _tasks(kind)
         if kind == "chat":
             bot = Chatbot()
-            model = char_window_model(bot.vocab, bot.config["context"], bot.config["dim"],
-                                      bot.config["hidden"])
+            c = bot.config
+            model = gpt_twin(bot.vocab, c["context"], c["dim"], c["heads"], c["layers"])
             batches = []
             for inputs, targets in task["batches"]:
-                windows, _ = bot.teacher_windows(inputs, targets)
-                padded = np.zeros((row_bucket(len(windows)), windows.shape[1]), np.int64)
-                padded[:len(windows)] = windows
+                ids, _, _ = bot.teacher_rows(inputs, targets)
+                padded = np.zeros((row_bucket(len(ids)), ids.shape[1]), np.int64)
+                padded[:len(ids)] = ids
                 batches.append((torch.from_numpy(padded),
                                 torch.from_numpy(bot.check_target(inputs, targets))))
 
@@ -134,13 +141,12 @@ def torch_times(quick: bool) -> dict:
                 onehot = batch[1]
                 return -(F.log_softmax(logits, -1) * onehot).sum() / onehot.sum().clamp(min=1)
 
-            sequence = bot.encode(task["test"][0][0]) + [1]
+            sequence = bot.encode(task["test"][0][0]) + [TURN]
 
             def predict() -> Any:
                 with torch.no_grad():
-                    window = torch.from_numpy(np.asarray(
-                        [bot._window(sequence, len(sequence))], np.int64))
-                    return model(window)[0]
+                    row, position = bot.window(sequence)
+                    return model(torch.from_numpy(row))[0, position]
         else:
             query = 64 if kind == "scene" else None
             scorer = PairScorer(query, None)  # TensorCode's featurization (no plan)
@@ -204,29 +210,30 @@ def torch_times(quick: bool) -> dict:
     return results
 
 
-def _torch() -> dict:
+def _torch(kinds: tuple[str, ...]) -> dict:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     code = (f"import json, sys; sys.path.insert(0, {here!r}); "
             "from benchmarks.suite_tools_products import torch_times; "
-            f"print(json.dumps(torch_times({QUICK[0]!r})))")
+            f"print(json.dumps(torch_times({QUICK[0]!r}, {kinds!r})))")
     return run_in_subprocess(code, timeout=1800)
 
 
 QUICK = [False]
 
 
-def rows(quick: bool) -> list[Row]:
-    """The rows (see the module doc); one explaining row when scikit-learn is missing."""
+def rows(quick: bool, kinds: tuple[str, ...] = KINDS) -> list[Row]:
+    """The rows (see the module doc) of the tools ``kinds`` names; one explaining row
+    when scikit-learn is missing."""
     if not module_available("sklearn"):
         return [Row(SUITE, "tools on product tasks", "scikit-learn (not installed)", 0.0,
                     note="pip install 'tensorcode[bench]' (scikit-learn's digits and "
                          "descriptions are the data)")]
     QUICK[0] = quick
     have_torch = module_available("torch")
-    twins = [_torch()] if have_torch else []
-    mine = {kind: tensorcode_times(kind, quick) for kind in ("scene", "decision", "chat")}
+    twins = [_torch(kinds)] if have_torch else []
+    mine = {kind: tensorcode_times(kind, quick) for kind in kinds}
     if have_torch:
-        twins.append(_torch())
+        twins.append(_torch(kinds))
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cold = {}
     with tempfile.TemporaryDirectory() as empty:
@@ -277,5 +284,6 @@ def rows(quick: bool) -> list[Row]:
 
 
 if __name__ == "__main__":  # pragma: no cover - a manual entry point
-    for row in rows("--quick" in sys.argv):
-        print(row)
+    # python -m benchmarks.suite_tools_products [--quick] [scene|decision|chat ...]
+    chosen = tuple(a for a in sys.argv[1:] if a in KINDS) or KINDS
+    print(format_table(rows("--quick" in sys.argv, chosen)))

@@ -11,8 +11,9 @@ a fixed seed):
   three or more words, labeled with the data set it describes (iris, digits, wine,
   breast cancer, 20 newsgroups, LFW); the hypotheses are the six data sets' titles.
 - ``chat``: the same descriptions as a corpus of consecutive line pairs (a line and the
-  line after it), lower-cased and cut to the Chatbot's alphabet, 32 characters each,
-  batches of 8 pairs.
+  line after it), lower-cased and cut to the Chatbot's alphabet, 30 characters each (a
+  pair and its two marks fit the Chatbot's 64 positions: one row per pair), batches of
+  8 pairs.
 
 scikit-learn is the benchmark extra's (``pip install 'tensorcode[bench]'``); tests never
 need it.
@@ -29,7 +30,7 @@ import numpy as np
 
 BATCH = 32
 CHAT_BATCH = 8
-CHAT_CHARS = 32
+CHAT_CHARS = 30
 DECISION_SOURCES = {"iris": "iris plants data set: sepal and petal measurements",
                     "digits": "optical recognition of handwritten digits",
                     "wine_data": "wine recognition data set: chemical analysis",

@@ -41,22 +41,3 @@ def pair_scorer(dim: int, hidden: int, buckets: int, query_size: int | None = No
             return self.out(hidden_).squeeze(-1) + (valid - 1.0) * 1e9
 
     return PairScorerTwin()
-
-
-def char_window_model(vocab: int, context: int, dim: int, hidden: int) -> Any:
-    """The PyTorch twin of the Chatbot's ``CharWindowModel``: an embedding per character
-    of the window, one tanh layer, logits over the vocabulary."""
-    import torch
-
-    class CharWindowTwin(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embedding = torch.nn.Embedding(vocab, dim)
-            self.hidden = torch.nn.Linear(context * dim, hidden)
-            self.out = torch.nn.Linear(hidden, vocab)
-
-        def forward(self, windows):  # type: ignore[no-untyped-def]
-            flat = self.embedding(windows).reshape(windows.shape[0], context * dim)
-            return self.out(torch.tanh(self.hidden(flat)))
-
-    return CharWindowTwin()

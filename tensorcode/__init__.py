@@ -44,8 +44,8 @@ if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily
 #: so that ``import tensorcode`` loads nothing, and a test keeps the two lists equal
 _FUNCTIONAL = (
     "abs", "add", "astype", "bernoulli", "broadcast_to", "categorical", "concat", "cos",
-    "cross_entropy", "div", "dropout", "eq", "exp", "ge", "gelu", "gt", "layer_norm", "le",
-    "log", "log1p", "log_softmax", "logsumexp", "lt", "matmul", "max", "maximum", "mean",
+    "cross_entropy", "div", "dropout", "eq", "erf", "exp", "ge", "gelu", "gt", "layer_norm",
+    "le", "log", "log1p", "log_softmax", "logsumexp", "lt", "matmul", "max", "maximum", "mean",
     "min", "minimum", "mse", "mul", "ne", "neg", "one_hot", "pow", "random_normal",
     "random_uniform", "relu", "reshape", "sigmoid", "sin", "slice", "softmax", "softplus",
     "sqrt", "stop_gradient", "sub", "sum", "take", "tanh", "transpose", "where")

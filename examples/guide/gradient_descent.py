@@ -2,29 +2,36 @@
 
 The Topos guide's ``gradient_descent`` ("Learning rates are clones": "Parallel what-ifs
 work the same way: clone the table per thread, share the network by reference"). One
-sealed network and one compiled plan are shared by every thread; each thread owns a clone
-of the same initial table and its own learning rate. The spec has no lock to fight over
-and a plan call releases the GIL (its compiled code runs with Numba's ``nogil``).
+sealed network and its compiled plans are shared by every thread; each thread owns a
+clone of the same initial table and its own learning rate. The spec has no lock to fight
+over and a plan call releases the GIL while its compiled code runs.
 
 What a thread gains is bounded by the Python it runs between plan calls, which holds the
 GIL: the guide's loop (``forward``, ``recorded_gradients``, ``Parameters.step``) spends
-about as long in Python as in the plan on a network this small, so three such loops on
+longer in Python than in the plan on a network this small, so three such loops on
 threads are no faster than one after another. The form that scales is a step plan
-(``entry.lower(optimizer=...)``) whose ``run_steps`` takes every step of a what-if in
-one compiled call: one call per thread, the GIL released for the whole what-if.
+(``entry.lower(optimizer=...)``, lowered once and shared like the network) whose
+``run_steps`` takes every step of a what-if in one compiled call: one call per thread,
+the GIL released for the whole what-if, so the what-ifs run side by side on as many
+cores as are free (``python -m benchmarks --only parallel`` measures it).
 
 The program checks that the guide's loop on threads equals it serially, and that
 ``run_steps`` per thread equals the loop, bit for bit; it prints the speed-up of
 ``run_steps`` on threads over the same calls one after another (informative: it depends
-on the machine and its load; ``python -m benchmarks --only parallel`` measures it).
+on the machine and its load).
 
     python examples/guide/gradient_descent.py [--steps N]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+
+# the threads here are the program's own: one BLAS thread each (set before NumPy and
+# SciPy load OpenBLAS), so OpenBLAS's own pool does not fight them for the cores
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,6 +51,7 @@ class Problem:
     plan: tc.Plan
     adjoints: tc.Adjoints
     loss: tc.Expr
+    step_plan: tc.Plan  # a step plan (entry.lower(optimizer=...)): it has run_steps
 
 
 def build(samples: int = 256, hidden: int = 64) -> Problem:
@@ -57,7 +65,11 @@ def build(samples: int = 256, hidden: int = 64) -> Problem:
     loss = (error * error).mean()
     adjoints = tape.differentiate(loss, mlp.parameters())
     network = tape.into_network()
-    return Problem(network, network.entry(adjoints.roots()).lower(), adjoints, loss)
+    entry = network.entry(adjoints.roots())
+    # the step plan fuses tc.optim.Sgd (``p - lr * g``, the loop's rule) into the plan:
+    # lowered once, here, and shared by every thread like the network
+    return Problem(network, entry.lower(), adjoints, loss,
+                   entry.lower(optimizer=tc.optim.Sgd()))
 
 
 def train(problem: Problem, initial: tc.Parameters, learning_rate: float, steps: int
@@ -94,8 +106,7 @@ def fused(problem: Problem, steps: int, threads: bool = True
     the loop's rule) fused into a step plan, a clone of the table and an optimizer per
     what-if (the step plan is shared, like the network). With ``threads`` each call runs
     on its own thread; without, one after another on this thread."""
-    step_plan = problem.network.entry(problem.adjoints.roots()).lower(
-        optimizer=tc.optim.Sgd())
+    step_plan = problem.step_plan
     initial = problem.network.parameters()
 
     def train_fused(rate: float) -> tuple[tc.Parameters, list[float]]:

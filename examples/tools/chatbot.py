@@ -1,6 +1,7 @@
-"""Chatbot: train a small character-level model on a few dialogue turns, reply from a
-generator (the same state replays the same reply), keep the conversation in a
-ChatSession saved apart from the model, and reload both.
+"""Chatbot: train a small character-level transformer on a recorded conversation, reply
+in a session (each reply sees the turns before it) from a generator (the same state
+replays the same replies), keep the conversation in a ChatSession saved apart from the
+model, and reload both.
 
     python examples/tools/chatbot.py [--backend reference]
 """
@@ -12,6 +13,8 @@ import pathlib
 import tempfile
 
 import tensorcode as tc
+from tensorcode.compiler.backends import DEFAULT_BACKEND
+from tensorcode.text import Message
 from tensorcode.tools import Chatbot, ChatSession, VocabularyError
 from tensorcode.training import Trainer
 
@@ -25,11 +28,17 @@ def main() -> None:
     args = parser.parse_args()
     backend = args.backend
 
-    bot = Chatbot(context=6, dim=12, hidden=32, backend=backend)
-    trainer = Trainer.from_tool(bot, lr=0.03, backend=backend,
-                                optimizer=lambda _: tc.optim.Adam(backend=backend or "numba"))
-    experience = trainer.capture(INPUTS, TARGETS, source="authored-example:chat")
-    losses = trainer.fit([experience], epochs=80, progress=False)
+    bot = Chatbot(context=64, dim=16, heads=2, layers=1, backend=backend)
+    chosen = backend or DEFAULT_BACKEND
+    trainer = Trainer.from_tool(bot, lr=0.02, backend=backend,
+                                optimizer=lambda _: tc.optim.Adam(backend=chosen))
+    # the conversation to learn, turn by turn: each reply is trained after the turns
+    # before it, as it will be asked for in a session
+    recorded = ChatSession([Message(role, text) for said, answer in zip(INPUTS, TARGETS)
+                            for role, text in (("user", said), ("assistant", answer))])
+    inputs, targets = recorded.exchanges()
+    experience = trainer.capture(inputs, targets, source="authored-example:chat")
+    losses = trainer.fit([experience], epochs=100, progress=False)
     bot.eval()
     print(f"Chatbot loss {losses[0]:.3f} -> {losses[-1]:.3f}")
 
@@ -53,8 +62,12 @@ def main() -> None:
         again = Chatbot.from_pretrained(pathlib.Path(work) / "bot", backend=backend)
         history = ChatSession.load(pathlib.Path(work) / "chat.json")
         print(f"reloaded session: {len(history)} messages, equal: {history == session}")
+        original = ChatSession(history.messages)
         reply = again.reply(history, "hello", tc.random.Generator(seed=1))
-        print(f"reloaded model replies {reply!r}; session now {len(history)} messages")
+        same = bot.reply(original, "hello", tc.random.Generator(seed=1)) == reply
+        print(f"reloaded model, same session and seed: "
+              f"{'same reply' if same else 'DIFFERENT reply'} {reply!r}; "
+              f"session now {len(history)} messages")
 
 
 if __name__ == "__main__":

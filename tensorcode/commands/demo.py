@@ -2,22 +2,31 @@
 
 Runs the training guide's examples and prints their lines, then the distilled ticket
 router as the centerpiece, saving the program where ``tensorcode route DIR`` can serve
-it, then the owned tools (a Decision and a Planner trained on shipped data, saved and
-reloaded in a fresh process, and a small Chatbot trained on a shipped dialogue).
+it, then the owned tools (a Decision and a Planner trained on authored data, saved and
+reloaded in a fresh process, the Investigator, and a small Chatbot trained on a shipped
+dialogue).
 
 The guide's examples are programs in a source checkout's ``examples/guide/`` (found
 beside the package, as ``pip install -e .`` installs it, or given with ``--examples``);
 without them the guide section says where it looked and the rest still runs, and
 ``--only``/``--examples`` naming examples that are not there fail with that message.
+The tools' demos are the programs of ``examples/tools/`` beside them, each run as
+``python examples/tools/<name>.py`` would run it; without them the tools section says
+where it looked.
 """
 
 from __future__ import annotations
 
 import argparse
 import pathlib
+import subprocess
+import sys
 import time
 
 from .. import guide
+
+#: the tools' demo programs, in the checkout beside the guide's examples
+TOOLS_EXAMPLES = guide.CHECKOUT_EXAMPLES.parent / "tools"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -68,20 +77,30 @@ def main(args: argparse.Namespace) -> int:
         print("== distilled ticket router")
         print("\n".join(tickets.run_example(save_dir)))
         print(f"Serve it over HTTP: tensorcode serve {save_dir} (see docs/serving.md)")
-        _tools_section(pathlib.Path(args.output) / "tools")
+        return _tools_section(pathlib.Path(args.output) / "tools")
     return 0
 
 
-def _tools_section(output: pathlib.Path) -> None:
-    """Owned tools trained on shipped data, saved and reloaded in a fresh process."""
-    from ..tools import example
-
+def _tools_section(output: pathlib.Path) -> int:
+    """The owned tools' demo programs (``examples/tools/``), each in its own process; 1
+    when one fails (its error is on stderr), else 0."""
     print()
     print("== owned tools (docs/tools.md)")
-    print("\n".join(example.run_example(output)))
-    from ..tools import investigator_example
-
-    print("\n".join(investigator_example.run_example()))
+    programs = [("decision_and_planner.py", "--output", str(output)),
+                ("investigator.py",)]
+    missing = [name for name, *_ in programs if not (TOOLS_EXAMPLES / name).is_file()]
+    if missing:
+        print(f"skipped: the tools' demos are programs in a source checkout "
+              f"(examples/tools/), and {TOOLS_EXAMPLES} does not hold {', '.join(missing)}")
+    else:
+        for name, *arguments in programs:
+            sys.stdout.flush()  # the program's lines follow this process's, in order
+            done = subprocess.run([sys.executable, str(TOOLS_EXAMPLES / name), *arguments],
+                                  check=False)
+            if done.returncode != 0:
+                print(f"examples/tools/{name} failed (exit {done.returncode})")
+                return 1
     from ..tools import chat_example
 
     print("\n".join(chat_example.run_example(output / "chatbot")))
+    return 0

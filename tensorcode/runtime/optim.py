@@ -452,6 +452,13 @@ class RuleOptimizer(Optimizer):
         memo = self.__dict__.get("_memo_rule")
         if memo is not None and memo[0] == memo_key:
             return memo[1]
+        # a built-in's rule reads nothing but group(): one recording serves every
+        # instance of its configuration (a fresh optimizer per what-if, per thread)
+        shared_key = (type(self), memo_key[0], keys, memo_key[3])
+        shared = _SHARED_RULES.get(shared_key) if type(self) in _SHARES_RULES else None
+        if shared is not None:
+            self._memo_rule = (memo_key, shared)
+            return shared
         graphs = {}
         for dtype in sorted(dtypes):
             _check_float(dtype)
@@ -477,6 +484,8 @@ class RuleOptimizer(Optimizer):
         rule = UpdateRule(type(self).type_name(), graphs, keys,
                           keeps_state=bool(self.active_state_keys()))
         self._memo_rule = (memo_key, rule)
+        if type(self) in _SHARES_RULES:
+            _SHARED_RULES[shared_key] = rule
         return rule
 
     def update(self, parameters: Parameters, gradients: Gradients, lr: float) -> Parameters:
@@ -701,6 +710,12 @@ class AdamW(Adam):
 # -- helpers ----------------------------------------------------------------------------
 #: buffer recycling relies on CPython's reference counts
 _CAN_RECYCLE = sys.implementation.name == "cpython"
+
+#: the optimizers whose recorded rule is a function of their type and ``group()`` alone
+#: (a subclass may read more from ``self``, so it records its own per instance)
+_SHARES_RULES = frozenset({Sgd, Adam, AdamW})
+#: recorded rules of those, per (type, dtypes, state keys, ``repr(group())``)
+_SHARED_RULES: dict[tuple, UpdateRule] = {}
 
 
 def _backend_for(name: str) -> Any:

@@ -3,8 +3,8 @@
 ``Tool`` is the base class (config, operations, objective, training modes,
 ``save_pretrained`` / ``from_pretrained``); ``Decision`` chooses among supplied
 hypotheses, ``Scene`` matches an observation to supplied descriptions and ``Planner``
-predicts and ranks candidates' outcomes; ``Chatbot`` is a small character-level model
-that replies to a text, its conversation kept in a ``ChatSession``. Train any of them with
+predicts and ranks candidates' outcomes; ``Chatbot`` is a small character-level
+transformer that replies in a conversation kept in a ``ChatSession``. Train any of them with
 ``tensorcode.training.Trainer.from_tool(tool)``.
 """
 

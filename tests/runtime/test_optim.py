@@ -423,3 +423,25 @@ def test_deepcopy_is_independent_and_shares_the_layout():
     assert twin.state_table("exp_avg").equals(adam.state_table("exp_avg"))
     twin.step(b, grads, 0.1)
     assert not twin.state_table("exp_avg").equals(adam.state_table("exp_avg"))
+
+
+def test_a_fresh_built_in_reuses_the_rule_its_configuration_recorded():
+    # what-ifs on threads build an optimizer each: the rule is recorded once per
+    # configuration, not once per instance
+    dtypes = ("float32",)
+    plain = tc.optim.Sgd().recorded_rule(dtypes)
+    assert tc.optim.Sgd().recorded_rule(dtypes) is plain
+    momentum = tc.optim.Sgd(momentum=0.9).recorded_rule(dtypes)
+    assert momentum is not plain and momentum.key() != plain.key()
+    assert tc.optim.AdamW().recorded_rule(dtypes) is not tc.optim.Adam().recorded_rule(dtypes)
+
+    class Scaled(tc.optim.Sgd):  # reads self.scale, which group() does not hold
+        scale = 1.0
+
+        def slot_rule(self, parameter, gradient, state, lr, slot):
+            new, states = super().slot_rule(parameter, gradient, state, lr, slot)
+            return new * self.scale, states
+
+    halved = Scaled()
+    halved.scale = 0.5
+    assert Scaled().recorded_rule(dtypes).key() != halved.recorded_rule(dtypes).key()

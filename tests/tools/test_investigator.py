@@ -160,16 +160,3 @@ def test_top_k_matches_a_full_sort() -> None:
     assert len(index.search_vectors(queries[0], k=900)[0][0]) == 500
     with pytest.raises(StaleWeightsError, match="no encoder"):
         index.search("a text")
-
-
-def test_authored_data_is_deterministic_and_well_formed() -> None:
-    from tensorcode.tools.authored_investigator import retrieval_set, verification_pairs
-
-    pairs = verification_pairs()
-    assert pairs == verification_pairs() and len(pairs) == 240
-    assert {p["label"] for p in pairs} == set(LABELS)
-    documents, queries = retrieval_set()
-    assert (documents, queries) == retrieval_set()
-    ids = {d["id"] for d in documents}
-    assert len(ids) == len(documents) == 288 and len(queries) == 72
-    assert all(q["relevant"] and set(q["relevant"]) <= ids for q in queries)

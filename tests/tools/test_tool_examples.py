@@ -1,17 +1,29 @@
-"""The tools' examples and demo section run end to end and show what they claim; the
-shipped data sets are exactly what their generator makes."""
+"""The tools' example programs (``examples/tools/``, which ``tensorcode demo`` runs) run
+end to end and show what they claim; the data they generate is the same on every
+machine."""
 
 from __future__ import annotations
 
-import json
+import importlib.util
 import os
 import pathlib
 import subprocess
 import sys
+from types import ModuleType
 
-from tensorcode.tools import authored, example
+from tensorcode.tools.investigator import LABELS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def example_module(name: str) -> ModuleType:
+    """``examples/tools/<name>.py`` loaded as a module (its data generators)."""
+    spec = importlib.util.spec_from_file_location(f"tools_example_{name}",
+                                                  ROOT / "examples" / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run(script: str, *args: str) -> str:
@@ -48,20 +60,44 @@ def test_owned_vector_lifecycle():
     assert "with its own entry it round-trips: True" in out
 
 
-def test_shipped_data_is_what_the_generator_makes():
-    for name, generate in authored.GENERATORS.items():
-        assert authored.load(name) == json.loads(json.dumps(generate())), name
-    readme = (authored.DATA / "README.md").read_text()
-    assert "python -m tensorcode.tools.authored" in readme
+def test_the_authored_data_is_the_same_on_every_machine():
+    """The demos train on data generated from templates with fixed seeds, not shipped:
+    these digests pin it (they equal the files the package once shipped)."""
+    out = run("tools/authored.py")
+    assert "decision: 320 examples, sha256 ad1e6eb4861ac6629e2217fb995482715fcadf3b58fc9e9602" \
+        "a42a3910876bf3" in out
+    assert "planner: 320 examples, sha256 7c000274734834f2fce9a8e445e20db9f18f8a64d1c060e59594" \
+        "9699f9758c4e" in out
+    out = run("tools/authored_investigator.py")
+    assert "240 verification pairs, 288 documents, 72 queries, sha256 476c3cbb9124977bc1bb12a" \
+        "70b223d79ea7cc4442777ca5c615134693c771073" in out
 
 
-def test_demo_section_reloads_in_a_fresh_process_with_identical_predictions(tmp_path,
-                                                                            monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    lines = example.run_example(tmp_path, backend="reference", epochs=3, kinds=("planner",))
+def test_the_investigator_data_is_well_formed():
+    data = example_module("authored_investigator")
+    pairs = data.verification_pairs()
+    assert {p["label"] for p in pairs} == set(LABELS)
+    documents, queries = data.retrieval_set()
+    ids = {d["id"] for d in documents}
+    assert len(ids) == len(documents) == 288 and len(queries) == 72
+    assert all(q["relevant"] and set(q["relevant"]) <= ids for q in queries)
+
+
+def test_decision_and_planner_reload_in_a_fresh_process_with_identical_predictions(
+        tmp_path):
+    out = run("tools/decision_and_planner.py", "--backend", "reference", "--epochs", "3",
+              "--kind", "planner", "--output", str(tmp_path))
+    lines = out.splitlines()
     assert "3 full-batch Adam steps" in lines[0]
     assert "predictions identical" in lines[2]
+    assert (tmp_path / "planner" / "tool.json").is_file()
+
+
+def test_investigator_example_calibrates_and_refuses_the_stale_index():
+    out = run("tools/investigator.py", "--backend", "reference", "--epochs", "2")
+    assert "4 Adam steps" in out
+    assert "after calibration (temperature" in out
+    assert "the index built before training: refused (stale fingerprint)" in out
 
 
 def test_chatbot_example():
@@ -70,6 +106,7 @@ def test_chatbot_example():
     assert "the same generator state replays the same replies: True" in out
     assert "refused: text holds 'H' at position 0" in out
     assert "reloaded session: 6 messages, equal: True" in out
+    assert "reloaded model, same session and seed: same reply" in out
     assert "session now 8 messages" in out
 
 

@@ -17,7 +17,7 @@ SMALL = [(Decision, {"dim": 2, "hidden": 3, "buckets": 8}),
                          "retrieval_encoder": {"dim": 4, "buckets": 16, "scale": 10.0}}),
          (Planner, {"state_size": 5, "candidate_size": 3, "dim": 2, "hidden": 3}),
          (Scene, {"observation_size": 6, "dim": 2, "hidden": 3, "buckets": 8}),
-         (Chatbot, {"context": 3, "dim": 2, "hidden": 5})]
+         (Chatbot, {"context": 3, "dim": 2, "heads": 1, "layers": 1})]
 
 
 @pytest.mark.parametrize("cls, config", SMALL, ids=[c.__name__ for c, _ in SMALL])

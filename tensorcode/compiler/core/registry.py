@@ -154,6 +154,14 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.exp(-np.logaddexp(0, -x))
 
 
+def _erf(x: np.ndarray) -> np.ndarray:
+    """The error function, SciPy's (imported on first use: ``import tensorcode`` loads
+    no SciPy)."""
+    from scipy.special import erf
+
+    return erf(x)
+
+
 # neg is recorded by unary minus (``-x``), not a method
 _unary("neg", np.negative, lambda g, i, o, a, w: [-g], floats_only=False, method=False)
 _unary("exp", np.exp, lambda g, i, o, a, w: [g * o], subset=True)
@@ -168,6 +176,8 @@ _unary("abs", np.abs, lambda g, i, o, a, w: [g * ((i[0] > 0) - (i[0] < 0))],
        floats_only=False, subset=True)
 _unary("sin", np.sin, lambda g, i, o, a, w: [g * i[0].cos()], subset=True)
 _unary("cos", np.cos, lambda g, i, o, a, w: [-(g * i[0].sin())], subset=True)
+# d/dx erf(x) = 2/sqrt(pi) * exp(-x^2)
+_unary("erf", _erf, lambda g, i, o, a, w: [g * (2 / math.sqrt(math.pi)) * (-(i[0] * i[0])).exp()])
 # softplus = log(1 + exp(x)), written log1p(exp(-|x|)) + max(x, 0) so exp never overflows;
 # its derivative is sigmoid(x)
 _unary("softplus", lambda x: np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0),

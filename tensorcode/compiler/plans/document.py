@@ -33,7 +33,7 @@ from ..core.verify import verify
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace.expr import Expr
-    from .tape import Tape
+    from ..trace.tape import Recorder
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SOURCE_FIELDS = {"input": {"name"}, "parameter": {"name"}, "leaf": {"value"}}
@@ -259,7 +259,7 @@ def from_document(document: Any, fields: Fields, where: str, source: SourceValue
 # replaying
 
 
-def replay(graph: ir.Graph, tape: Tape, given: Mapping[int, Expr] | None = None
+def replay(graph: ir.Graph, tape: Recorder, given: Mapping[int, Expr] | None = None
            ) -> list[Expr]:
     """Record ``graph``'s nodes onto ``tape`` in order and return one expression per
     node; node ids in ``given`` take that expression instead of being recorded (a

@@ -1,4 +1,5 @@
-"""The sealed spec (``Network``), one evaluation of it (``Run``) and the eager backward.
+"""The sealed spec (``Network``), one evaluation of it (``Run``), the eager backward and
+the sub-programs a plan is lowered from (``Entry``).
 
 A ``Network`` is structure, shapes, recorded initials and input defaults: it holds no
 live weights. Every run takes a caller-owned ``Parameters`` table and feeds, so training
@@ -8,59 +9,33 @@ it and reads tables in its layout); the runtime and the products build on it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import FeedError, RandomError, TensorCodeError
-from ..backends import interpreter
+from ...errors import CompileError, FeedError, RandomError, TensorCodeError
+from ..backends import DEFAULT_BACKEND, check_backend, interpreter
 from ..core import ir
 from ..core import registry as primitives
+from ..core.ir import Graph, Node
 from ..core.verify import verify
+from ..lower.passes import canonical_order, dce, optimize
+from ..lower.schedule import Sources
 from ..trace.autodiff import gradients as record_gradients
 from ..trace.expr import Expr
-from ..trace.tape import Eager
-from .tables import Gradients, Layout, Parameters, check_feed_type
+from ..trace.tape import Eager, Recorder
+from .tables import Gradients, Layout, Parameters, check_feed_type, feed_dict, gradients_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace.tape import Adjoints
-    from .plan import Entry
-    from .tape import Tape
-
-
-
-def feed_dict(feeds: Any) -> dict[Any, Any]:
-    """Feeds as a dict ``{symbol: value}``. A list or tuple of ``(symbol, value)`` pairs
-    (the guide's form) is taken as the same feeds; a symbol given twice, or any other
-    container, is a ``FeedError`` saying to pass a dict."""
-    if feeds is None:
-        return {}
-    if isinstance(feeds, Mapping):
-        return feeds if isinstance(feeds, dict) else dict(feeds)
-    if isinstance(feeds, (list, tuple)):
-        pairs: dict[Any, Any] = {}
-        for k, pair in enumerate(feeds):
-            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-                raise FeedError(f"feeds[{k}] is {pair!r:.80}, not a (symbol, value) pair; pass "
-                                "feeds as a dict {symbol: value} (or a list of such pairs)")
-            symbol, value = pair
-            if not isinstance(symbol, Expr):
-                raise FeedError(f"feeds[{k}] starts with {symbol!r:.80}, not an input symbol; "
-                                "pass feeds as a dict {symbol: value}")
-            if symbol in pairs:
-                raise FeedError(f"feeds[{k}] feeds {symbol!r} a second time; pass each input "
-                                "once (feeds as a dict {symbol: value})")
-            pairs[symbol] = value
-        return pairs
-    raise FeedError(f"feeds must be a dict {{symbol: value}}, got {type(feeds).__name__}; "
-                    "pass a dict (a list of (symbol, value) pairs also works)")
 
 
 class Network:
     """An immutable recorded program: ``describe``, ``parameters``, ``forward``, ``entry``."""
 
-    def __init__(self, tape: Tape) -> None:
+    def __init__(self, tape: Recorder) -> None:
         """Seal what ``tape`` recorded (``Tape.into_network()`` is the usual spelling).
         The graph is verified once here; the tape records nothing more afterwards."""
         self.tape = tape
@@ -158,8 +133,6 @@ class Network:
 
     def entry(self, roots: Iterable[Any]) -> Entry:
         """The sub-program computing ``roots``, ready to ``lower()`` into a plan."""
-        from .plan import Entry
-
         return Entry(self, [self.node_of(r) for r in roots])
 
 
@@ -195,20 +168,7 @@ class Run:
 
     def recorded_gradients(self, adjoints: Adjoints) -> Gradients:
         """The gradients an ``Adjoints`` recorded, read from this run as a table."""
-        return gradients_table(self.network, adjoints, self.of)
-
-
-def gradients_table(network: Network, adjoints: Adjoints, read: Any) -> Gradients:
-    """A ``Gradients`` table from the recorded gradient roots, read through ``read``;
-    parameters outside ``adjoints.wrt`` get zeros, and they and the parameters the loss
-    does not reach are marked unreached (``Gradients.reached``)."""
-    payloads = [np.zeros(s.shape, s.dtype) for s in network.layout.slots]
-    reached = [False] * len(payloads)
-    for (p, g), r in zip(adjoints, adjoints.reached):
-        k = network.layout.index(p)
-        payloads[k] = read(g)
-        reached[k] = r
-    return Gradients.from_payloads(network.layout, payloads).mark_reached(reached)
+        return gradients_table(self.network.layout, adjoints, self.of)
 
 
 class Backward:
@@ -249,3 +209,95 @@ class Backward:
         """The gradient of the loss with respect to one parameter or input."""
         index = self._run.network.node_of(symbol)
         return self._grads([index])[0]
+
+
+# ---------------------------------------------------------------------------------------
+# entries
+
+
+class Entry:
+    """The sub-program of a network computing ``roots`` (node ids), ready to lower."""
+
+    def __init__(self, network: Network, roots: Sequence[int]) -> None:
+        roots = [int(r) for r in roots]
+        if not roots:
+            raise TensorCodeError("an entry needs at least one root")
+        for r in roots:
+            if not 0 <= r < len(network.graph.nodes):
+                raise TensorCodeError(f"root %{r} is not a node of this network")
+        self.network = network
+        self.roots = tuple(roots)
+
+    def graph(self) -> Graph:
+        """The network's graph with this entry's roots as outputs (before any pass)."""
+        return Graph(self.network.graph.nodes, self.roots)
+
+    def origins(self) -> dict[int, int]:
+        """For the graph ``optimized()`` returned last, the network node each parameter
+        and input node came from."""
+        return dict(self._origins)
+
+    def describe(self) -> str:
+        """The entry's program before lowering: what the roots depend on."""
+        return ir.describe(dce(self.graph()))
+
+    def optimized(self) -> tuple[Graph, Sources]:
+        """The optimized graph in canonical order, and where its sources come from."""
+        network = self.network
+        origin = {id(node): i for i, node in enumerate(network.graph.nodes)
+                  if node.op in ("parameter", "input")}
+        slots = {s.node: (k, s) for k, s in enumerate(network.layout.slots)}
+        graph = optimize(self.graph())
+
+        def rank(i: int, node: Node) -> tuple:
+            if node.op == "parameter":
+                return (slots[origin[id(node)]][0],)
+            if node.op == "input":
+                return (origin[id(node)],)
+            return (i,)
+        graph = canonical_order(graph, rank)
+        parameters, inputs, origins = {}, [], {}
+        for i, node in enumerate(graph.nodes):
+            if node.op == "parameter":
+                slot = slots[origin[id(node)]][1]
+                parameters[i] = (slot.dtype, slot.offset)
+                origins[i] = slot.node
+            elif node.op == "input":
+                inputs.append(i)
+                origins[i] = origin[id(node)]
+        sources = Sources(parameters, inputs, sorted(network.layout.sizes))
+        self._origins = origins
+        return graph, sources
+
+    def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None,
+              optimizer: Any = None) -> Any:
+        """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"llvm"``,
+        ``"numba"`` or ``"reference"``). ``approximate`` (default: on unless the environment
+        sets ``TENSORCODE_EXACT_MATH=1``) lets the compiled backends evaluate float32 ``tanh``,
+        ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
+        ``backends/numba/approx.py``; float64 and the reference backend are always exact.
+
+        With ``optimizer`` (an optimizer that offers a fused rule: ``tc.optim.Sgd``,
+        ``Adam``, ``AdamW`` or a ``RuleOptimizer``), the entry's roots must be a loss and
+        its gradients (``adjoints.roots()``), and the result is a ``StepPlan``
+        (``compiler/plans/step.py``): one call computes the loss and the gradients and updates
+        the parameters and the optimizer's state in place."""
+        check_backend(backend)  # before any work
+        if approximate is None:
+            approximate = os.environ.get("TENSORCODE_EXACT_MATH", "") not in ("1", "true", "yes")
+        if _lowering is None:  # pragma: no cover - the package's __init__ installs it
+            raise CompileError("no lowering is installed; import tensorcode.compiler.plans")
+        return _lowering(self, backend, bool(approximate), optimizer)
+
+
+#: How an entry becomes a plan: ``lowering.lower`` (``compiler/plans/lowering.py``). Plans
+#: sit above networks (a plan is lowered from a network, and ``Plan.load`` rebuilds a
+#: network from a saved plan), so this module imports no plan; the package's ``__init__``
+#: installs the lowering once, before any of its modules is used.
+_lowering: Callable[[Entry, str, bool, Any], Any] | None = None
+
+
+def install_lowering(lower: Callable[[Entry, str, bool, Any], Any]) -> None:
+    """Set what ``Entry.lower`` calls (``compiler/plans/__init__.py`` does, once)."""
+    global _lowering
+    _lowering = lower

@@ -1,15 +1,13 @@
-"""Entries and plans.
+"""Plans: a lowered entry and its three call paths.
 
-``network.entry(roots)`` is an ``Entry``; ``entry.lower(backend)`` optimizes the graph
-(``passes.optimize``), schedules it (``schedule.build``) and hands the schedule to a
-``Backend`` (``backends.get``):
+``network.entry(roots)`` is an ``Entry`` (``network.py``, re-exported here);
+``entry.lower(backend)`` (``lowering.py``) optimizes the graph (``passes.optimize``),
+schedules it (``schedule.build``) and builds a ``Plan``, which hands the schedule's
+``Program`` to a ``Backend`` (``backends.get``):
 
-- ``"llvm"`` (default): the schedule rendered to LLVM IR, compiled by llvmlite and kept
-  as an authenticated object in the on-disk plan cache (``backends/llvm``), so a second
-  process that lowers the same network loads machine code instead of compiling, without
-  importing Numba;
-- ``"numba"``: generated loops compiled by Numba, cached the same way
-  (``backends/numba/backend.py``);
+- ``"numba"`` (default): generated loops compiled by Numba and kept in the on-disk plan
+  cache (``backends/numba/backend.py``), so a second process that lowers the same network
+  loads machine code instead of compiling;
 - ``"reference"``: the NumPy interpreter running the same optimized graph.
 
 ``compile_stats()`` and ``cache_dir()`` (re-exported from the cache) count compilations
@@ -18,7 +16,6 @@ and cache loads in this process and name the cache directory.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -27,107 +24,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import FeedError, RandomError, TensorCodeError
-from ..backends import BACKENDS, DEFAULT_BACKEND, Compiled, check_backend
+from ..backends import BACKENDS, Compiled
 from ..backends import get as get_backend
-from ..backends.counters import cache_dir, compile_stats, count
-from ..core import ir
+from ..backends.counters import cache_dir, compile_stats
 from ..core import registry as primitives
-from ..core.ir import Graph, Node
-from ..lower.passes import canonical_order, dce, optimize
 from ..lower.program import Program
 from ..lower.program import build as build_program
-from ..lower.schedule import Schedule, Sources, build
-from .network import feed_dict, gradients_table
-from .tables import Gradients
+from ..lower.schedule import Schedule
+from ..trace.expr import Expr
+from .network import Entry, Network
+from .saved import load_plan, save_plan
+from .tables import Gradients, Parameters, feed_dict, gradients_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace.tape import Adjoints
-    from .network import Network
-    from .tables import Parameters
-
-
-# ---------------------------------------------------------------------------------------
-# entries
-
-
-class Entry:
-    """The sub-program of a network computing ``roots`` (node ids), ready to lower."""
-
-    def __init__(self, network: Network, roots: Sequence[int]) -> None:
-        roots = [int(r) for r in roots]
-        if not roots:
-            raise TensorCodeError("an entry needs at least one root")
-        for r in roots:
-            if not 0 <= r < len(network.graph.nodes):
-                raise TensorCodeError(f"root %{r} is not a node of this network")
-        self.network = network
-        self.roots = tuple(roots)
-
-    def graph(self) -> Graph:
-        """The network's graph with this entry's roots as outputs (before any pass)."""
-        return Graph(self.network.graph.nodes, self.roots)
-
-    def origins(self) -> dict[int, int]:
-        """For the graph ``optimized()`` returned last, the network node each parameter
-        and input node came from."""
-        return dict(self._origins)
-
-    def describe(self) -> str:
-        """The entry's program before lowering: what the roots depend on."""
-        return ir.describe(dce(self.graph()))
-
-    def optimized(self) -> tuple[Graph, Sources]:
-        """The optimized graph in canonical order, and where its sources come from."""
-        network = self.network
-        origin = {id(node): i for i, node in enumerate(network.graph.nodes)
-                  if node.op in ("parameter", "input")}
-        slots = {s.node: (k, s) for k, s in enumerate(network.layout.slots)}
-        graph = optimize(self.graph())
-
-        def rank(i: int, node: Node) -> tuple:
-            if node.op == "parameter":
-                return (slots[origin[id(node)]][0],)
-            if node.op == "input":
-                return (origin[id(node)],)
-            return (i,)
-        graph = canonical_order(graph, rank)
-        parameters, inputs, origins = {}, [], {}
-        for i, node in enumerate(graph.nodes):
-            if node.op == "parameter":
-                slot = slots[origin[id(node)]][1]
-                parameters[i] = (slot.dtype, slot.offset)
-                origins[i] = slot.node
-            elif node.op == "input":
-                inputs.append(i)
-                origins[i] = origin[id(node)]
-        sources = Sources(parameters, inputs, sorted(network.layout.sizes))
-        self._origins = origins
-        return graph, sources
-
-    def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None,
-              optimizer: Any = None) -> Any:
-        """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"llvm"``,
-        ``"numba"`` or ``"reference"``). ``approximate`` (default: on unless the environment
-        sets ``TENSORCODE_EXACT_MATH=1``) lets the compiled backends evaluate float32 ``tanh``,
-        ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
-        ``backends/numba/approx.py``; float64 and the reference backend are always exact.
-
-        With ``optimizer`` (an optimizer that offers a fused rule: ``tc.optim.Sgd``,
-        ``Adam``, ``AdamW`` or a ``RuleOptimizer``), the entry's roots must be a loss and
-        its gradients (``adjoints.roots()``), and the result is a ``StepPlan``
-        (``compiler/plans/step.py``): one call computes the loss and the gradients and updates
-        the parameters and the optimizer's state in place."""
-        check_backend(backend)  # before any work
-        if approximate is None:
-            approximate = os.environ.get("TENSORCODE_EXACT_MATH", "") not in ("1", "true", "yes")
-        if optimizer is not None:
-            from .step import lower_step
-
-            return lower_step(self, backend, bool(approximate), optimizer)
-        graph, sources = self.optimized()
-        schedule = build(graph, sources)
-        count("plans_lowered")
-        return Plan(self, schedule, backend, dict(self._origins), bool(approximate))
 
 
 # ---------------------------------------------------------------------------------------
@@ -170,6 +80,7 @@ class Plan:
         self._input_types = {origins[i]: (g.nodes[i].type.shape, np.dtype(g.nodes[i].type.dtype))
                              for i in schedule.sources.inputs}
         self._batch_defaults = [d[None] for d in self._defaults]
+        self._feed_slots = {i: (k, *self._input_types[i]) for k, i in enumerate(self._inputs)}
         self._consts = [np.ascontiguousarray(g.nodes[i].value).reshape(-1)
                         for i in schedule.constants]
         self._param_dtypes = schedule.sources.parameter_dtypes
@@ -259,11 +170,13 @@ class Plan:
         if feeds and type(feeds) is not dict:
             feeds = feed_dict(feeds)
         if feeds:
-            checked = self.network.check_feeds(feeds)
-            for index in checked:
-                if index not in self._input_types:
-                    raise _unused_feed(self, index)
-            args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
+            args = self._ready_feeds(feeds)
+            if args is None:
+                checked = self.network.check_feeds(feeds)
+                for index in checked:
+                    if index not in self._input_types:
+                        raise _unused_feed(self, index)
+                args = [checked.get(i, d) for i, d in zip(self._inputs, self._defaults)]
         else:
             args = self._defaults
         args = self._with_key(args, feeds, generator)
@@ -275,6 +188,21 @@ class Plan:
         if generator is not None and self._random_position is not None:
             generator.advance(self.random_blocks)
         return PlanRun(self, outs, None)
+
+    def _ready_feeds(self, feeds: Mapping[Any, Any]) -> list[np.ndarray] | None:
+        """The call's inputs, taken as they are (no copy, so threads hold the GIL briefly)
+        when every feed is a C-contiguous ndarray of the exact dtype and shape of an input
+        the plan reads; else ``None``, and ``check_feeds`` converts or refuses. The call
+        keeps none of them, as a bound plan."""
+        tape, slots, args = self.network.tape, self._feed_slots, list(self._defaults)
+        for symbol, value in feeds.items():
+            slot = slots.get(symbol.index) if isinstance(symbol, Expr) and \
+                symbol.builder is tape and type(value) is np.ndarray else None
+            if slot is None or value.dtype != slot[2] or value.shape != slot[1] or \
+                    not value.flags.c_contiguous:
+                return None
+            args[slot[0]] = value
+        return args
 
     def forward_batch(self, parameters: Parameters, feeds: Mapping[Any, Any],
                       generator: Any = None) -> PlanRun:
@@ -351,8 +279,6 @@ class Plan:
     def save(self, directory: Any) -> pathlib.Path:
         """Write this plan as a portable artifact (``plan.json`` and
         ``values.safetensors``; no pickle, no code)."""
-        from .saved import save_plan
-
         return save_plan(self, pathlib.Path(directory))
 
     @staticmethod
@@ -362,8 +288,6 @@ class Plan:
         ``network`` the plan runs on that network's tables; without, on a network
         rebuilt from the artifact (``plan.network``). ``backend`` defaults to the one
         the plan was saved with."""
-        from .saved import load_plan
-
         return load_plan(pathlib.Path(directory), network, backend)
 
 
@@ -544,7 +468,7 @@ class PlanRun:
                     reached[plan._layout.index(p)] = r
                 table.mark_reached(reached)
             return table
-        return gradients_table(plan.network, adjoints, self.of)
+        return gradients_table(plan._layout, adjoints, self.of)
 
 
 def _random_facts(plan: Plan) -> tuple[int | None, int]:

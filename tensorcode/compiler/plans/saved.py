@@ -18,7 +18,8 @@ import hashlib
 import json
 import os
 import pathlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -36,10 +37,8 @@ from ..backends import BACKENDS
 from ..core import ir
 from ..core.ir import DTYPES, Type
 from .document import Rules, from_document, read_shape, replay, to_document
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .network import Network
-    from .plan import Plan
+from .network import Network
+from .tape import Tape
 
 FORMAT = "tensorcode.plan/1"
 PLAN_FILE = "plan.json"
@@ -49,11 +48,27 @@ VALUES_FILE = "values.safetensors"
 MAX_NAME = 1000
 
 
+class SavablePlan(Protocol):
+    """What ``save_plan`` reads of a ``Plan`` (``plan.py`` sits above this module: a
+    ``Plan`` saves and loads through it)."""
+
+    @property
+    def graph(self) -> ir.Graph: ...
+    @property
+    def network(self) -> Network: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def roots(self) -> Sequence[int]: ...
+    @property
+    def origins(self) -> dict[int, int]: ...
+
+
 def _graph_digest(graph: ir.Graph) -> str:
     return hashlib.sha256(ir.describe(graph).encode()).hexdigest()
 
 
-def save_plan(plan: Plan, directory: pathlib.Path) -> pathlib.Path:
+def save_plan(plan: SavablePlan, directory: pathlib.Path) -> pathlib.Path:
     """Write the plan directory atomically: both files are built in a temp directory
     beside ``directory`` and renamed into place, so a reader finds the old plan or the
     new one (``replace_directory``)."""
@@ -123,7 +138,9 @@ def _check_graph_fits(r: Fields, graph: ir.Graph) -> None:
 
 
 def load_plan(directory: pathlib.Path, network: Network | None, backend: str | None
-              ) -> Plan:
+              ) -> Any:
+    """The ``Plan`` saved in ``directory``, lowered again on ``network`` (or on a network
+    rebuilt from the artifact); see ``Plan.load``."""
     plan_path = directory / PLAN_FILE
     values_path = directory / VALUES_FILE
     r = Fields(plan_path)
@@ -245,8 +262,6 @@ def _rebuild(graph: ir.Graph, slots: list, origins: dict[int, int], roots: list[
              ) -> tuple[Network, list[int]]:
     """A network whose parameters are the saved layout (in order) followed by the
     lowered graph's nodes; returns it and the root node ids in it."""
-    from .tape import Tape
-
     tape = Tape()
     by_origin: dict[int, Any] = {}
     for node_id, name, _shape, dtype, initial in slots:

@@ -45,9 +45,9 @@ from ...errors import FeedError, TensorCodeError
 from ..backends.counters import count
 from ..lower.schedule import build
 from ..lower.update import StepSpec, UpdateRule
-from .network import feed_dict
-from .plan import Entry, Plan, feed_error
-from .tables import Gradients, Parameters
+from .network import Entry
+from .plan import Plan, feed_error
+from .tables import Gradients, Parameters, feed_dict
 
 
 def lower_step(entry: Entry, backend: str, approximate: bool, optimizer: Any) -> StepPlan:

@@ -1,4 +1,4 @@
-"""Parameter and gradient tables: caller-owned state, laid out for one-loop updates.
+"""Parameter and gradient tables, and feeds: caller-owned state, laid out for one-loop updates.
 
 They live beside the sealed spec because their layout is the plans' calling convention:
 a plan reads parameters and writes gradients as flat per-dtype buffers in this layout.
@@ -14,13 +14,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
 from ...errors import DTypeError, FeedError, ShapeError, TensorCodeError
 from ..core.dtypes import NUMPY
 from ..trace.expr import Expr
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..trace.tape import Adjoints
 
 
 @dataclass(frozen=True)
@@ -466,6 +469,46 @@ class Parameters(Table):
         for symbol, value in updates.items():
             payloads[self._layout.index(symbol)] = value
         return Parameters.from_payloads(self._layout, payloads)
+
+
+def feed_dict(feeds: Any) -> dict[Any, Any]:
+    """Feeds as a dict ``{symbol: value}``. A list or tuple of ``(symbol, value)`` pairs
+    (the guide's form) is taken as the same feeds; a symbol given twice, or any other
+    container, is a ``FeedError`` saying to pass a dict."""
+    if feeds is None:
+        return {}
+    if isinstance(feeds, Mapping):
+        return feeds if isinstance(feeds, dict) else dict(feeds)
+    if isinstance(feeds, (list, tuple)):
+        pairs: dict[Any, Any] = {}
+        for k, pair in enumerate(feeds):
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+                raise FeedError(f"feeds[{k}] is {pair!r:.80}, not a (symbol, value) pair; pass "
+                                "feeds as a dict {symbol: value} (or a list of such pairs)")
+            symbol, value = pair
+            if not isinstance(symbol, Expr):
+                raise FeedError(f"feeds[{k}] starts with {symbol!r:.80}, not an input symbol; "
+                                "pass feeds as a dict {symbol: value}")
+            if symbol in pairs:
+                raise FeedError(f"feeds[{k}] feeds {symbol!r} a second time; pass each input "
+                                "once (feeds as a dict {symbol: value})")
+            pairs[symbol] = value
+        return pairs
+    raise FeedError(f"feeds must be a dict {{symbol: value}}, got {type(feeds).__name__}; "
+                    "pass a dict (a list of (symbol, value) pairs also works)")
+
+
+def gradients_table(layout: Layout, adjoints: Adjoints, read: Any) -> Gradients:
+    """A ``Gradients`` table from the recorded gradient roots, read through ``read``;
+    parameters outside ``adjoints.wrt`` get zeros, and they and the parameters the loss
+    does not reach are marked unreached (``Gradients.reached``)."""
+    payloads = [np.zeros(s.shape, s.dtype) for s in layout.slots]
+    reached = [False] * len(payloads)
+    for (p, g), r in zip(adjoints, adjoints.reached):
+        k = layout.index(p)
+        payloads[k] = read(g)
+        reached[k] = r
+    return Gradients.from_payloads(layout, payloads).mark_reached(reached)
 
 
 def check_feed_type(name: str, expected_shape: tuple[int, ...], expected_dtype: str,

@@ -108,6 +108,7 @@ UNARY = {
     "abs": ("any", lambda x: abs(x)),
     "sin": ("any", lambda x: x.sin()),
     "cos": ("any", lambda x: x.cos()),
+    "erf": ("any", lambda x: x.erf()),
     "softplus": ("any", lambda x: x.softplus()),
     "log1p": ("positive", lambda x: x.log1p()),
 }

@@ -1,7 +1,8 @@
 """Feeds reach compiled code only as native-order, C-contiguous arrays of the exact
 dtype: ``forward`` and ``forward_batch`` convert other byte orders and layouts once,
 ``bind`` refuses them with a ``FeedError`` naming the input (Numba alone would say "No
-matching definition"), and a feed for an input the plan does not read is refused."""
+matching definition"), and a feed for an input the plan does not read is refused. A feed
+that already is what the compiled code reads goes to it as it is (no check, no copy)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,31 @@ def test_a_feed_the_plan_does_not_read_is_refused(net, backend):
         plan.forward(network.parameters(), {x: VALUES, unused: np.ones(2, np.float32)})
     with pytest.raises(tc.FeedError, match='"unused": this plan does not read it'):
         plan.forward_batch(network.parameters(), {unused: np.ones((1, 2), np.float32)})
+
+
+@pytest.mark.parametrize("backend", ["numba", "llvm", "reference"])
+def test_a_ready_feed_skips_the_checking_copy_and_others_still_meet_it(net, backend,
+                                                                         monkeypatch):
+    network, plans, x, unused, y = net
+    plan = plans[backend]
+    parameters = network.parameters()
+    checked: list[dict] = []
+    check_feeds = network.check_feeds
+    monkeypatch.setattr(network, "check_feeds",
+                        lambda feeds: checked.append(feeds) or check_feeds(feeds))
+    ready = VALUES.copy()
+    assert float(plan.forward(parameters, {x: ready}).of(y)) == EXPECTED
+    assert float(plan.forward(parameters, [(x, ready)]).of(y)) == EXPECTED
+    assert checked == []  # taken as it is: the lean path of a plan called from threads
+    assert ready.flags.writeable and ready.tolist() == VALUES.tolist()  # and left alone
+    # anything else goes through check_feeds: converted, or refused naming the input
+    assert float(plan.forward(parameters, {x: VALUES.astype(">f4")}).of(y)) == EXPECTED
+    with pytest.raises(tc.FeedError, match='input "x": expected float32\\[3\\], got '
+                                           'float32\\[4\\]'):
+        plan.forward(parameters, {x: np.zeros(4, np.float32)})
+    with pytest.raises(tc.FeedError, match='"unused": this plan does not read it'):
+        plan.forward(parameters, {x: ready, unused: np.ones(2, np.float32)})
+    stranger = tc.Tape().input(np.zeros(3, np.float32), name="x")
+    with pytest.raises(tc.FeedError, match="belongs to another network"):
+        plan.forward(parameters, {stranger: ready})
+    assert len(checked) == 4

@@ -25,15 +25,17 @@ from typing import Any
 
 from ....errors import CompileError
 from .codegen import BLAS_PREFIX, ENTRIES, STEP_ENTRIES
+from .ops import LIBM
 
 #: the optimization level plans compile at (measured: see docs/compiler.md)
 OPT_LEVEL = 2
 
 _BLAS = {f"{BLAS_PREFIX}{kind}{name}_" for kind in "sd" for name in ("gemm", "gemv", "dot")}
-_LIBM = {name + suffix for name in ("exp", "log", "sin", "cos", "tanh", "log1p", "pow",
-                                    "sqrt", "floor", "fabs", "exp2", "log2", "log10",
-                                    "expm1", "sincos")
-         for suffix in ("", "f")}
+#: libm: what the lowerings call by name (``ops.LIBM``) and what LLVM may turn its
+#: intrinsics into
+_LIBM = {name + suffix for name in ("exp", "log", "sin", "cos", "pow", "sqrt", "floor",
+                                    "fabs", "exp2", "log2", "log10", "expm1", "sincos")
+         for suffix in ("", "f")} | {symbol for pair in LIBM.values() for symbol in pair}
 #: every symbol a plan object may leave undefined; any other refuses the object
 ALLOWED = frozenset(_BLAS | _LIBM | {"memset", "memcpy", "memmove"})
 

@@ -25,7 +25,7 @@ from ..numba import approx
 from .types import F32, I32, TYPES, constant, convert, is_float
 
 #: libm functions the generated code calls (float64 name, float32 name)
-LIBM = {"tanh": ("tanh", "tanhf"), "log1p": ("log1p", "log1pf")}
+LIBM = {"tanh": ("tanh", "tanhf"), "log1p": ("log1p", "log1pf"), "erf": ("erf", "erff")}
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,7 @@ LOWERINGS: dict[str, Lowering] = {
     "abs": _abs,
     "sin": lambda e, a: e.intrinsic("llvm.sin", a[0]),
     "cos": lambda e, a: e.intrinsic("llvm.cos", a[0]),
+    "erf": lambda e, a: e.libm("erf", a[0]),
     "softplus": _softplus,
     "detach": lambda e, a: a[0],
     "add": _float_or_int("fadd", "add"),

@@ -33,6 +33,9 @@ class Lowering:
     approx_f32: Approximation | None = None
 
 
+#: the imports every generated module starts with: the names the templates use
+IMPORTS = ("import math", "import numpy as np")
+
 LOWERINGS: dict[str, Lowering] = {
     "neg": Lowering("-{0}"),
     # float32 exp, tanh and sigmoid lower to vectorizable approximations (approx.py)
@@ -48,6 +51,7 @@ LOWERINGS: dict[str, Lowering] = {
     "abs": Lowering("np.abs({0})"),
     "sin": Lowering("np.sin({0})"),
     "cos": Lowering("np.cos({0})"),
+    "erf": Lowering("math.erf({0})"),
     "softplus": Lowering("np.log1p(np.exp(-np.abs({0}))) + np.maximum({0}, {zero})"),
     "detach": Lowering("{0}"),
     "add": Lowering("{0} + {1}"),

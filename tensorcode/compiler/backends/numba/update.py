@@ -30,7 +30,7 @@ from typing import Any
 from ...core.dtypes import NUMPY_SOURCE as NP
 from ...core.ir import number_literal
 from ...lower.update import CALL, CONST, ELEMENT, SLOT, UpdateRule, closure
-from .lowerings import templates
+from .lowerings import IMPORTS, templates
 
 
 class Literals:
@@ -160,7 +160,7 @@ def eager(rule: UpdateRule, dtype: str,
                         "name is its key.",
                         "# Do not edit: the plan cache regenerates this file and compares "
                         "it before use.",
-                        "import numpy as np", "", *literal.lines, "", *body]) + "\n"
+                        *IMPORTS, "", *literal.lines, "", *body]) + "\n"
     types_ = ([_array(dtype, True)] * 2 + [_array(dtype, False)]
               + [_array(dtype, False)] * len(rule.state_keys)
               + [_array("int64", True)] * 4

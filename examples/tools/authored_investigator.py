@@ -6,13 +6,15 @@ or an unrelated detail about the same service (``neutral``). ``retrieval_set()``
 a few hundred short incident notes (one per service and finding, each in a few
 wordings) and queries that ask about one of them in other words; the relevant notes
 (same service, same finding) are the positives. Both use a fixed seed (Python's
-``random.Random``, whose seeded draws are stable), so ``python -m
-tensorcode.tools.authored_investigator`` prints the same counts and the same data on every
-machine. No outside data is involved.
+``random.Random``, whose seeded draws are stable), so every machine makes the same data;
+``python examples/tools/authored_investigator.py`` prints the counts and the SHA-256
+digest (``tests/tools/test_tool_examples.py`` pins it). No outside data is involved.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import sys
 
@@ -109,8 +111,9 @@ def retrieval_set(seed: int = 14) -> tuple[list[dict], list[dict]]:
 def main() -> int:
     pairs = verification_pairs()
     documents, queries = retrieval_set()
+    text = json.dumps([pairs, documents, queries], sort_keys=True)
     print(f"{len(pairs)} verification pairs, {len(documents)} documents, "
-          f"{len(queries)} queries")
+          f"{len(queries)} queries, sha256 {hashlib.sha256(text.encode()).hexdigest()}")
     return 0
 
 

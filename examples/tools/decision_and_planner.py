@@ -1,12 +1,16 @@
-"""The tools' part of ``tensorcode demo``: train a Decision and a Planner on the shipped
-data sets, report accuracy before and after, and reload each from ``save_pretrained``
-in a fresh process to show the predictions are identical.
+"""Train a Decision and a Planner on authored data sets, report held-out accuracy before
+and after, and reload each from ``save_pretrained`` in a fresh process to show the
+predictions are identical (part of ``tensorcode demo``).
 
-Each data set is split once (the first 256 examples train, the rest are held out); the
+Each data set (``authored.py``: 320 examples generated from templates written for
+TensorCode) is split once (the first 256 examples train, the rest are held out); the
 training examples are captured as one batched experience and fitted with Adam, full
-batch. ``python -m tensorcode.tools.example --predict KIND DIR`` is the fresh process:
-it loads the saved tools and prints their held-out predictions as JSON (one process
-for every tool, so the check pays one interpreter start).
+batch. ``--predict KIND DIR`` is the fresh process: it loads the saved tools and prints
+their held-out predictions as JSON (one process for every tool, so the check pays one
+interpreter start).
+
+    python examples/tools/decision_and_planner.py [--backend reference] [--output DIR]
+        [--epochs N] [--kind decision|planner]
 """
 
 from __future__ import annotations
@@ -17,17 +21,17 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
 import numpy as np
+from authored import load
 
-from ..compiler.backends import DEFAULT_BACKEND
-from ..runtime import optim
-from ..training import Trainer
-from .authored import load
-from .decision import Decision
-from .planner import Planner
+from tensorcode import optim
+from tensorcode.compiler.backends import DEFAULT_BACKEND
+from tensorcode.tools import Decision, Planner
+from tensorcode.training import Trainer
 
 TRAIN = 256
 
@@ -96,7 +100,7 @@ def train(kind: str, directory: pathlib.Path, lr: float = 0.03, backend: str | N
 
 def fresh_predictions(saved: dict[str, pathlib.Path], backend: str | None = None) -> dict:
     """Each saved tool's held-out predictions, computed by one fresh Python process."""
-    command = [sys.executable, "-m", "tensorcode.tools.example"]
+    command = [sys.executable, str(pathlib.Path(__file__).resolve())]
     for kind, directory in saved.items():
         command += ["--predict", kind, str(directory)]
     command += ["--backend", backend] if backend else []
@@ -128,20 +132,32 @@ def run_example(output: pathlib.Path, backend: str | None = None,
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--predict", nargs=2, metavar=("KIND", "DIR"), action="append",
-                        required=True,
-                        help="load a saved tool and print its held-out predictions "
-                             "(repeatable)")
     parser.add_argument("--backend", default=None)
+    parser.add_argument("--output", metavar="DIR",
+                        help="where to save the trained tools (default: a temporary directory)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="full-batch steps per tool (default: 16 for the Decision, 30 for "
+                             "the Planner)")
+    parser.add_argument("--kind", action="append", choices=sorted(KINDS),
+                        help="train only this tool (repeatable)")
+    parser.add_argument("--predict", nargs=2, metavar=("KIND", "DIR"), action="append",
+                        help="load a saved tool and print its held-out predictions as JSON "
+                             "(repeatable; the fresh process of the check)")
     args = parser.parse_args(argv)
-    result = {}
-    for kind, directory in args.predict:
-        if kind not in KINDS:
-            parser.error(f"KIND is one of {sorted(KINDS)}")
-        cls, _, predictions, _ = KINDS[kind]
-        tool = cls.from_pretrained(directory, backend=args.backend)
-        result[kind] = predictions(tool, load(kind)[TRAIN:])
-    print(json.dumps(result))
+    if args.predict:
+        result = {}
+        for kind, directory in args.predict:
+            if kind not in KINDS:
+                parser.error(f"KIND is one of {sorted(KINDS)}")
+            cls, _, predictions, _ = KINDS[kind]
+            tool = cls.from_pretrained(directory, backend=args.backend)
+            result[kind] = predictions(tool, load(kind)[TRAIN:])
+        print(json.dumps(result))
+        return 0
+    kinds = tuple(args.kind or KINDS)
+    with tempfile.TemporaryDirectory() as scratch:
+        output = pathlib.Path(args.output or scratch)
+        print("\n".join(run_example(output, args.backend, args.epochs, kinds)))
     return 0
 
 
