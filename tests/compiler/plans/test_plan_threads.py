@@ -88,3 +88,22 @@ def test_one_plan_many_threads_same_results(matmul_plan):
     for a, b in zip(serial, threaded):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(serial[1], serial[2])
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numba"])
+def test_run_steps_releases_the_gil_for_the_whole_what_if(backend):
+    # the scaling form of the guide's parallel what-ifs: one run_steps call per thread
+    tape = tc.Tape()
+    xs = np.linspace(-1, 1, 256, dtype=np.float32).reshape(256, 1)
+    mlp = tc.nn.Mlp(tape, [1, 32, 1], activation="tanh", init=tc.init.xavier(7))
+    error = mlp(tape.input(xs, name="x")) - tape.input(np.sin(xs), name="y")
+    adjoints = tape.differentiate((error * error).mean(), mlp.parameters())
+    network = tape.into_network()
+    step_plan = network.entry(adjoints.roots()).lower(backend, optimizer=tc.optim.Sgd())
+    initial = network.parameters()
+
+    def what_if() -> None:
+        step_plan.run_steps(initial.clone(), tc.optim.Sgd(), {}, [0.01] * 200)
+
+    what_if()
+    assert other_thread_ran_during(what_if, 20)
