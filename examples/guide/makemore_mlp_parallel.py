@@ -11,11 +11,12 @@ release the GIL), and averages the shard gradients with table arithmetic:
 
 What the threads gain is bounded by the Python that holds the GIL: a shard's own Python
 (the gather, ``forward``, ``recorded_gradients``) overlaps another shard's plan call, but
-the step's (drawing the minibatch, summing the tables, ``Parameters.step``) runs alone,
-once per step whatever the shard size. So a shard's plan call must dwarf that Python:
-shards of 256 examples through makemore's hidden layer of 200 do; at 64 examples or 64
-hidden units the threads gained nothing. The pool has one thread per core (at most one
-per shard), and each thread calls BLAS with one thread of its own. Minibatches are drawn
+the step's (summing the tables, ``Parameters.step``; the minibatches are drawn up front)
+runs alone, once per step whatever the shard size. So a shard's plan call must dwarf that Python:
+shards of 256 examples through makemore's hidden layer of 200 (with 64 hidden units a
+call is under half as long, and the Python weighs nearly as much as the calls). The pool
+has one thread per core (at most one per shard), and each thread calls BLAS with one
+thread of its own. Minibatches are drawn
 with replacement, as makemore does, so a minibatch may be larger than the data set.
 
 The program checks that the threaded training equals the same computation done serially,
@@ -123,14 +124,14 @@ def train(model: Model, shards: int, steps: int, learning_rate: float = 0.1,
     """SGD on minibatches of ``shards * model.shard`` examples; with ``pool`` the shards
     run on its threads, without it one after another on this thread. The shard results
     are combined in shard order either way, so the two are the same computation. Each
-    minibatch is drawn with replacement (as makemore's ``torch.randint`` does); a shard
-    gathers its own examples, on its thread."""
+    minibatch is drawn with replacement (as makemore's ``torch.randint`` does), every
+    step's up front; a shard gathers its own examples, on its thread."""
     contexts, targets = dataset()
     rng = np.random.default_rng(seed)
     parameters = model.network.parameters()
     losses = []
-    for _ in range(steps):
-        picked = rng.integers(0, len(targets), size=(shards, model.shard))  # a row a shard
+    # the examples of every step's shards: [steps, shards, shard] indices (a row a shard)
+    for picked in rng.integers(0, len(targets), size=(steps, shards, model.shard)):
 
         def shard(part: np.ndarray) -> tuple[float, tc.Gradients]:
             return shard_gradients(model, parameters, contexts[part], targets[part])

@@ -3,7 +3,7 @@
 Runs the training guide's examples and prints their lines, then the distilled ticket
 router as the centerpiece, saving the program where ``tensorcode route DIR`` can serve
 it, then the owned tools (a Decision and a Planner trained on authored data, saved and
-reloaded in a fresh process, the Investigator, and a small Chatbot trained on a shipped
+reloaded in a fresh process, the Investigator, and a small Chatbot trained on a written
 dialogue).
 
 The guide's examples are programs in a source checkout's ``examples/guide/`` (found
@@ -87,7 +87,8 @@ def _tools_section(output: pathlib.Path) -> int:
     print()
     print("== owned tools (docs/tools.md)")
     programs = [("decision_and_planner.py", "--output", str(output)),
-                ("investigator.py",)]
+                ("investigator.py",),
+                ("chatbot_dialogue.py", "--output", str(output / "chatbot"))]
     missing = [name for name, *_ in programs if not (TOOLS_EXAMPLES / name).is_file()]
     if missing:
         print(f"skipped: the tools' demos are programs in a source checkout "
@@ -100,7 +101,4 @@ def _tools_section(output: pathlib.Path) -> int:
             if done.returncode != 0:
                 print(f"examples/tools/{name} failed (exit {done.returncode})")
                 return 1
-    from ..tools import chat_example
-
-    print("\n".join(chat_example.run_example(output / "chatbot")))
     return 0

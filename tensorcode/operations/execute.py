@@ -1,7 +1,8 @@
 """Lowering a recorded operation (or a training step) to a plan and running it.
 
 The one place operations and the Trainer turn a network into something callable. The
-backend is explicit: ``"numba"`` compiles a plan, ``"reference"`` runs the NumPy
+backend is explicit: ``"llvm"`` (the default) or ``"numba"`` compiles a plan,
+``"reference"`` runs the NumPy
 interpreter through the same ``Plan`` interface. A backend that is not available is an
 error, never a silent substitution.
 """

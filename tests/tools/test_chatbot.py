@@ -15,7 +15,6 @@ import tensorcode as tc
 from tensorcode.errors import ArtifactError, TrainingError
 from tensorcode.text import Message
 from tensorcode.tools import Chatbot, ChatSession, ConfigError, VocabularyError
-from tensorcode.tools.chat_example import load_dialogue, parse_dialogue
 from tensorcode.tools.chatbot import END, MARKS, PAD, TURN
 from tensorcode.training import Trainer, load_experience
 
@@ -228,18 +227,6 @@ def test_the_compiled_plan_gives_the_reference_interpreter_logits():
                      for b in (None, REF))
     assert compiled.shape == (4, SMALL["context"], Chatbot(SMALL).vocab)  # 3 rows -> 4
     np.testing.assert_allclose(compiled, ref, rtol=1e-4, atol=1e-5)
-
-
-def test_the_shipped_dialogue_parses_and_fits_the_alphabet():
-    inputs, targets = load_dialogue()
-    assert len(inputs) == len(targets) >= 10
-    bot = Chatbot(SMALL)
-    for text in inputs + targets:
-        bot.encode(text)
-    with pytest.raises(ArtifactError, match="line 2"):
-        parse_dialogue("> hi\n> again\n")
-    with pytest.raises(ArtifactError, match="at least one"):
-        parse_dialogue("")
 
 
 def test_a_captured_chat_experience_saves_loads_and_trains(tmp_path):

@@ -11,6 +11,10 @@ import subprocess
 import sys
 from types import ModuleType
 
+import pytest
+
+from tensorcode.errors import ArtifactError
+from tensorcode.tools import Chatbot
 from tensorcode.tools.investigator import LABELS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -110,12 +114,25 @@ def test_chatbot_example():
     assert "session now 8 messages" in out
 
 
-def test_chatbot_demo_section_summarizes_the_loss_and_replays_its_sample(tmp_path):
-    from tensorcode.tools import chat_example
-
-    lines = chat_example.run_example(tmp_path / "bot", backend="reference", epochs=8)
+def test_chatbot_dialogue_summarizes_the_loss_and_replays_its_sample(tmp_path):
+    out = run("tools/chatbot_dialogue.py", "--backend", "reference", "--epochs", "8",
+              "--output", str(tmp_path / "bot"))
+    lines = out.splitlines()
     assert "8 full-batch Adam steps" in lines[0] and "written for TensorCode" in lines[0]
     assert lines[1].startswith("  loss curve: step 1: ") and "step 8: " in lines[1]
     assert "(generator seed 7)" in lines[2]
     assert lines[3].endswith("same seed: same reply")
     assert (tmp_path / "bot" / "tool.json").is_file()
+
+
+def test_the_written_dialogue_parses_and_fits_the_alphabet():
+    dialogue = example_module("chatbot_dialogue")
+    inputs, targets = dialogue.load_dialogue()
+    assert len(inputs) == len(targets) >= 10
+    bot = Chatbot()  # the configuration the program trains
+    for text in inputs + targets:
+        bot.encode(text)
+    with pytest.raises(ArtifactError, match="line 2"):
+        dialogue.parse_dialogue("> hi\n> again\n")
+    with pytest.raises(ArtifactError, match="at least one"):
+        dialogue.parse_dialogue("")

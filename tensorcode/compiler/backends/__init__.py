@@ -1,5 +1,6 @@
-"""Backends: ``numba`` (generated loops compiled by Numba/LLVM) and ``reference`` (the
-NumPy interpreter, the oracle every other backend is tested against).
+"""Backends: ``llvm`` (the default: the schedule rendered to LLVM IR with llvmlite, loaded
+as native code without Numba), ``numba`` (generated loops compiled by Numba) and
+``reference`` (the NumPy interpreter, the oracle every other backend is tested against).
 
 This package is the one home of backend names: ``BACKENDS`` lists them, ``DEFAULT_BACKEND``
 is what every API lowers to when none is named, and ``check_backend`` is the one check
@@ -31,7 +32,7 @@ REFERENCE = "reference"
 #: every backend name, in the order errors list them
 BACKENDS: tuple[str, ...] = (NUMBA, LLVM, REFERENCE)
 #: the backend operations, optimizers, executors and commands use when none is named
-DEFAULT_BACKEND = NUMBA
+DEFAULT_BACKEND = LLVM
 
 
 def check_backend(name: Any, what: str = "backend") -> str:

@@ -250,4 +250,43 @@ class LlvmProgram:
         return ctypes.c_void_p * n
 
 
-__all__ = ["LlvmProgram"]
+def eager_call(address: int, dtype: str, states: int) -> Callable[..., None]:
+    """The Python side of an optimizer's eager update (``update.eager_module``):
+    ``update(P, G, U, S0.., K, PS, N, GS, steps, present, lr)``, each array checked for
+    its dtype, layout and writability, and the slot tables against the buffers' sizes,
+    so the native loop never reads or writes outside them."""
+    entry = _ENTRY(address)
+    value_type = np.dtype(dtype)
+    int64, float64, uint8 = np.dtype("int64"), np.dtype("float64"), np.dtype("uint8")
+    expected = ([(value_type, False)] * 2 + [(value_type, True)] * (1 + states)
+                + [(int64, False)] * 4 + [(float64, True), (uint8, True)])
+    array_type = ctypes.c_void_p * len(expected)
+
+    def update(*args: Any) -> None:
+        *arrays, lr = args
+        if len(arrays) != len(expected):
+            raise TypeError(f"the update takes {len(expected)} arrays, got {len(arrays)}")
+        for k, (value, (want, written)) in enumerate(zip(arrays, expected)):
+            if type(value) is not np.ndarray or value.dtype != want or value.ndim != 1 or \
+                    not value.flags.c_contiguous or (written and not value.flags.writeable):
+                raise TypeError(f"no matching definition for argument {k}: expected a "
+                                f"{'writable ' if written else ''}C-contiguous 1-d "
+                                f"{want.name} array")
+        p, g, u, *rest = arrays
+        slots, starts, sizes, gradient_starts, steps, present = rest[states:]
+        n = slots.shape[0]
+        if n:
+            if starts.shape[0] != n or sizes.shape[0] != n or gradient_starts.shape[0] != n:
+                raise ValueError("the slot tables differ in length")
+            room = min([p.shape[0], u.shape[0]] + [s.shape[0] for s in rest[:states]])
+            if slots.min() < 0 or slots.max() >= min(steps.shape[0], present.shape[0]) or \
+                    starts.min() < 0 or sizes.min() < 0 or gradient_starts.min() < 0 or \
+                    (starts + sizes).max() > room or \
+                    (gradient_starts + sizes).max() > g.shape[0]:
+                raise IndexError("the slot tables reach outside the update's buffers")
+        extents = ctypes.c_int64(n)
+        entry(array_type(*[_address(a) for a in arrays]), ctypes.byref(extents), float(lr))
+    return update
+
+
+__all__ = ["LlvmProgram", "eager_call"]

@@ -1,25 +1,31 @@
-"""The Chatbot's part of ``tensorcode demo``: train a small ``Chatbot`` on the shipped
-dialogue ``data/chat.txt`` (written for TensorCode), print its loss curve in a few
-points and a reply sampled from a fixed generator seed, then save and reload it and
-show the reloaded model gives the same reply from the same seed.
+"""Train a small ``Chatbot`` on the dialogue ``data/chat.txt`` (written for TensorCode),
+print its loss curve in a few points and a reply sampled from a fixed generator seed,
+then save and reload it and show the reloaded model gives the same reply from the same
+seed (part of ``tensorcode demo``).
 
 ``data/chat.txt`` holds turns as line pairs: ``> `` starts what the user says and ``< ``
 the reply to it; blank lines are ignored.
+
+    python examples/tools/chatbot_dialogue.py [--backend reference] [--epochs N]
+        [--output DIR]
 """
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 import tempfile
 import time
-from importlib import resources
 from typing import Any
 
-from ..errors import ArtifactError
-from ..runtime import optim
-from ..runtime.random import Generator
-from ..training import Trainer
-from .chatbot import Chatbot, ChatSession
+from tensorcode import optim
+from tensorcode.compiler.backends import DEFAULT_BACKEND
+from tensorcode.errors import ArtifactError
+from tensorcode.random import Generator
+from tensorcode.tools import Chatbot, ChatSession
+from tensorcode.training import Trainer
+
+DIALOGUE = pathlib.Path(__file__).resolve().parent / "data" / "chat.txt"
 
 #: the demo's reproducible sample: this prompt, from a generator with this seed
 PROMPT = "what is a plan?"
@@ -50,9 +56,8 @@ def parse_dialogue(text: str, origin: str = "dialogue") -> tuple[list[str], list
 
 
 def load_dialogue() -> tuple[list[str], list[str]]:
-    """The shipped dialogue's ``(inputs, targets)``."""
-    text = resources.files(__package__).joinpath("data/chat.txt").read_text("utf-8")
-    return parse_dialogue(text, "tensorcode/tools/data/chat.txt")
+    """The dialogue ``data/chat.txt``'s ``(inputs, targets)``."""
+    return parse_dialogue(DIALOGUE.read_text("utf-8"), str(DIALOGUE))
 
 
 def sample_reply(bot: Chatbot, seed: int = SAMPLE_SEED, prompt: str = PROMPT) -> str:
@@ -68,7 +73,7 @@ def run_example(output: pathlib.Path | None = None, backend: str | None = None,
     bot = Chatbot(seed=0, backend=backend)
     tool: Any = bot  # the trainer's Tool is a protocol; Chatbot is a tools.Tool
     trainer = Trainer.from_tool(tool, lr=0.01, backend=backend,
-                                optimizer=lambda _: optim.Adam(backend=backend or "numba"))
+                                optimizer=lambda _: optim.Adam(backend=backend or DEFAULT_BACKEND))
     experience = trainer.capture(inputs, targets, source="authored-data:chat")
     losses = trainer.fit([experience], epochs=epochs, progress=False)
     bot.eval()
@@ -89,5 +94,16 @@ def run_example(output: pathlib.Path | None = None, backend: str | None = None,
             f"{'same reply' if again == reply else 'DIFFERENT reply ' + repr(again)}"]
 
 
-__all__ = ["run_example", "load_dialogue", "parse_dialogue", "sample_reply", "PROMPT",
-           "SAMPLE_SEED"]
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default=None)
+    parser.add_argument("--epochs", type=int, default=100)
+    parser.add_argument("--output", metavar="DIR",
+                        help="where to save the trained Chatbot (default: a temporary directory)")
+    args = parser.parse_args()
+    output = pathlib.Path(args.output) if args.output else None
+    print("\n".join(run_example(output, backend=args.backend, epochs=args.epochs)))
+
+
+if __name__ == "__main__":
+    main()
