@@ -54,7 +54,9 @@ class Compiled(Protocol):
     first use); ``step()`` and ``steps()`` a step plan's ``run_step`` and ``run_steps``
     when ``fuses_updates`` (else the plan applies the optimizer's own update). ``key``
     names the compiled program (the plan cache key, empty when nothing was compiled)
-    and ``source`` is the generated text (what ``plan.source()`` returns)."""
+    and ``source`` is the generated text (what ``plan.source()`` returns). A backend may
+    also offer ``bind_step(head, tail)``: ``run_step`` with the fixed buffers checked
+    once, ``call(inputs, lr) -> loss`` (the llvm backend does; a bound step uses it)."""
 
     key: str
     run: Any
