@@ -377,8 +377,9 @@ def test_the_plan_format_has_one_home():
 # a line budget per compiler layer: growth past it is a decision, made here
 
 #: lines per layer (the compiler's top-level re-exports count as "shims")
-#: (plans: 2325 for the lean feed path of plans called from threads)
-LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6000, "plans": 2325,
+#: (plans: 2375 for the lean feed path of plans called from threads and the bound step
+#: call that keeps its fixed buffers' pointers)
+LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6000, "plans": 2375,
                "subset": 1750, "shims": 40}
 
 
