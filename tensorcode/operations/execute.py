@@ -60,6 +60,8 @@ class Executor:
                  backend: str | None) -> None:
         self.network = network
         self.inputs = list(inputs)
+        # (shape, dtype) per input, as objects: ``dtype.name`` is slow on a call path
+        self._types = [(tuple(s.shape), np.dtype(s.dtype)) for s in self.inputs]
         self.outputs = list(outputs)
         self.backend = resolve_backend(backend)
         self.plan = lower(network, self.outputs, self.backend)
@@ -89,8 +91,8 @@ class Executor:
         (``RandomError`` without one) and advances it."""
         if len(arrays) != len(self.inputs):
             raise TensorCodeError(f"expected {len(self.inputs)} inputs, got {len(arrays)}")
-        for symbol, array in zip(self.inputs, arrays):
-            if array.shape != symbol.shape or array.dtype.name != symbol.dtype:
+        for symbol, array, (shape, dtype) in zip(self.inputs, arrays, self._types):
+            if array.shape != shape or array.dtype != dtype:
                 raise TensorCodeError(f"internal: input {array.dtype.name}"
                                       f"{list(array.shape)} does not match the lowered "
                                       f"{symbol.type}")
