@@ -13,12 +13,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 
 from .compiler_workloads import (
     WORKLOADS,
-    fresh_process_script,
     hand_numba_step,
     make_data,
     numpy_step,
@@ -42,21 +39,6 @@ def _framework_rows(kind: str, quick: bool) -> list[dict]:
     if result.returncode != 0:
         raise RuntimeError(result.stderr[-2000:])
     return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def _fresh(kind: str, cache: str, native: bool = True) -> dict:
-    env = dict(os.environ)
-    if not native:  # plans load through Numba, as before native plan objects
-        env["TENSORCODE_NATIVE_PLANS"] = "0"
-    start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", fresh_process_script(kind, cache)],
-                            capture_output=True, text=True, timeout=600, env=env)
-    wall = time.perf_counter() - start
-    if result.returncode != 0:
-        raise RuntimeError(result.stderr[-2000:])
-    data = json.loads(result.stdout.strip().splitlines()[-1])
-    data["wall"] = wall
-    return data
 
 
 _IMPORTS = {
@@ -92,13 +74,6 @@ def import_rows(quick: bool = False) -> list[Row]:
                         baseline=peer == "tensorcode",
                         note=f"median of {repeat} processes; `{statement}`"))
     return rows
-
-
-def _parts(fresh: dict) -> str:
-    """Where a fresh process's time went: the interpreter's start and exit (the wall
-    time the script did not see), then each part the script timed, in ms."""
-    parts = {"interpreter": fresh["wall"] - fresh["first_step"], **fresh["parts"]}
-    return ", ".join(f"{name} {seconds * 1e3:.0f}" for name, seconds in parts.items()) + " ms"
 
 
 def run(quick: bool = False) -> list[Row]:
@@ -169,36 +144,7 @@ def run(quick: bool = False) -> list[Row]:
         except Exception as error:  # report, do not abort the suite
             rows.append(Row(SUITE, WORKLOADS["W1"]["title"], f"{kind} (failed)", 0.0,
                             note=str(error).splitlines()[-1][:80]))
-    # cold and warm lowering of W2 in fresh processes
-    with tempfile.TemporaryDirectory(prefix="tensorcode-bench-cache-") as cache:
-        cold = _fresh("tensorcode", cache)
-        warms, numbas = [], []
-        for _ in range(1 if quick else 3):  # alternated, so load changes hit both alike
-            warms.append(_fresh("tensorcode", cache))
-            numbas.append(_fresh("tensorcode", cache, native=False))
-        warm, warm_numba = (sorted(runs, key=lambda r: r["wall"])[len(runs) // 2]
-                            for runs in (warms, numbas))
-    rows.append(Row(SUITE, "W2 cold lowering (fresh process)", "tensorcode", cold["lower"],
-                    unit="s", baseline=True,
-                    note=f"empty cache; compiled {cold['stats']['compiled']} functions"))
-    rows.append(Row(SUITE, "W2 warm: process start to 1st step", "tensorcode", warm["wall"],
-                    unit="s", baseline=True,
-                    note=f"cache hit: compiled {warm['stats']['compiled']}, native objects "
-                         f"loaded {warm['stats']['native_loaded']}, numba imported: "
-                         f"{warm['numba']}; {_parts(warm)}"))
-    rows.append(Row(SUITE, "W2 warm: process start to 1st step", "tensorcode via Numba",
-                    warm_numba["wall"], unit="s",
-                    note=f"TENSORCODE_NATIVE_PLANS=0 (the Numba loader), median of "
-                         f"{len(numbas)}; "
-                         f"{_parts(warm_numba)}"))
-    if module_available("jax"):
-        try:
-            jax_fresh = _fresh("jax", "")
-            rows.append(Row(SUITE, "W2 warm: process start to 1st step", "jax jit",
-                            jax_fresh["wall"], unit="s", note="import + trace + compile"))
-        except Exception as error:  # report, do not abort the suite
-            rows.append(Row(SUITE, "W2 warm: process start to 1st step", "jax (failed)", 0.0,
-                            unit="s", note=str(error).splitlines()[-1][:80]))
+    # cold start, warm start and warm speed per backend, with JAX's fresh process
     from .compiler_llvm import run as llvm_rows  # the llvm backend beside numba
 
     rows += llvm_rows(quick)

@@ -35,10 +35,6 @@ os.environ["TENSORCODE_CACHE_DIR"] = _CACHE
 # the key of the llvm plan cache's authentication tags lives outside the cache, in a
 # directory of its own beside it (never the user's own secret)
 os.environ.setdefault("TENSORCODE_CACHE_SECRET", os.path.join(_CACHE + "-secret", "key"))
-# A native plan object (compiler/backends/numba/native.py) costs a further compile per
-# plan and only serves later processes; the suite builds them only where a test turns
-# them on (tests/compiler/backends/test_native_plans.py, for its own processes).
-os.environ.setdefault("TENSORCODE_NATIVE_PLANS", "0")
 
 #: test directories whose files must run on one worker (one Ray instance per run)
 _ONE_UNIT = ("tests/distributed/",)

@@ -7,6 +7,7 @@ trusting a convention, so a new upward import fails here with the module that ma
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 import subprocess
 import sys
@@ -42,12 +43,19 @@ def _module_name(path: pathlib.Path) -> str:
     return ".".join(names)
 
 
+@functools.cache
+def _tree(path: pathlib.Path) -> ast.Module:
+    """``path`` parsed once per test process (every test below reads the same files)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
 def _imports(path: pathlib.Path) -> list[tuple[int, str, list[str]]]:
     """``(line, absolute module, imported names)`` for every import in ``path``."""
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name, []) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -134,9 +142,10 @@ def test_ir_and_the_registry_do_not_import_each_other_in_a_circle():
 _MODULES = {_module_name(path): path for path in _sources()}
 
 
+@functools.cache
 def _edges(path: pathlib.Path) -> list[tuple[int, str, bool]]:
     """``(line, imported module, inside a function)`` for every import in ``path``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     inner = {id(node) for function in ast.walk(tree)
              if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
              for node in ast.walk(function) if isinstance(node, (ast.Import, ast.ImportFrom))}
@@ -311,13 +320,7 @@ def test_function_level_imports_come_from_the_named_list():
 
 
 def _constants(path: pathlib.Path) -> list[ast.AST]:
-    return list(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
-
-
-#: modules outside the compiler that still spell a backend's name (shrinks)
-BACKEND_NAMES_ELSEWHERE = {f"tensorcode.{m}" for m in (
-    "algorithm.comparison", "algorithm.executors", "distill.fit", "distill.program",
-    "distill.result", "distill.tickets", "models.gpt2", "runtime.optim")}
+    return list(ast.walk(_tree(path)))
 
 
 def test_backend_names_have_one_home():
@@ -329,12 +332,7 @@ def test_backend_names_have_one_home():
              if not module.startswith("tensorcode.compiler.backends")
              for node in _constants(path)
              if isinstance(node, ast.Constant) and node.value in BACKENDS}
-    inside = {m for m in found if m.startswith("tensorcode.compiler")}
-    assert not inside, f"the compiler names backends through compiler.backends: {inside}"
-    assert found <= BACKEND_NAMES_ELSEWHERE, \
-        f"use the compiler.backends constants in: {found - BACKEND_NAMES_ELSEWHERE}"
-    assert not BACKEND_NAMES_ELSEWHERE - found, \
-        f"take these off BACKEND_NAMES_ELSEWHERE: {BACKEND_NAMES_ELSEWHERE - found}"
+    assert not found, f"use the compiler.backends constants in: {sorted(found)}"
 
 
 #: compiler modules holding a table keyed by every dtype besides ``core/dtypes.py``
@@ -379,8 +377,9 @@ def test_the_plan_format_has_one_home():
 # a line budget per compiler layer: growth past it is a decision, made here
 
 #: lines per layer (the compiler's top-level re-exports count as "shims")
-#: (plans: 2325 for the lean feed path of plans called from threads)
-LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6000, "plans": 2325,
+#: (plans: 2375 for the lean feed path of plans called from threads and the bound step
+#: call that keeps its fixed buffers' pointers)
+LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6000, "plans": 2375,
                "subset": 1750, "shims": 40}
 
 
@@ -443,7 +442,7 @@ def _deferred_imports(path: pathlib.Path) -> list[tuple[int, str, bool]]:
                 found.extend((child.lineno, target, type_checking) for target in targets)
             walk(child, in_function, checking)
 
-    walk(ast.parse(path.read_text(encoding="utf-8")), False, False)
+    walk(_tree(path), False, False)
     return found
 
 

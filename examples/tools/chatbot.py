@@ -13,6 +13,7 @@ import pathlib
 import tempfile
 
 import tensorcode as tc
+from tensorcode.compiler.backends import DEFAULT_BACKEND
 from tensorcode.text import Message
 from tensorcode.tools import Chatbot, ChatSession, VocabularyError
 from tensorcode.training import Trainer
@@ -28,8 +29,9 @@ def main() -> None:
     backend = args.backend
 
     bot = Chatbot(context=64, dim=16, heads=2, layers=1, backend=backend)
+    chosen = backend or DEFAULT_BACKEND
     trainer = Trainer.from_tool(bot, lr=0.02, backend=backend,
-                                optimizer=lambda _: tc.optim.Adam(backend=backend or "numba"))
+                                optimizer=lambda _: tc.optim.Adam(backend=chosen))
     # the conversation to learn, turn by turn: each reply is trained after the turns
     # before it, as it will be asked for in a session
     recorded = ChatSession([Message(role, text) for said, answer in zip(INPUTS, TARGETS)

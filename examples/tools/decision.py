@@ -18,6 +18,7 @@ import tempfile
 import numpy as np
 
 import tensorcode as tc
+from tensorcode.compiler.backends import DEFAULT_BACKEND
 from tensorcode.tools import Decision
 from tensorcode.training import Trainer, load_experience
 
@@ -45,7 +46,7 @@ def main() -> None:
 
 def adam(backend: str | None):
     """Resuming needs the same optimizer type, so both sessions build it here."""
-    return lambda parameters: tc.optim.Adam(backend=backend or "numba")
+    return lambda parameters: tc.optim.Adam(backend=backend or DEFAULT_BACKEND)
 
 
 def run(work: pathlib.Path, backend: str | None) -> None:

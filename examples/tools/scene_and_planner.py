@@ -15,6 +15,7 @@ import pathlib
 import tempfile
 
 import tensorcode as tc
+from tensorcode.compiler.backends import DEFAULT_BACKEND
 from tensorcode.tools import Planner, Scene
 from tensorcode.training import Trainer
 
@@ -39,7 +40,7 @@ def main() -> None:
     parser.add_argument("--backend", default=None)
     args = parser.parse_args()
     backend = args.backend
-    optimizer = lambda parameters: tc.optim.Adam(backend=backend or "numba")  # noqa: E731
+    optimizer = lambda parameters: tc.optim.Adam(backend=backend or DEFAULT_BACKEND)  # noqa: E731
 
     scene = Scene(observation_size=3, dim=16, hidden=16, buckets=1024, backend=backend)
     trainer = Trainer.from_tool(scene, lr=0.05, optimizer=optimizer, backend=backend)

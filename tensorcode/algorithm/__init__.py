@@ -1,7 +1,7 @@
 """Algorithms: author programs compiled into the IR, saved as validated JSON artifacts,
 run by a compiled plan or the NumPy reference interpreter, and compared with references.
 
-``compile(source, inputs, outputs, parameters=None, executor="numba") -> Algorithm``;
+``compile(source, inputs, outputs, parameters=None, executor="llvm") -> Algorithm``;
 ``algorithm(inputs)`` for one case, ``algorithm.batch(inputs)`` over a leading case
 axis; ``algorithm.save(path)`` / ``Algorithm.load(path, executor=...)``;
 ``compare(algorithm, reference, cases, atol, rtol, rollout=False)``. Every tensor is

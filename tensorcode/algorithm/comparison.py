@@ -123,7 +123,7 @@ def compare(algorithm: Any, reference: Callable[[dict], Mapping[str, Any]],
         agreed: bool | None = True  # None: the case could not be compared
         for name in names:
             if name not in expected or name not in produced:
-                side = "reference" if name not in expected else "algorithm"
+                side = "reference function" if name not in expected else "algorithm"
                 _error(report, step, case, f"the {side} did not return {name!r}")
                 agreed = None
                 break

@@ -1,11 +1,11 @@
 """Executors: how an algorithm's network is run, behind one small interface.
 
 An executor is named by its backend (``compiler.backends.BACKENDS``): ``reference``
-evaluates the IR node by node with the NumPy interpreter (the oracle); ``numba`` lowers
-the network's output entry once into a compiled plan
-(``network.entry(outputs).lower("numba")``) and calls it. The numba executor never falls
+evaluates the IR node by node with the NumPy interpreter (the oracle); ``llvm`` (the
+default) and ``numba`` lower the network's output entry once into a compiled plan
+(``network.entry(outputs).lower(backend)``) and call it. A compiled executor never falls
 back to the reference path: when plans cannot be built it raises, so a reported
-"numba" result is always a compiled one.
+compiled result is always a compiled one.
 
 Feeds arrive validated (float64, exact shapes, C-contiguous) keyed by input name;
 results are keyed by output name.
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.backends import BACKENDS, check_backend, interpreter
+from ..compiler.backends import BACKENDS, DEFAULT_BACKEND, REFERENCE, check_backend, interpreter
 from ..compiler.plans.tables import Parameters
 from ..compiler.subset import CompiledProgram
 from ..errors import FeedError, LoweringError, TensorCodeError
@@ -75,7 +75,7 @@ class ReferenceExecutor(Executor):
     bound table's payloads are gathered once per ``bind``, so a call runs only the
     ops: the interpreter is the oracle distillation scores every attempt with."""
 
-    name = "reference"
+    name = REFERENCE
 
     def __init__(self, program: CompiledProgram) -> None:
         super().__init__(program)
@@ -123,7 +123,7 @@ class ReferenceExecutor(Executor):
 
 
 def _plan_module() -> Any:
-    # loaded on first use: plans import numba, which ``import tensorcode`` never does
+    # loaded on first use: ``import tensorcode`` stays light
     return importlib.import_module("tensorcode.compiler.plans.plan")
 
 
@@ -131,14 +131,13 @@ class CompiledExecutor(Executor):
     """A plan lowered once for the output entry, reused for every call and every
     parameter table of the same network."""
 
-    name = "numba"
-
-    def __init__(self, program: CompiledProgram) -> None:
+    def __init__(self, program: CompiledProgram, backend: str = DEFAULT_BACKEND) -> None:
         super().__init__(program)
+        self.name = backend
         _plan_module()
         roots = [symbol for _, symbol in self.output_items]
         try:
-            self.plan = self.network.entry(roots).lower("numba")
+            self.plan = self.network.entry(roots).lower(backend)
         except TensorCodeError:
             raise
         except Exception as exc:  # a backend failure is reported, never hidden
@@ -257,9 +256,9 @@ def _scalar_reader(run: Callable, only: str, names: list[str]) -> Callable:
 def make_executor(name: str, program: CompiledProgram) -> Executor:
     """The executor called ``name`` for ``program`` (``CompileError`` when it cannot
     be built, ``BackendError`` for an unknown name)."""
-    if check_backend(name, "executor") == "numba":
-        return CompiledExecutor(program)
-    return ReferenceExecutor(program)
+    if check_backend(name, "executor") == REFERENCE:
+        return ReferenceExecutor(program)
+    return CompiledExecutor(program, name)
 
 
 __all__ = ["EXECUTORS", "Executor", "ReferenceExecutor", "CompiledExecutor", "make_executor"]

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.backends import REFERENCE
 from ..compiler.plans.document import replay
 from ..compiler.plans.tape import Tape
 from ..errors import TensorCodeError, TrainingError
@@ -100,7 +101,7 @@ def fit(result: Distillation, cases: Sequence[Mapping[str, Any]],
 class _Objective:
     """The program's graph copied onto a tape with the loss of one case on top.
 
-    With the numba executor the loss and its gradients are lowered into one plan and
+    With a compiled executor the loss and its gradients are lowered into one plan and
     evaluated over all cases in one compiled batch call per step; with the reference
     executor each case runs through the NumPy interpreter.
     """
@@ -134,13 +135,13 @@ class _Objective:
         self.network = tape.into_network()
         self.template = self.network.parameters()
         self.plan = None
-        self.executor = "reference"
-        if result.executor == "numba":
+        self.executor = REFERENCE
+        if result.executor != REFERENCE:
             roots = [loss, *self.adjoints.gradients]
             if self.covered is not None:
                 roots.append(self.covered)
-            self.plan = self.network.entry(roots).lower("numba")
-            self.executor = "numba"
+            self.plan = self.network.entry(roots).lower(result.executor)
+            self.executor = result.executor
 
     def loss_and_gradients(self, values: Mapping[str, np.ndarray], cases: Sequence[Any],
                            targets: Sequence[Any]) -> tuple[float, dict[str, np.ndarray]]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import algorithm as algorithms
 from ..algorithm import Algorithm
+from ..compiler.backends import REFERENCE
 from ..compiler.subset import parse_reply as parse
 from ..errors import CompileError, LoweringError
 from .cases import COVERED, Case, Contract
@@ -56,10 +57,10 @@ def compile_program(source: str, parameters: Mapping[str, Any] | None, inputs: C
 
 
 def check_executor(executor: str) -> None:
-    """Load the numba executor's compiler up front (it imports numba, a required
-    dependency): a broken installation fails here, at the caller, instead of being fed
-    back to the author as a compile error of every attempt."""
-    if executor == "numba":
+    """Load a compiled executor's compiler up front: a broken installation fails here,
+    at the caller, instead of being fed back to the author as a compile error of every
+    attempt."""
+    if executor != REFERENCE:
         importlib.import_module("tensorcode.compiler.plans.plan")
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.backends import DEFAULT_BACKEND, check_backend
+from ..compiler.backends import DEFAULT_BACKEND, NUMBA, check_backend
 from ..errors import ArtifactError
 from ..files import atomic_write_json as write_json_atomic
 from ..files import read_json
@@ -180,7 +180,7 @@ class Distillation:
         fit = report.get("fit")
         if isinstance(fit, dict) and fit.get("executor") == "compiled":
             # records written before executors were named by backend call numba "compiled"
-            fit["executor"] = "numba"
+            fit["executor"] = NUMBA
         for part in ("design", "acceptance"):
             if not isinstance(report.get(part), dict):
                 raise ArtifactError(f"the report has no {part!r} section", record_path, "report")

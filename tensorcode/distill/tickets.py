@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.backends import REFERENCE
 from ..integrations import RecordedModel
 from .loop import distill
 from .result import ARTIFACT, Distillation
@@ -137,7 +138,7 @@ def run_example(save_dir: str | os.PathLike) -> list[str]:
     claimed = next(t for t in fresh if features(t.text).any())
     sample = {"features": features(claimed.text)}
     executor_us = _microseconds(lambda: program.program(sample))
-    interpreted = Distillation.load(save_dir, executor="reference").program
+    interpreted = Distillation.load(save_dir, executor=REFERENCE).program
     reference_us = _microseconds(lambda: interpreted(sample), number=100)
     timing_router = program.router(lambda inputs: {"route": teacher(claimed.text)})
     router_us = _microseconds(lambda: timing_router(sample))
@@ -156,7 +157,7 @@ def run_example(save_dir: str | os.PathLike) -> list[str]:
          f"{len(fresh)}: {escalated:.0%}, {agreed / len(fresh):.0%}"),
         ("Artifact", f"{(save_dir / ARTIFACT).stat().st_size:,} bytes"),
         ("CPU reference executor", f"about {_us(reference_us)} per call"),
-        ("CPU numba executor", f"about {_us(executor_us)} per call "
+        (f"CPU {program.executor} executor", f"about {_us(executor_us)} per call "
                                   f"({_us(router_us)} through the router)"),
     ]
     width = max(len(name) for name, _ in rows)

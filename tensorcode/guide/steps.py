@@ -17,8 +17,9 @@ def gradient_reader(network: tc.Network, adjoints: tc.Adjoints, backend: str | N
                     ) -> tuple[Callable[[tc.Parameters], tuple[float, tc.Gradients]], str]:
     """``(read, description)``: ``read(parameters) -> (loss, gradients)``.
 
-    ``backend`` is ``"numba"`` or ``"reference"`` for a lowered plan, ``"network"`` for
-    ``network.forward`` with the recorded gradients, or ``None`` for the default plan."""
+    ``backend`` is a backend's name (``"llvm"``, ``"numba"``, ``"reference"``) for a
+    lowered plan, ``"network"`` for ``network.forward`` with the recorded gradients, or
+    ``None`` for the default plan."""
     if backend == "network":
         def read_network(parameters: tc.Parameters) -> tuple[float, Any]:
             run = network.forward(parameters)

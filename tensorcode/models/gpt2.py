@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.backends import DEFAULT_BACKEND
 from ..compiler.plans.network import Network
 from ..compiler.plans.plan import BoundPlan, Plan
 from ..compiler.plans.tables import Gradients, Parameters
@@ -86,7 +87,7 @@ class GptModel:
 
     def __init__(self, config: GptConfig, *, batch: int = 1, context: int | None = None,
                  cache_length: int | None = None, train: bool = False, seed: int = 0,
-                 init: str = "gpt2", backend: str = "numba", strategy: str = "layered",
+                 init: str = "gpt2", backend: str = DEFAULT_BACKEND, strategy: str = "layered",
                  dtype: str = "float32") -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")

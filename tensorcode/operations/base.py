@@ -195,7 +195,8 @@ class Operation:
         return np.array(output, copy=True)
 
     def _executor_for(self, arrays: Sequence[np.ndarray]) -> execute.Executor:
-        key = (tuple((a.shape, a.dtype.name) for a in arrays), bool(self.training))
+        # ``dtype.char`` names the type as ``dtype.name`` does, at a fraction of its cost
+        key = (tuple((a.shape, a.dtype.char) for a in arrays), bool(self.training))
         with self._plans_lock:
             executor = self._plans.get(key)
             if executor is None:

@@ -1,7 +1,8 @@
 """Lowering a recorded operation (or a training step) to a plan and running it.
 
 The one place operations and the Trainer turn a network into something callable. The
-backend is explicit: ``"numba"`` compiles a plan, ``"reference"`` runs the NumPy
+backend is explicit: ``"llvm"`` (the default) or ``"numba"`` compiles a plan,
+``"reference"`` runs the NumPy
 interpreter through the same ``Plan`` interface. A backend that is not available is an
 error, never a silent substitution.
 """
@@ -59,6 +60,8 @@ class Executor:
                  backend: str | None) -> None:
         self.network = network
         self.inputs = list(inputs)
+        # (shape, dtype) per input, as objects: ``dtype.name`` is slow on a call path
+        self._types = [(tuple(s.shape), np.dtype(s.dtype)) for s in self.inputs]
         self.outputs = list(outputs)
         self.backend = resolve_backend(backend)
         self.plan = lower(network, self.outputs, self.backend)
@@ -88,8 +91,8 @@ class Executor:
         (``RandomError`` without one) and advances it."""
         if len(arrays) != len(self.inputs):
             raise TensorCodeError(f"expected {len(self.inputs)} inputs, got {len(arrays)}")
-        for symbol, array in zip(self.inputs, arrays):
-            if array.shape != symbol.shape or array.dtype.name != symbol.dtype:
+        for symbol, array, (shape, dtype) in zip(self.inputs, arrays, self._types):
+            if array.shape != shape or array.dtype != dtype:
                 raise TensorCodeError(f"internal: input {array.dtype.name}"
                                       f"{list(array.shape)} does not match the lowered "
                                       f"{symbol.type}")

@@ -14,8 +14,8 @@ constructor, ``AdamW(parameters, lr=1e-3)`` as in ``torch.optim``, is the defaul
 ``Trainer`` uses). The built-ins are ``RuleOptimizer`` s: each update is written once
 with ``Expr`` operations and recorded as IR (``compiler/lower/update.py``), which the backend
 lowers like any plan: one compiled loop per dtype's flat buffer for ``step``
-(``backend="numba"``, the default), the NumPy reference interpreter for
-``backend="reference"`` (tests hold the two equal bit for bit), and the same IR inside a
+(``backend="llvm"``, the default, or ``"numba"``), the NumPy reference interpreter for
+``backend="reference"`` (tests hold them equal bit for bit), and the same IR inside a
 step plan (``entry.lower(optimizer=...)``). A slot whose gradient the loss does not
 reach (``Gradients.reached``) is skipped as PyTorch skips a parameter whose ``grad`` is
 ``None``: its value, state and step count stay as they are.
@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..compiler import backends
-from ..compiler.backends import check_backend
+from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..compiler.lower.update import UpdateRule
 from ..compiler.plans.tables import Gradients, Layout, Parameters, Table
 from ..compiler.plans.tape import Tape
@@ -400,7 +400,8 @@ class RuleOptimizer(Optimizer):
     built-ins do: Adam's bias corrections, SGD's first momentum buffer). Each argument
     is an ``Expr``: the rule is recorded once per parameter dtype as IR
     (``compiler/lower/update.py``) and lowered like any plan: compiled for ``step``
-    (``backend="numba"``, the default; one compiled call per dtype, cached on disk) or
+    (``backend="llvm"``, the default, or ``"numba"``; one compiled call per dtype, cached
+    on disk) or
     interpreted by the NumPy reference (``backend="reference"``), and compiled into a
     step plan by ``entry.lower(optimizer=...)``. ``lr`` arrives in the parameters' dtype
     and Python numbers in the rule take that dtype too, so float32 stays float32. Only
@@ -413,7 +414,7 @@ class RuleOptimizer(Optimizer):
     until ``load_state_dict``): a hyperparameter the rule reads from ``self`` belongs in
     ``group()``, and a step plan compiles it in (lower again after changing it)."""
 
-    backend = "numba"
+    backend = DEFAULT_BACKEND
 
     def rule(self, parameter: Any, gradient: Any, state: dict[str, Any], lr: Any
              ) -> tuple[Any, dict[str, Any]]:
@@ -543,7 +544,7 @@ class Sgd(RuleOptimizer):
 
     def __init__(self, params: Any = None, lr: float | None = None, momentum: float = 0,
                  dampening: float = 0, weight_decay: float = 0, nesterov: bool = False, *,
-                 maximize: bool = False, backend: str = "numba") -> None:
+                 maximize: bool = False, backend: str = DEFAULT_BACKEND) -> None:
         super().__init__()
         self.momentum = _nonnegative("momentum", momentum)
         self.dampening = _real("dampening", dampening)
@@ -615,7 +616,7 @@ class Adam(RuleOptimizer):
     def __init__(self, params: Any = None, lr: float | None = None,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, amsgrad: bool = False, *, maximize: bool = False,
-                 backend: str = "numba") -> None:
+                 backend: str = DEFAULT_BACKEND) -> None:
         super().__init__()
         self.betas = _betas(betas)
         self.eps = _nonnegative("eps", eps)
@@ -701,7 +702,7 @@ class AdamW(Adam):
     def __init__(self, params: Any = None, lr: float | None = None,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.01, amsgrad: bool = False, *, maximize: bool = False,
-                 backend: str = "numba") -> None:
+                 backend: str = DEFAULT_BACKEND) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
                          backend=backend)
 
@@ -718,11 +719,8 @@ _SHARED_RULES: dict[tuple, UpdateRule] = {}
 
 
 def _backend_for(name: str) -> Any:
-    """The backend that runs an eager update: ``name``'s, or the Numba backend's for a
-    backend that compiles plans but brings no update of its own (the same IR, the same
-    result)."""
-    backend = backends.get(name)
-    return backend if hasattr(backend, "update") else backends.get("numba")
+    """The backend that runs an eager update (every backend brings ``update``)."""
+    return backends.get(name)
 
 
 def _slot_table(layout: Layout, dtype: str, reached: tuple[bool, ...] | None

@@ -8,7 +8,7 @@ feed-forward, pre-norm, the head tied to the token embedding) over character ids
 conversation is one id sequence: each turn's characters followed by the end mark of
 its role (user, assistant, system, tool), so the model sees who said what. A reply is
 conditioned on the conversation so far (the session's earlier turns and the new user
-turn), of which the model reads the last ``context`` ids.
+turn), of which the model reads up to the last ``context`` ids (``row_start``).
 
 Vocabulary policy: the config's ``alphabet`` (default ``ALPHABET``: lowercase letters,
 digits, space and ``.,!?'-_``) lists every character a text may hold, used exactly as
@@ -330,8 +330,9 @@ class Chatbot(Tool):
         """Reply to ``text`` after the conversation in ``session``, appending the user's
         and the assistant's ``Message`` to it; sampled with ``generator`` (advanced), so
         the same session, text and generator state replay the same reply. Stops at the
-        end mark or ``max_reply`` characters. Each character is predicted from the last
-        ``context`` ids of the conversation (earlier turns, ``text``, the reply so far)."""
+        end mark or ``max_reply`` characters. Each character is predicted from up to the
+        last ``context`` ids of the conversation (earlier turns, ``text``, the reply so
+        far; ``window``)."""
         if not isinstance(session, ChatSession):
             raise TypeError(f"session must be a ChatSession, got {type(session).__name__}")
         if not isinstance(generator, Generator):

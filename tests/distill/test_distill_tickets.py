@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tensorcode.cli import main as cli_main
+from tensorcode.compiler.backends import DEFAULT_BACKEND
 from tensorcode.distill import Distillation, tickets
 
 
@@ -43,7 +44,7 @@ def test_21_6_the_table_has_the_guides_rows_with_the_reference_executor(example)
     for row in ("Design cases: covered, wrong, uncovered",
                 "Acceptance cases (never shown): covered, wrong, uncovered",
                 "Fresh tickets served: escalated, agreement with the teacher", "Artifact",
-                "CPU reference executor", "CPU numba executor"):
+                "CPU reference executor", f"CPU {DEFAULT_BACKEND} executor"):
         assert row in names, row
     text = "\n".join(lines)
     assert re.search(r"CPU reference executor +about [\d.]+ microseconds per call", text)

@@ -60,7 +60,7 @@ def test_fixtures_are_present():
         assert int(metadata["steps"]) >= 50
 
 
-@pytest.mark.parametrize("backend", ["numba", "reference"])
+@pytest.mark.parametrize("backend", ["llvm", "reference"])
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.stem)
 def test_trajectory_matches_torch_recording(path, backend):
     tensors, metadata = read_fixture(path)
@@ -111,11 +111,12 @@ def test_trajectory_matches_torch_recording(path, backend):
     lambda b: tc.optim.AdamW(maximize=True, backend=b),
     lambda b: tc.optim.AdamW(amsgrad=True, weight_decay=0.2, backend=b),
 ], ids=["sgd", "sgd-momentum", "sgd-nesterov", "adam", "adam-amsgrad", "adamw", "adamw-ams"])
-def test_compiled_loop_equals_reference_bit_for_bit(make):
+@pytest.mark.parametrize("backend", ["llvm", "numba"])
+def test_compiled_loop_equals_reference_bit_for_bit(make, backend):
     # float32 and float64 slots interleaved: one buffer (and one loop call) per dtype
     network, _, start = table([((4, 3), "float32"), ((7,), "float64"), ((2,), "float32"),
                                ((3, 3), "float64")])
-    compiled, reference = make("numba"), make("reference")
+    compiled, reference = make(backend), make("reference")
     a = b = start
     rng = np.random.default_rng(1)
     for t in range(12):

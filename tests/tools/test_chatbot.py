@@ -229,6 +229,20 @@ def test_the_compiled_plan_gives_the_reference_interpreter_logits():
     np.testing.assert_allclose(compiled, ref, rtol=1e-4, atol=1e-5)
 
 
+def test_compiled_training_takes_the_reference_updates():
+    # three pairs are three rows, padded to the four of the forward plan above
+    losses = {}
+    for backend in (None, REF):
+        options = {"backend": backend} if backend else {}  # None: the default backend
+        bot = Chatbot(SMALL, seed=6, **options)
+        trainer = Trainer.from_tool(bot, lr=0.02, optimizer=lambda _: tc.optim.Adam(**options))
+        experience = trainer.capture(INPUTS + ["thanks"], TARGETS + ["any time"],
+                                     source="test:chat")
+        losses[backend] = trainer.fit([experience], epochs=3, progress=False)
+    np.testing.assert_allclose(losses[None], losses[REF], rtol=1e-4)
+    assert losses[REF][-1] < losses[REF][0]
+
+
 def test_a_captured_chat_experience_saves_loads_and_trains(tmp_path):
     bot = Chatbot(SMALL, seed=5, backend=REF)
     trainer = Trainer.from_tool(bot, lr=0.05, backend=REF)

@@ -1,5 +1,6 @@
-"""Backends: ``numba`` (generated loops compiled by Numba/LLVM) and ``reference`` (the
-NumPy interpreter, the oracle every other backend is tested against).
+"""Backends: ``llvm`` (the default: the schedule rendered to LLVM IR with llvmlite, loaded
+as native code without Numba), ``numba`` (generated loops compiled by Numba) and
+``reference`` (the NumPy interpreter, the oracle every other backend is tested against).
 
 This package is the one home of backend names: ``BACKENDS`` lists them, ``DEFAULT_BACKEND``
 is what every API lowers to when none is named, and ``check_backend`` is the one check
@@ -31,7 +32,7 @@ REFERENCE = "reference"
 #: every backend name, in the order errors list them
 BACKENDS: tuple[str, ...] = (NUMBA, LLVM, REFERENCE)
 #: the backend operations, optimizers, executors and commands use when none is named
-DEFAULT_BACKEND = NUMBA
+DEFAULT_BACKEND = LLVM
 
 
 def check_backend(name: Any, what: str = "backend") -> str:
@@ -53,7 +54,9 @@ class Compiled(Protocol):
     first use); ``step()`` and ``steps()`` a step plan's ``run_step`` and ``run_steps``
     when ``fuses_updates`` (else the plan applies the optimizer's own update). ``key``
     names the compiled program (the plan cache key, empty when nothing was compiled)
-    and ``source`` is the generated text (what ``plan.source()`` returns)."""
+    and ``source`` is the generated text (what ``plan.source()`` returns). A backend may
+    also offer ``bind_step(head, tail)``: ``run_step`` with the fixed buffers checked
+    once, ``call(inputs, lr) -> loss`` (the llvm backend does; a bound step uses it)."""
 
     key: str
     run: Any

@@ -16,7 +16,6 @@ import threading
 _STATS_LOCK = threading.Lock()
 _STATS = {"compiled": 0, "cache_loaded": 0, "sources_written": 0, "corrupt_entries": 0,
           "plans_lowered": 0, "memory_hits": 0, "memory_compiled": 0,
-          "native_loaded": 0, "native_built": 0, "native_refused": 0, "native_unavailable": 0,
           "untrusted_entries": 0, "llvm_compile_ms": 0}
 
 
@@ -25,12 +24,7 @@ def compile_stats() -> dict[str, int]:
     ``cache_loaded`` (plan functions loaded from the on-disk cache), ``sources_written``,
     ``corrupt_entries`` (cache entries found damaged and rebuilt), ``plans_lowered`` and
     ``memory_hits`` (lowerings served by a module already loaded in this process);
-    ``native_loaded`` (plans loaded as native objects without Numba, also counted in
-    ``cache_loaded``), ``native_built`` (native objects written after a compile),
-    ``native_refused`` (native objects not used because they need a symbol the loader
-    cannot provide, or failed to load: those plans loaded through Numba) and
-    ``native_unavailable`` (plans for which no native object could be built);
-    see ``backends/numba/native.py``; ``untrusted_entries`` (llvm cache entries without a
+    ``untrusted_entries`` (llvm cache entries without a
     valid authentication tag or with a refused symbol, recompiled) and ``llvm_compile_ms``
     (milliseconds the llvm backend spent compiling plans; see ``backends/llvm``)."""
     with _STATS_LOCK:

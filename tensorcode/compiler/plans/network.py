@@ -271,9 +271,9 @@ class Entry:
 
     def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None,
               optimizer: Any = None) -> Any:
-        """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"numba"`` or
-        ``"reference"``). ``approximate`` (default: on unless the environment sets
-        ``TENSORCODE_EXACT_MATH=1``) lets the Numba backend evaluate float32 ``tanh``,
+        """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"llvm"``,
+        ``"numba"`` or ``"reference"``). ``approximate`` (default: on unless the environment
+        sets ``TENSORCODE_EXACT_MATH=1``) lets the compiled backends evaluate float32 ``tanh``,
         ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
         ``backends/numba/approx.py``; float64 and the reference backend are always exact.
 

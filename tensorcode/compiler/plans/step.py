@@ -36,8 +36,8 @@ interpreted.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -211,12 +211,28 @@ def _check_lr(lr: Any) -> float:
     return value
 
 
+def _bound_step_call(program: Any, head: list, tail: list
+                     ) -> Callable[[Sequence[np.ndarray], float], Any]:
+    """``call(inputs, lr) -> loss`` over ``program``'s ``run_step`` with ``head`` and
+    ``tail`` bound: the backend's own bound call when it has one (``bind_step``: the
+    fixed buffers checked once), else ``run_step`` with every buffer passed."""
+    binder = getattr(program, "bind_step", None)
+    if binder is not None:
+        return cast(Callable[[Sequence[np.ndarray], float], Any], binder(head, tail))
+    run_step = program.step()
+
+    def call(inputs: Sequence[np.ndarray], lr: float) -> Any:
+        return run_step(*head, *inputs, *tail, lr)
+    return call
+
+
 class BoundStep:
     """``f(lr, *inputs) -> loss``: one fused step with the parameter table, the optimizer
     and their buffers bound (see ``StepPlan.bind``); ``run_steps(lrs, *inputs)`` runs K
     steps, every input with a leading axis of K (or 1)."""
 
-    __slots__ = ("_args", "_revision", "_steps", "donated", "parameters", "plan", "state")
+    __slots__ = ("_args", "_call", "_revision", "_steps", "donated", "parameters", "plan",
+                 "state")
 
     def __init__(self, plan: StepPlan, parameters: Parameters, state: Any) -> None:
         self.plan = plan
@@ -235,6 +251,7 @@ class BoundStep:
         head = [params[d] for d in dtypes] + plan._consts
         tail = [self.donated[d] for d in dtypes] + buffers + [state.steps, state.present]
         self._args = (head, tail)
+        self._call: Callable[[Sequence[np.ndarray], float], Any] | None = None
 
     def _current(self) -> tuple[list, list]:
         state = self.state
@@ -247,10 +264,14 @@ class BoundStep:
             lr = _check_lr(lr)
         head, tail = self._current()
         plan = self.plan
-        if not plan._program().fuses_updates:
-            return self._interpreted(lr, list(inputs))
+        call = self._call
+        if call is None:
+            program = plan._program()
+            if not program.fuses_updates:
+                return self._interpreted(lr, list(inputs))
+            call = self._call = _bound_step_call(program, head, tail)
         try:
-            loss = plan._program().step()(*head, *inputs, *tail, lr)
+            loss = call(inputs, lr)
         except (IndexError, ValueError) as error:
             raise feed_error(plan, error) from None
         self.state.lr = lr

@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent("""
     network = tape.into_network()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        plan = network.entry(adjoints.roots()).lower()
+        plan = network.entry(adjoints.roots()).lower("numba")
     value = float(plan.forward(network.parameters()).of(loss))
     expected = float(network.forward(network.parameters()).of(loss))
     print(json.dumps({"stats": compile_stats(), "key": plan.key, "value": value,

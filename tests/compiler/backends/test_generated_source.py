@@ -1,7 +1,8 @@
 """No text from a name or an attribute reaches generated source: names are data.
 
-A plan whose names hold quotes, newlines and Python code lowers, runs, saves and loads,
-and neither ``plan.source()`` nor any file of the plan cache contains that text; a saved
+A plan whose names hold quotes, newlines and Python code lowers, runs, saves and loads on
+both compiled backends, and neither ``plan.source()`` (Python for ``numba``, LLVM IR for
+``llvm``) nor any file of the plan cache contains that text; a saved
 plan whose attributes were edited to hold code or floats where integers belong is
 refused when loaded."""
 
@@ -34,8 +35,8 @@ def _clean(text: str) -> None:
         assert fragment not in text, f"generated source holds {fragment!r}"
 
 
-@pytest.fixture(scope="module")
-def built():
+@pytest.fixture(scope="module", params=["llvm", "numba"])
+def built(request):
     tape = tc.Tape()
     xs = [tape.input(np.full((2, 3), k + 1, np.float32), name=name)
           for k, name in enumerate(NAMES)]
@@ -45,7 +46,7 @@ def built():
         total = total + x
     y = total.slice(1, 3, axis=1).sum()
     network = tape.into_network()
-    plan = network.entry([y]).lower()
+    plan = network.entry([y]).lower(request.param)
     return network, plan, xs, y
 
 
@@ -56,6 +57,8 @@ def test_names_never_reach_generated_source(built):
     assert float(plan.forward(network.parameters()).of(y)) == pytest.approx(expected)
     for path in pathlib.Path(cache_dir()).rglob("p_*.py"):
         _clean(path.read_text(encoding="utf-8"))
+    for path in pathlib.Path(cache_dir()).rglob("l_*.o"):  # llvm objects
+        _clean(path.read_bytes().decode("latin-1"))
 
 
 def test_a_wrong_feed_names_the_input_as_data(built):
@@ -125,6 +128,13 @@ def test_generated_source_is_built_from_identifiers_the_generator_made(built):
     import re
 
     network, plan, xs, y = built
+    if plan.backend == "llvm":
+        source = plan.source()
+        # every global and local name is one the generator made from words and numbers
+        quoted = re.findall(r'[@%]"([^"]*)"', source)
+        assert quoted and all(re.fullmatch(r"[\w.]+", n) for n in quoted), quoted
+        assert 'c"' not in source  # no string constant at all
+        return
     allowed = re.compile(r"input #\d+: expected shape \[[\d, ]*\]( after the case axis)?"
                          r"|(take|scatter_add|one_hot): an index is out of range[\w ]*"
                          r"|-?0x[0-9a-f.]+p[+-]\d+|float32|float64|int32|int64"
@@ -137,7 +147,8 @@ def test_generated_source_is_built_from_identifiers_the_generator_made(built):
     assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) for n in names)
 
 
-def test_a_fused_step_plan_keeps_names_out_of_its_source():
+@pytest.mark.parametrize("backend", ["llvm", "numba"])
+def test_a_fused_step_plan_keeps_names_out_of_its_source(backend):
     """The step generator (``run_step``/``run_steps``) names inputs by position too; a
     wrong feed still names the input, as data."""
     tape = tc.Tape()
@@ -146,7 +157,7 @@ def test_a_fused_step_plan_keeps_names_out_of_its_source():
     loss = (x * w).sum()
     adjoints = tape.differentiate(loss, [w])
     network = tape.into_network()
-    step = network.entry(adjoints.roots()).lower(optimizer=tc.optim.Sgd())
+    step = network.entry(adjoints.roots()).lower(backend, optimizer=tc.optim.Sgd())
     _clean(step.source())
     parameters = network.parameters()
     bound = step.bind(parameters, tc.optim.Sgd())

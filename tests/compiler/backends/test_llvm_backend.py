@@ -194,6 +194,18 @@ def test_no_caller_array_is_kept_past_a_call():
     gc.collect()
     assert all(r() is None for r in refs)
     assert np.isfinite(outputs[0]).all()
+    # a bound step (its own pointer array, inputs remembered only weakly) neither
+    step_opt = tc.optim.Adam()
+    step_plan = network.entry(adjoints.roots()).lower("llvm", optimizer=step_opt)
+    bound_step = step_plan.bind(network.parameters(), step_opt)
+    fresh = [rng.normal(size=step_plan._input_types[s.index][0]).astype(np.float32)
+             for s in step_plan.inputs()]
+    refs = [weakref.ref(x) for x in fresh]
+    first = bound_step(0.01, *fresh)
+    assert bound_step(0.01, *fresh) != first  # the same arrays again: a second step
+    del fresh
+    gc.collect()
+    assert all(r() is None for r in refs)
 
 
 def test_a_small_gpt_equals_numba_bit_for_bit():

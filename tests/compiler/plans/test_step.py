@@ -236,11 +236,20 @@ def test_refusals(model, step_plans):
                                                            np.zeros((3, 1), np.float32))
 
 
-@pytest.mark.parametrize("backend", ["numba", "reference"])
-@pytest.mark.parametrize("make", [lambda b: optim.Sgd(momentum=0.9, weight_decay=0.1,
-                                                      backend=b),
-                                  lambda b: optim.AdamW(amsgrad=True, backend=b)],
-                         ids=["sgd-momentum-decay", "adamw-amsgrad"])
+def _sgd(backend: str) -> optim.Sgd:
+    return optim.Sgd(momentum=0.9, weight_decay=0.1, backend=backend)
+
+
+def _adamw(backend: str) -> optim.AdamW:
+    return optim.AdamW(amsgrad=True, backend=backend)
+
+
+# every backend with SGD, the compiled default and the reference with AdamW as well
+@pytest.mark.parametrize("make, backend", [
+    (_sgd, "llvm"), (_sgd, "numba"), (_sgd, "reference"),
+    (_adamw, "llvm"), (_adamw, "reference")],
+    ids=["sgd-momentum-decay-llvm", "sgd-momentum-decay-numba", "sgd-momentum-decay-reference",
+         "adamw-amsgrad-llvm", "adamw-amsgrad-reference"])
 def test_a_parameter_the_loss_does_not_reach_is_left_alone(make, backend):
     # PyTorch skips a parameter whose grad is None: no decay, no momentum, no step count
     rng = np.random.default_rng(1)

@@ -28,6 +28,7 @@ import pathlib
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ....errors import CacheError
@@ -101,6 +102,10 @@ class LlvmBackend:
     def prepare(self, program: Program, approximate: bool) -> LlvmProgram:
         return prepared(program, approximate)
 
+    def update(self, rule: Any, dtype: str) -> Callable[..., None]:
+        """An optimizer's eager update for ``dtype``, compiled (``eager_update``)."""
+        return eager_update(rule, dtype)
+
 
 def prepared(program: Program, approximate: bool) -> LlvmProgram:
     """The loaded program of ``program`` (a step plan's with its update; see the module
@@ -161,12 +166,13 @@ def _count(name: str, n: int = 1) -> None:
     count(name, n)
 
 
-def _compile(schedule: Schedule, approximate: bool, key: str, step: Any = None) -> bytes:
-    from .codegen import render
+def _compile(render: Callable[[], Any], key: str, what: str) -> bytes:
+    """Render a module (``render()``), compile it and count and log the compile;
+    ``what`` says what it is in the log line."""
     from .objects import compile_object
 
     start = time.perf_counter()
-    module, _ = render(schedule, approximate, step)
+    module = render()
     rendered = time.perf_counter()
     data = compile_object(module)
     done = time.perf_counter()
@@ -174,19 +180,39 @@ def _compile(schedule: Schedule, approximate: bool, key: str, step: Any = None) 
     _count("compiled")
     _count("llvm_compile_ms", milliseconds)
     if os.environ.get("TENSORCODE_LOG_COMPILES"):
-        print(f"tensorcode: llvm compiled plan {key} ({len(schedule.kernels)} kernels) in "
-              f"{milliseconds} ms (IR {int((rendered - start) * 1000)} ms, LLVM "
+        print(f"tensorcode: llvm compiled {what} {key} in {milliseconds} ms (IR "
+              f"{int((rendered - start) * 1000)} ms, LLVM "
               f"{int((done - rendered) * 1000)} ms)", file=sys.stderr)
     return data
 
 
+def _plan_compiler(schedule: Schedule, approximate: bool, key: str, step: Any = None
+                   ) -> Callable[[], bytes]:
+    def compile_plan() -> bytes:
+        from .codegen import render
+
+        return _compile(lambda: render(schedule, approximate, step)[0], key,
+                        f"plan ({len(schedule.kernels)} kernels)")
+    return compile_plan
+
+
 def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None
                ) -> dict[str, int]:
-    """The entry points' addresses: the cache entry's object when it is valid, else a
-    fresh compile (written to the cache when it can be used)."""
+    """A plan's entry points (see ``_entry_addresses``)."""
+    return _entry_addresses(key, _plan_compiler(schedule, approximate, key, step))
+
+
+def _entry_addresses(key: str, compile_object: Callable[[], bytes],
+                     entries: tuple[str, ...] | None = None) -> dict[str, int]:
+    """The entry points' addresses (a plan's by default, else ``entries``): the cache
+    entry's object when it is valid, else a fresh compile (written to the cache when it
+    can be used)."""
     from ..numba.backend import locked, plans_directory, warn_once
     from . import cache
     from .objects import UntrustedObject, load
+
+    def load_entries(data: bytes) -> dict[str, int]:
+        return load(data) if entries is None else load(data, entries, ())
 
     try:
         directory = plans_directory()
@@ -195,7 +221,7 @@ def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None
         warn_once("untrusted-cache", f"tensorcode: {error}; compiling plans in memory "
                                       "(see docs/compiler.md, 'Trusting a cache directory')")
         _count("memory_compiled")
-        return load(_compile(schedule, approximate, key, step))
+        return load_entries(compile_object())
     with locked(directory / f"l_{key}.lock"):
         problem = None
         try:
@@ -204,7 +230,7 @@ def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None
             data, problem = None, str(error)
         if data is not None:
             try:
-                addresses = load(data)
+                addresses = load_entries(data)
             except UntrustedObject as error:
                 problem = str(error)
             else:
@@ -216,12 +242,40 @@ def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None
             warn_once(key + ":llvm", f"tensorcode: plan cache entry "
                                       f"{cache.entry_path(directory, key)} was not used "
                                       f"({problem}); recompiling it")
-        data = _compile(schedule, approximate, key, step)
-        addresses = load(data)
+        data = compile_object()
+        addresses = load_entries(data)
         cache.write(directory, key, data)
         return addresses
 
 
+_UPDATES: dict[tuple[str, str], Callable[..., None]] = {}
+
+
+def eager_update(rule: Any, dtype: str) -> Callable[..., None]:
+    """An optimizer's eager update for ``dtype`` (``update.eager_module``), compiled or
+    loaded from the plan cache on first use: ``update(P, G, U, S0.., K, PS, N, GS, steps,
+    present, lr)`` as every backend's ``update`` (``P``, ``G`` and the slot tables read;
+    ``U``, the states, ``steps`` and ``present`` written)."""
+    memo = (rule.key(), dtype)
+    found = _UPDATES.get(memo)
+    if found is not None:
+        return found
+    from .program import eager_call
+    from .update import EAGER_ENTRY, eager_module
+
+    key = hashlib.sha256(f"llvm-update\n{environment_key()}\n{memo[0]}\n{dtype}"
+                         .encode()).hexdigest()[:32]
+    with _LOCK:
+        found = _UPDATES.get(memo)
+        if found is None:
+            addresses = _entry_addresses(
+                key, lambda: _compile(lambda: eager_module(rule, dtype), key, "update"),
+                (EAGER_ENTRY,))
+            found = _UPDATES[memo] = eager_call(addresses[EAGER_ENTRY], dtype,
+                                                len(rule.state_keys))
+    return found
+
+
 BACKEND = LlvmBackend()
 
-__all__ = ["BACKEND", "LlvmBackend", "prepared", "plan_key", "environment_key"]
+__all__ = ["BACKEND", "LlvmBackend", "prepared", "eager_update", "plan_key", "environment_key"]

@@ -54,8 +54,8 @@ from ...lower.schedule import Schedule, blas_layout
 from . import ops, rows
 from .random import RandomFills
 from .types import (
+    ENTRY_TYPE,
     F32,
-    F64,
     I8,
     I32,
     I64,
@@ -72,8 +72,6 @@ from .types import (
     store,
 )
 
-#: the signature of every entry point: (pointers, extents, learning rate) -> status
-ENTRY_TYPE = ir.FunctionType(I32, [PTR, PTR, F64])
 ENTRIES = ("tc_run", "tc_batch")
 #: a step plan's entry points (``tc_step``: body then update; ``tc_steps``: K of them)
 STEP_ENTRIES = ("tc_step", "tc_steps")

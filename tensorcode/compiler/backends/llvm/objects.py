@@ -152,9 +152,11 @@ def compile_object(module: Any) -> bytes:
     return bytes(rt.machine.emit_object(parsed))
 
 
-def load(data: bytes) -> dict[str, int]:
+def load(data: bytes, entries: tuple[str, ...] = ENTRIES,
+         optional: tuple[str, ...] = STEP_ENTRIES) -> dict[str, int]:
     """Check ``data``'s symbols, add it to a fresh engine and return the address of each
-    of ``ENTRIES`` (and of ``STEP_ENTRIES`` when the object defines them)."""
+    of ``entries`` (a plan's ``ENTRIES`` by default), and of ``optional`` (a step plan's
+    ``STEP_ENTRIES``) when the object defines them."""
     check_symbols(data)
     rt = runtime()
     if any(s.startswith(BLAS_PREFIX) for s in undefined_symbols(data)):
@@ -164,10 +166,10 @@ def load(data: bytes) -> dict[str, int]:
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), rt.machine)
         engine.add_object_file(llvm.ObjectFileRef.from_data(data))
         engine.finalize_object()
-        addresses = {name: int(engine.get_function_address(name)) for name in ENTRIES}
+        addresses = {name: int(engine.get_function_address(name)) for name in entries}
         if not all(addresses.values()):
-            raise UntrustedObject("the object does not define the plan's entry points")
-        for name in STEP_ENTRIES:
+            raise UntrustedObject("the object does not define the expected entry points")
+        for name in optional:
             address = int(engine.get_function_address(name))
             if address:
                 addresses[name] = address

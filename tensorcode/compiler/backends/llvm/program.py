@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +28,30 @@ _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctyp
 
 def _address(array: np.ndarray) -> int:
     return int(array.__array_interface__["data"][0])
+
+
+def _set_inputs(wanted: Sequence[tuple[np.dtype, tuple[int, ...]]], inputs: Sequence[Any],
+                pointers: Any, start: int, last: list[Any]) -> None:
+    """Check ``inputs`` against ``wanted`` (dtype, shape) and write their pointers into
+    ``pointers`` from ``start``. An input that is the previous call's array object (held
+    in ``last`` by a weak reference, so no caller array is kept alive past a call), still
+    of the same dtype, shape and contiguity, keeps its pointer."""
+    if len(inputs) != len(wanted):
+        raise TypeError(f"the plan takes {len(wanted)} inputs, got {len(inputs)}")
+    for k, value in enumerate(inputs):
+        dtype, shape = wanted[k]
+        seen = last[k]
+        if seen is not None and seen() is value and value.dtype is dtype and \
+                value.shape == shape and value.flags.c_contiguous:
+            continue  # (an array's dtype, shape and strides can change in place)
+        if type(value) is not np.ndarray or value.dtype != dtype or \
+                not value.flags.c_contiguous:
+            raise TypeError(f"no matching definition for input #{k}: expected a "
+                            f"C-contiguous {dtype.name} array")
+        if value.shape != shape:
+            raise ValueError(f"input #{k}: expected shape {list(shape)}")
+        pointers[start + k] = _address(value)
+        last[k] = weakref.ref(value)
 
 
 class LlvmProgram:
@@ -128,16 +153,32 @@ class LlvmProgram:
         return outputs
 
     def bind(self, *head: np.ndarray) -> Callable[..., tuple[np.ndarray, ...]]:
-        """``run`` with the parameter and constant buffers fixed (checked once)."""
-        pointers = self._head_pointers(head)
+        """``run`` with the parameter and constant buffers fixed (checked once, their
+        pointers kept in a per-thread pointer array; inputs as in ``bind_step``)."""
+        fixed = self._head_pointers(head)
         kept = tuple(head)  # the bound plan's own buffers, alive as long as it is
+        entry, errors, wanted, shapes = self._run, self.layout.errors, self._inputs, \
+            self._outputs
+        start = len(fixed)
+        at = start + len(wanted) + len(self._scratch)
+        local = threading.local()
+
+        def prepared() -> tuple[Any, list[Any]]:
+            pointers = fixed + [0] * len(wanted) + self._scratch_pointers() + \
+                [0] * len(shapes)
+            local.state = (self._array_type_of(len(pointers))(*pointers), [None] * len(wanted))
+            return local.state
 
         def call(*inputs: np.ndarray) -> tuple[np.ndarray, ...]:
             assert kept is not None
-            addresses, _, _ = self._input_pointers(inputs)
-            outputs = tuple(np.empty(n, d) for n, d in self._outputs)
-            self._call(self._run, pointers + addresses + self._scratch_pointers()
-                       + [_address(o) for o in outputs])
+            pointers, last = getattr(local, "state", None) or prepared()
+            _set_inputs(wanted, inputs, pointers, start, last)
+            outputs = tuple(np.empty(n, d) for n, d in shapes)  # fresh: results never alias
+            for j, output in enumerate(outputs):
+                pointers[at + j] = _address(output)
+            status = entry(pointers, None, 0.0)
+            if status:
+                raise IndexError(errors[status - 1])
             return outputs
         return call
 
@@ -222,6 +263,47 @@ class LlvmProgram:
         k, offset, _ = self._loss
         return float(outputs[k][offset])
 
+    def bind_step(self, head: Sequence[np.ndarray], tail: Sequence[np.ndarray]
+                  ) -> Callable[..., float]:
+        """``run_step`` with the parameter, constant, state and step buffers fixed:
+        ``call(inputs, lr) -> loss``. The fixed buffers are checked once and their
+        pointers kept (with the arrays themselves, alive as long as the call is); per
+        call only the inputs are checked, and an input that is the same array object (held
+        by a weak reference, never kept alive), of the same dtype and shape, as the
+        previous call's keeps its pointer. Each thread has its own scratch, output arenas
+        and pointer array, so concurrent calls never share a buffer they write (the loss
+        is read from the outputs; they never leave the call)."""
+        assert self._step is not None and self.fuses_updates
+        fixed_head = self._head_pointers(head)
+        fixed_tail = self._tail_pointers(tail)
+        kept = (tuple(head), tuple(tail))
+        entry, errors = self._step, self.layout.errors
+        wanted = self._inputs
+        start = len(fixed_head)
+        count = len(fixed_head) + len(wanted) + len(self._scratch) + len(self._outputs) + \
+            len(fixed_tail)
+        array_type = self._array_type_of(count)
+        loss_arena, loss_offset, _ = self._loss
+        local = threading.local()
+
+        def prepared() -> tuple[Any, list[np.ndarray], list[Any]]:
+            outputs = [np.empty(max(n, 1), d) for n, d in self._outputs]
+            pointers = fixed_head + [0] * len(wanted) + self._scratch_pointers() + \
+                [_address(o) for o in outputs] + fixed_tail
+            state = (array_type(*pointers), outputs, [None] * len(wanted))
+            local.state = state
+            return state
+
+        def call(inputs: Sequence[Any], lr: float) -> float:
+            assert kept is not None
+            pointers, outputs, last = getattr(local, "state", None) or prepared()
+            _set_inputs(wanted, inputs, pointers, start, last)
+            status = entry(pointers, None, lr)
+            if status:
+                raise IndexError(errors[status - 1])
+            return float(outputs[loss_arena][loss_offset])
+        return call
+
     def run_steps(self, *args: Any) -> np.ndarray:
         *arrays, lrs = args
         lrs = np.ascontiguousarray(lrs, dtype=np.float64)
@@ -250,4 +332,43 @@ class LlvmProgram:
         return ctypes.c_void_p * n
 
 
-__all__ = ["LlvmProgram"]
+def eager_call(address: int, dtype: str, states: int) -> Callable[..., None]:
+    """The Python side of an optimizer's eager update (``update.eager_module``):
+    ``update(P, G, U, S0.., K, PS, N, GS, steps, present, lr)``, each array checked for
+    its dtype, layout and writability, and the slot tables against the buffers' sizes,
+    so the native loop never reads or writes outside them."""
+    entry = _ENTRY(address)
+    value_type = np.dtype(dtype)
+    int64, float64, uint8 = np.dtype("int64"), np.dtype("float64"), np.dtype("uint8")
+    expected = ([(value_type, False)] * 2 + [(value_type, True)] * (1 + states)
+                + [(int64, False)] * 4 + [(float64, True), (uint8, True)])
+    array_type = ctypes.c_void_p * len(expected)
+
+    def update(*args: Any) -> None:
+        *arrays, lr = args
+        if len(arrays) != len(expected):
+            raise TypeError(f"the update takes {len(expected)} arrays, got {len(arrays)}")
+        for k, (value, (want, written)) in enumerate(zip(arrays, expected)):
+            if type(value) is not np.ndarray or value.dtype != want or value.ndim != 1 or \
+                    not value.flags.c_contiguous or (written and not value.flags.writeable):
+                raise TypeError(f"no matching definition for argument {k}: expected a "
+                                f"{'writable ' if written else ''}C-contiguous 1-d "
+                                f"{want.name} array")
+        p, g, u, *rest = arrays
+        slots, starts, sizes, gradient_starts, steps, present = rest[states:]
+        n = slots.shape[0]
+        if n:
+            if starts.shape[0] != n or sizes.shape[0] != n or gradient_starts.shape[0] != n:
+                raise ValueError("the slot tables differ in length")
+            room = min([p.shape[0], u.shape[0]] + [s.shape[0] for s in rest[:states]])
+            if slots.min() < 0 or slots.max() >= min(steps.shape[0], present.shape[0]) or \
+                    starts.min() < 0 or sizes.min() < 0 or gradient_starts.min() < 0 or \
+                    (starts + sizes).max() > room or \
+                    (gradient_starts + sizes).max() > g.shape[0]:
+                raise IndexError("the slot tables reach outside the update's buffers")
+        extents = ctypes.c_int64(n)
+        entry(array_type(*[_address(a) for a in arrays]), ctypes.byref(extents), float(lr))
+    return update
+
+
+__all__ = ["LlvmProgram", "eager_call"]

@@ -25,6 +25,9 @@ F32 = ir.FloatType()
 F64 = ir.DoubleType()
 PTR = ir.PointerType()
 
+#: the signature of every entry point: (pointers, extents, learning rate) -> status
+ENTRY_TYPE = ir.FunctionType(I32, [PTR, PTR, F64])
+
 TYPES: dict[str, ir.Type] = {"float32": F32, "float64": F64, "int32": I32, "int64": I64}
 FLOAT_DTYPES = ("float32", "float64")
 
@@ -113,5 +116,5 @@ def convert(b: ir.IRBuilder, value: ir.Value, source: str, target: str) -> ir.Va
     return b.sext(value, to) if target == "int64" else b.trunc(value, to)
 
 
-__all__ = ["I1", "I8", "I32", "I64", "F32", "F64", "PTR", "TYPES", "constant", "i64", "i32",
-           "loop", "offset", "element", "load", "store", "convert", "is_float"]
+__all__ = ["ENTRY_TYPE", "I1", "I8", "I32", "I64", "F32", "F64", "PTR", "TYPES", "constant",
+           "i64", "i32", "loop", "offset", "element", "load", "store", "convert", "is_float"]

@@ -40,7 +40,6 @@ from ....errors import CacheError, TensorCodeError
 from ....version import __version__
 from ...lower.program import ir_key
 from ..counters import cache_dir, count
-from . import native
 from .loops import CODEGEN_VERSION
 from .module import generate
 from .step import helpers
@@ -367,79 +366,8 @@ def compiled_module(program: Program, approximate: bool = True) -> CompiledModul
 
 def _cached_module(source: str, key: str, program: Program) -> Any:
     """``compiled_module`` through the on-disk cache (raises ``CacheError`` or
-    ``OSError`` when the directory or the entry cannot be used). While Numba is not
-    imported in this process, an entry's native object (``native``) is loaded
-    without it; after a Numba compile or load of an entry that has none, one is built."""
-    directory = plans_directory()
-    stem = f"p_{key}"
-    use_native = native.enabled()
-    if use_native and "numba" not in sys.modules:
-        loaded = _native_program(directory, stem, source, key, program)
-        if loaded is not None:
-            return loaded
-    compiled = _numba_module(source, key, program)
-    if use_native:
-        _build_native(compiled, directory, stem, program)
-    return compiled
-
-
-def _owned_file(path: pathlib.Path) -> None:
-    _check_owned(path, directory=False)
-
-
-def _native_program(directory: pathlib.Path, stem: str, source: str, key: str,
-                    program: Program) -> Any:
-    """The entry's native object loaded as a ``NativeProgram``, or None when the entry
-    has none that can be trusted and used here (then Numba loads it, and any damage is
-    reported and repaired there)."""
-    path = directory / f"{stem}.py"
-    with _locked(directory / f"{stem}.lock"):
-        try:
-            _check_owned(path, directory=False)
-            if path.read_text(encoding="utf-8") != source:
-                return None
-        except (OSError, UnicodeDecodeError, _Untrusted):
-            return None
-        if not _verify_numba_files(directory, stem):
-            return None
-        found = native.read(directory, stem, _owned_file)
-        if found is None:
-            return None
-        data, symbol = found
-        try:
-            runtime = native.runtime()
-            if runtime.missing(native.undefined_symbols(data)):
-                count("native_refused")
-                return None
-            address = runtime.load(data, symbol)
-        except Exception:  # a foreign platform or object: Numba loads the plan instead
-            count("native_refused")
-            return None
-    count("native_loaded")
-    count("cache_loaded")
-    return native.NativeProgram(key, source, program, address,
-                                lambda: _numba_module(source, key, program))
-
-
-def _build_native(compiled: CompiledModule, directory: pathlib.Path, stem: str,
-                  program: Program) -> None:
-    """Write the entry's native object unless it has a usable one (a failure to build
-    one leaves the plan on Numba, counted as ``native_unavailable``)."""
-    with _locked(directory / f"{stem}.lock"):
-        if native.read(directory, stem, _owned_file) is not None:
-            return
-        if native.present(directory, stem):
-            count("corrupt_entries")
-            _warn_once(stem + ":native", f"tensorcode: the native object of plan cache "
-                                         f"entry {stem} was corrupt or foreign; rebuilding "
-                                         "it")
-        try:
-            data, symbol = native.build_object(compiled.module, program)
-        except Exception:
-            count("native_unavailable")
-            return
-        native.store(directory, stem, data, symbol)
-    count("native_built")
+    ``OSError`` when the directory or the entry cannot be used)."""
+    return _numba_module(source, key, program)
 
 
 def _numba_module(source: str, key: str, program: Program) -> CompiledModule:
