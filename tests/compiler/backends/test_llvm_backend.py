@@ -152,8 +152,11 @@ def test_fused_steps_equal_numba_bit_for_bit_or_are_refused():
     from tensorcode.errors import CompileError
 
     graphs = all(hasattr(update, name) for name in ("SLOT", "ELEMENT", "closure"))
-    factories = [tc.optim.Adam, lambda: tc.optim.Sgd(momentum=0.9, nesterov=True),
-                 lambda: tc.optim.AdamW(weight_decay=0.1)]
+    # (AdamW's rule is Adam's with decoupled decay: the same op rows, so not a third
+    # Numba compile here; tests/runtime/test_optim.py holds every optimizer to the
+    # reference on both compiled backends)
+    factories = [lambda: tc.optim.Adam(weight_decay=0.1),
+                 lambda: tc.optim.Sgd(momentum=0.9, nesterov=True)]
     for factory in factories:
         results = {}
         for backend in ("numba", "llvm"):
@@ -209,9 +212,9 @@ def test_no_caller_array_is_kept_past_a_call():
 
 
 def test_a_small_gpt_equals_numba_bit_for_bit():
-    """The layered GPT's plans (embedding gathers, attention, layer norm, the decode
-    plans and their cache) on the llvm backend: the numba backend's logits exactly, and
-    the same greedy tokens."""
+    """The layered GPT's full-context plans (embedding gathers, attention, layer norm) on
+    the llvm backend: the numba backend's logits exactly. (The decode plans, compiled on
+    the default backend, are held to PyTorch's logits in tests/models/test_gpt2.py.)"""
     from tensorcode.models import gpt2
     from tensorcode.nn.transformer import GptConfig
 
@@ -220,6 +223,5 @@ def test_a_small_gpt_equals_numba_bit_for_bit():
     out = {}
     for backend in ("llvm", "numba"):
         model = gpt2.GptModel(config, seed=0, context=8, cache_length=16, backend=backend)
-        out[backend] = (model.logits(ids), gpt2.generate(model, np.array([1, 2, 3]), 5))
-    assert np.array_equal(out["llvm"][0], out["numba"][0])
-    assert np.array_equal(out["llvm"][1], out["numba"][1])
+        out[backend] = model.logits(ids)
+    assert np.array_equal(out["llvm"], out["numba"])
