@@ -268,9 +268,8 @@ class LlvmProgram:
         """``run_step`` with the parameter, constant, state and step buffers fixed:
         ``call(inputs, lr) -> loss``. The fixed buffers are checked once and their
         pointers kept (with the arrays themselves, alive as long as the call is); per
-        call only the inputs are checked, and an input that is the same array object (held
-        by a weak reference, never kept alive), of the same dtype and shape, as the
-        previous call's keeps its pointer. Each thread has its own scratch, output arenas
+        call only the inputs are checked (``_set_inputs``: the previous call's array,
+        unchanged, keeps its pointer). Each thread has its own scratch, output arenas
         and pointer array, so concurrent calls never share a buffer they write (the loss
         is read from the outputs; they never leave the call)."""
         assert self._step is not None and self.fuses_updates
