@@ -4,8 +4,8 @@ An executor is named by its backend (``compiler.backends.BACKENDS``): ``referenc
 evaluates the IR node by node with the NumPy interpreter (the oracle); ``llvm`` (the
 default) and ``numba`` lower the network's output entry once into a compiled plan
 (``network.entry(outputs).lower(backend)``) and call it. A compiled executor never falls
-back to the reference path: when plans cannot be built it raises, so a reported
-compiled result is always a compiled one.
+back to the reference path: when plans cannot be built it raises, so a result reported
+for ``llvm`` or ``numba`` always came from compiled code.
 
 Feeds arrive validated (float64, exact shapes, C-contiguous) keyed by input name;
 results are keyed by output name.
