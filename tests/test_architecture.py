@@ -373,6 +373,25 @@ def test_the_plan_format_has_one_home():
     assert found == ["tensorcode.compiler.plans.saved"], found
 
 
+def _names_a_format(node: ast.AST) -> bool:
+    """``FORMAT``, ``INDEX_FORMAT``, ``patch_file.FORMAT``: a file format's name constant."""
+    name = node.id if isinstance(node, ast.Name) else (
+        node.attr if isinstance(node, ast.Attribute) else "")
+    return name.endswith("FORMAT")
+
+
+def test_file_headers_are_checked_in_one_place():
+    """Every loader checks a file's ``format`` and ``version`` with
+    ``files.check_header`` (one message for every file); no module compares a format
+    constant itself."""
+    found = [f"{module}:{node.lineno}" for module, path in _MODULES.items()
+             if module != "tensorcode.files.header"
+             for node in _constants(path)
+             if isinstance(node, ast.Compare)
+             and any(_names_a_format(side) for side in (node.left, *node.comparators))]
+    assert not found, f"check the header with tensorcode.files.check_header: {found}"
+
+
 # ---------------------------------------------------------------------------------------
 # a line budget per compiler layer: growth past it is a decision, made here
 

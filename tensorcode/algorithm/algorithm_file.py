@@ -143,12 +143,7 @@ def from_document(document: Any, path: Any = None) -> tuple[CompiledProgram, dic
     for field in FIELDS:
         if field not in document:
             raise read.fail(field, "missing")
-    if document["format"] != FORMAT:
-        raise read.fail("format", f"expected {FORMAT!r}, found {document['format']!r:.80}")
-    version = document["version"]
-    if not files.is_int(version) or version != VERSION:
-        raise read.fail("version", f"version {version!r:.40} is not supported; this "
-                        f"TensorCode reads version {VERSION}")
+    files.check_header(document, FORMAT, VERSION, path)
     if document["dtype"] != DTYPE:
         raise read.fail("dtype", f"expected {DTYPE!r}, found {document['dtype']!r:.40}")
     digest = document["source_sha256"]

@@ -22,9 +22,10 @@ import numpy as np
 
 from ..errors import ArtifactError, PatchError
 from ..files import atomic_write_bytes as write_atomic
-from ..files import atomic_write_json, decode, load_tensors, read_json, save_tensors
+from ..files import atomic_write_json, check_header, decode, load_tensors, read_json, save_tensors
 
 SCALES_FORMAT = "tensorcode.scales"
+SCALES_VERSION = 1
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -98,19 +99,16 @@ def write_safetensors(path: str, tensors: dict[str, np.ndarray],
 
 def write_scales(path: str, scales: dict[str, float], digits: int) -> None:
     """Write the per-tensor scales ``render`` used, atomically, for ``apply --scales``."""
-    document = {"format": SCALES_FORMAT, "version": 1, "digits": digits, "scales": scales}
+    document = {"format": SCALES_FORMAT, "version": SCALES_VERSION, "digits": digits,
+                "scales": scales}
     atomic_write_json(path, document)
 
 
 def read_scales(path: str) -> dict[str, float]:
     """Scales written by ``render --scales``, every field checked."""
     document = read_json(path, what="scales file")
-    if not isinstance(document, dict) or document.get("format") != SCALES_FORMAT:
-        raise ArtifactError(f"expected format {SCALES_FORMAT!r}; write it with "
-                            "`tensorcode patch render --scales`", path=path, field="format")
-    if document.get("version") != 1:
-        raise ArtifactError(f"expected version 1, found {document.get('version')!r}",
-                            path=path, field="version")
+    check_header(document, SCALES_FORMAT, SCALES_VERSION, path,
+                 hint="write it with `tensorcode patch render --scales`")
     scales = document.get("scales")
     if not isinstance(scales, dict):
         raise ArtifactError("expected an object of tensor name -> scale", path=path,

@@ -20,7 +20,7 @@ import numpy as np
 from ..compiler.backends import DEFAULT_BACKEND, NUMBA, check_backend
 from ..errors import ArtifactError
 from ..files import atomic_write_json as write_json_atomic
-from ..files import read_json
+from ..files import check_header, read_json
 from . import program as programs
 from .attempts import CaseSet
 from .cases import COVERED, Case, Contract, normalize_case, normalize_contract, to_json
@@ -148,8 +148,7 @@ class Distillation:
                                 "Distillation.save?", directory)
         record = read_json(record_path)
         fields = _Validator(record_path, record)
-        fields.equals("format", FORMAT)
-        fields.equals("version", VERSION)
+        check_header(record, FORMAT, VERSION, record_path)
         fields.equals("artifact", ARTIFACT)
         expected_hash = fields.text("artifact_sha256")
         try:

@@ -4,6 +4,7 @@
 - ``strict_json``: strict, bounded JSON (no duplicate keys, NaN/Infinity, deep nesting,
   oversized files or out-of-range integers).
 - ``fields``: the validating reader that names the file and the field path.
+- ``header``: the one check of a file's ``format`` and ``version`` fields.
 - ``tensorfile``: every safetensors read and write, validated and checksummed.
 
 This package sits below the compiler: it imports nothing from the compiler, the runtime
@@ -22,6 +23,7 @@ from .atomic import (
                      replace_directory,
 )
 from .fields import Fields, at, describe, is_int
+from .header import check_header
 from .strict_json import (
                      DEFAULT_LIMITS,
                      MAX_JSON_BYTES,
@@ -35,7 +37,7 @@ from .tensorfile import TensorFile, load_tensors, read_tensors, save_tensors, wr
 
 __all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_json", "atomic_write_text",
            "fsync_directory", "replace_directory", "remove_stale_temporaries", "Fields", "at",
-           "describe", "is_int",
+           "describe", "is_int", "check_header",
            "JsonLimits", "DEFAULT_LIMITS", "MAX_JSON_BYTES", "decode", "dumps", "parse_json",
            "read_json", "TensorFile", "read_tensors", "write_tensors", "save_tensors",
            "load_tensors"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ArtifactError
 from ..files import atomic_write_json as write_json_atomic
-from ..files import read_json
+from ..files import check_header, read_json
 from .model import ModelError, ModelRequest
 
 FORMAT = "tensorcode.recorded-replies"
@@ -69,12 +69,7 @@ def load_replies(path: str | os.PathLike) -> list[str]:
     document: Any = read_json(path, MAX_FILE_BYTES)
     if not isinstance(document, dict):
         raise ArtifactError("expected a JSON object with 'format', 'version' and 'replies'", path)
-    if document.get("format") != FORMAT:
-        raise ArtifactError(f"expected {FORMAT!r}, found {document.get('format')!r}", path,
-                            "format")
-    if document.get("version") != VERSION:
-        raise ArtifactError(f"expected version {VERSION}, found {document.get('version')!r}",
-                            path, "version")
+    check_header(document, FORMAT, VERSION, path)
     replies = document.get("replies")
     if not isinstance(replies, list) or not all(isinstance(r, str) for r in replies):
         raise ArtifactError("expected a list of reply strings", path, "replies")

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..compiler.plans.tables import Layout, Parameters, Table
 from ..errors import ArtifactError, DTypeError, ShapeError, TensorCodeError
-from ..files import atomic_write, fsync_directory
+from ..files import atomic_write, check_header, fsync_directory
 from ..files.atomic import remove_stale_temporaries
 from ..files.strict_json import JsonLimits, decode
 from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, TensorFile, start_tensors, write_tensors
@@ -456,12 +456,7 @@ def _parse_manifest(text: str, path: pathlib.Path) -> dict:
     if extra:
         raise ArtifactError(f"unexpected field(s) {extra}; this reader knows {sorted(_FIELDS)}",
                             path=path, field=extra[0])
-    if manifest["format"] != FORMAT:
-        raise ArtifactError(f"format is {manifest['format']!r}, expected {FORMAT!r}",
-                            path=path, field="format")
-    if manifest["version"] != VERSION or isinstance(manifest["version"], bool):
-        raise ArtifactError(f"version {manifest['version']!r} is not supported (this reader "
-                            f"reads version {VERSION})", path=path, field="version")
+    check_header(manifest, FORMAT, VERSION, path)
     steps = manifest["steps"]
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ArtifactError(f"steps must be a non-negative integer, got {steps!r}",

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ArtifactError
+from ..files import check_header
 from . import experience_codecs as codecs_module
 
 FORMAT = "tensorcode.experience"
@@ -28,12 +29,8 @@ def validate_document(document: Any, operations: Mapping[str, Any], allow: dict,
     keys = {"format", "version", "operations", "calls", "supervision"}
     if not isinstance(document, dict) or set(document) != keys:
         fail("(top level)", f"expected an object with exactly the keys {sorted(keys)}")
-    if document["format"] != FORMAT:
-        fail("format", f"expected {FORMAT!r}, found {document['format']!r}")
-    version = document["version"]
-    if version != VERSION or isinstance(version, bool):
-        fail("version", f"this TensorCode reads experience version {VERSION}, found "
-                        f"{version!r}; save it again with a matching TensorCode")
+    check_header(document, FORMAT, VERSION, path,
+                 older="record it again with this TensorCode")
     bindings = document["operations"]
     if not isinstance(bindings, dict):
         fail("operations", "expected an object of name -> binding")

@@ -27,8 +27,8 @@ from typing import Any, BinaryIO
 
 from ..distill.cases import case_key
 from ..distill.inputs import InputError, check_case, read_document
-from ..errors import TensorCodeError
-from ..files import fsync_directory
+from ..errors import ArtifactError, TensorCodeError
+from ..files import check_header, fsync_directory
 
 LOGGER = logging.getLogger("tensorcode.serve")
 
@@ -203,11 +203,13 @@ def read_escalations(paths: Iterable[str | os.PathLike]) -> Escalations:
                     except InputError as error:
                         problem = str(error)
                     else:
-                        if (isinstance(record, dict) and record.get("format") == FORMAT
-                                and record.get("version") == VERSION):
+                        try:
+                            check_header(record, FORMAT, VERSION)
+                        except ArtifactError as error:
+                            problem = str(error)
+                        else:
                             records.append(record)
                             continue
-                        problem = f"not a {FORMAT} version {VERSION} record"
                 problems.append(f"{path}:{number}: {problem}")
     return Escalations(records, len(problems), problems)
 

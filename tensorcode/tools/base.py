@@ -49,7 +49,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from ..errors import ArtifactError, TensorCodeError
-from ..files import Fields, TensorFile, at, read_json, replace_directory, save_tensors
+from ..files import Fields, TensorFile, at, check_header, read_json, replace_directory, save_tensors
 from ..operations.base import Operation, canonical_json
 
 FORMAT = "tensorcode.tool"
@@ -228,11 +228,7 @@ class Tool:
         document = r.object(read_json(path, MAX_CONFIG_BYTES, what="tool file"), "(document)")
         r.keys(document, "(document)", ("format", "version", "class", "config", "operations",
                                         "buffers", "tensors"))
-        if r.string(document["format"], "format") != FORMAT:
-            raise r.fail("format", f"is {document['format']!r}, expected {FORMAT!r}")
-        if r.integer(document["version"], "version") != VERSION:
-            raise r.fail("version", f"{document['version']} is not supported (this reader "
-                         f"reads version {VERSION})")
+        check_header(document, FORMAT, VERSION, path)
         named = r.string(document["class"], "class")
         if named != cls.__name__:
             raise r.fail("class", f"the directory holds a {named!r}, not a {cls.__name__!r}; "

@@ -44,7 +44,7 @@ from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import log_softmax, maximum
 from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, TensorCodeError, TrainingError
-from ..files import Fields, atomic_write_json, read_json
+from ..files import Fields, atomic_write_json, check_header, read_json
 from ..nn import init as initializers
 from ..nn.transformer import Gpt, GptConfig
 from ..operations.base import Operation, row_bucket
@@ -426,11 +426,7 @@ class ChatSession:
         document = r.object(read_json(path, MAX_SESSION_BYTES, what="chat session"),
                             "(document)")
         r.keys(document, "(document)", ("format", "version", "messages"))
-        if r.string(document["format"], "format") != SESSION_FORMAT:
-            raise r.fail("format", f"is {document['format']!r}, expected {SESSION_FORMAT!r}")
-        if r.integer(document["version"], "version") != SESSION_VERSION:
-            raise r.fail("version", f"{document['version']} is not supported (this reader "
-                         f"reads version {SESSION_VERSION})")
+        check_header(document, SESSION_FORMAT, SESSION_VERSION, path)
         messages = []
         for k, entry in enumerate(r.list(document["messages"], "messages")):
             field = f"messages[{k}]"

@@ -35,7 +35,7 @@ from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import maximum
 from ..compiler.trace.expr import Expr
 from ..errors import ArtifactError, ShapeError, StaleWeightsError
-from ..files import Fields, TensorFile, atomic_write, parse_json
+from ..files import Fields, TensorFile, atomic_write, check_header, parse_json
 from ..files.tensorfile import DATA_DIGEST_PLACEHOLDER, write_tensors
 from ..nn import init as initializers
 from ..operations.base import Operation, row_bucket
@@ -264,16 +264,11 @@ class EpisodicIndex:
         if set(metadata) != {"index"}:
             raise r.fail("metadata", f"names {sorted(metadata)}, expected ['index']")
         header = r.object(parse_json(metadata["index"], path), "index")
-        if "version" in header and header["version"] == 1:
-            raise r.fail("index.version", "1 carries no checksum; rebuild the index "
-                         "(model.episodic_index(documents)) and save it again")
+        check_header(header, INDEX_FORMAT, INDEX_VERSION, path, prefix="index",
+                     older="an older index carries no checksum; rebuild the index "
+                           "(model.episodic_index(documents)) and save it again")
         r.keys(header, "index", ("format", "version", "count", "dim", "weights", "encoder",
                                  "sha256"))
-        if header["format"] != INDEX_FORMAT:
-            raise r.fail("index.format", f"is {header['format']!r:.80}, expected "
-                         f"{INDEX_FORMAT!r}")
-        if r.integer(header["version"], "index.version") != INDEX_VERSION:
-            raise r.fail("index.version", f"{header['version']} is not supported")
         count = r.integer(header["count"], "index.count", 1)
         dim = r.integer(header["dim"], "index.dim", 1)
         weights = None if header["weights"] is None else r.sha256(header["weights"],

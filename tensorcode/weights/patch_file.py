@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import PatchError
-from ..files import Fields, describe, read_json
+from ..files import Fields, check_header, describe, read_json
 from ..files import atomic_write_bytes as write_atomic
 from .forms import Dense, Form, LowRank, Projection, Sparse, TensorChange
 from .hashing import HASH_VERSION
@@ -261,13 +261,7 @@ def load_patch(path: str | os.PathLike) -> dict[str, Any]:
     reader = _Reader(path)
     document = reader.object(read_json(path, MAX_ARTIFACT_BYTES, what="patch file"),
                              "(top level)")
-    if document.get("format") != FORMAT:
-        raise reader.fail("format", f"expected {FORMAT!r}, found "
-                          f"{describe(document.get('format'))}; this is not a TensorCode patch")
-    if document.get("version") != VERSION or isinstance(document.get("version"), bool):
-        raise reader.fail("version", f"expected {VERSION}, found "
-                          f"{describe(document.get('version'))}; this reader knows version "
-                          f"{VERSION} only")
+    check_header(document, FORMAT, VERSION, path)
     reader.keys(document, "(top level)", _TOP_FIELDS)
     if document["hash"] != HASH_VERSION:
         raise reader.fail("hash", f"expected {HASH_VERSION!r}, found {describe(document['hash'])}")

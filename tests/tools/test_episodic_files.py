@@ -58,5 +58,5 @@ def test_an_index_without_a_checksum_is_refused_with_what_to_do(saved, tmp_path)
     text += b" " * (-(8 + len(text)) % 8)
     old = tmp_path / "old.safetensors"
     old.write_bytes(struct.pack("<Q", len(text)) + text + raw[_data_start(raw):])
-    with pytest.raises(ArtifactError, match="no checksum; rebuild the index"):
+    with pytest.raises(ArtifactError, match="carries no checksum; rebuild the index"):
         EpisodicIndex.load(old)

@@ -104,9 +104,9 @@ def _write(tmp_path, document) -> str:
 
 
 @pytest.mark.parametrize("mutate, field, words", [
-    (lambda d: d.update(format="something.else"), "format", "not a TensorCode patch"),
-    (lambda d: d.update(version=2), "version", "version 1 only"),
-    (lambda d: d.update(version=True), "version", "expected 1"),
+    (lambda d: d.update(format="something.else"), "format", "not a tensorcode.patch file"),
+    (lambda d: d.update(version=2), "version", "upgrade TensorCode"),
+    (lambda d: d.update(version=True), "version", "expected an integer version"),
     (lambda d: d.update(extra=1), "(top level)", "unexpected fields ['extra']"),
     (lambda d: d.pop("rationale"), "(top level)", "missing fields ['rationale']"),
     (lambda d: d.update(hash="md5"), "hash", "expected"),

@@ -27,6 +27,7 @@ from ...errors import ArtifactError, DTypeError, ShapeError
 from ...files import (
     Fields,
     atomic_write_text,
+    check_header,
     load_tensors,
     read_json,
     replace_directory,
@@ -148,9 +149,7 @@ def load_plan(directory: pathlib.Path, network: Network | None, backend: str | N
         raise ArtifactError("no such file; save a plan with plan.save(directory)",
                             path=plan_path)
     document = r.object(read_json(plan_path, what="plan"), "(document)")
-    fmt = r.string(r.get(document, "format"), "format")
-    if fmt != FORMAT:
-        raise r.fail("format", f"is {fmt!r}; this TensorCode reads {FORMAT!r}")
+    check_header(document, FORMAT, None, plan_path)
     saved_backend = r.string(r.get(document, "backend"), "backend")
     if saved_backend not in BACKENDS:
         raise r.fail("backend", f"unknown backend {saved_backend!r}")
