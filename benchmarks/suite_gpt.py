@@ -75,13 +75,15 @@ def _copy_bandwidth() -> float:
 class _Ours:
     """The loaded model, its decoder and the inputs, kept across measuring rounds."""
 
-    def __init__(self, shape: dict, directory: pathlib.Path) -> None:
+    def __init__(self, shape: dict, directory: pathlib.Path, backend: str | None = None
+                 ) -> None:
         from tensorcode.models import gpt2
 
         self.config = config = _config(shape)
         self.t = t = min(FORWARD_T, config.block_size)
         self.cache = cache = min(DECODE_CACHE, config.block_size)
-        self.model = gpt2.load(directory, context=t, cache_length=cache)
+        options = {} if backend is None else {"backend": backend}
+        self.model = gpt2.load(directory, context=t, cache_length=cache, **options)
         self.ids = np.random.default_rng(1).integers(0, config.vocab_size, (1, t))
         self.model.logits(self.ids)  # lower (or load) the plans
         self.decoder = self.model.decoder()
@@ -99,18 +101,25 @@ class _Ours:
         return {"forward": forward, "decode": decode}
 
 
-def _alternating(shape: dict, directory: pathlib.Path, quick: bool) -> tuple[dict, dict | None]:
+def _alternating(shape: dict, directory: pathlib.Path, quick: bool
+                 ) -> tuple[dict, dict | None, dict | None]:
     """Ours and PyTorch's forward and decode, measured in alternating rounds (ours,
     then PyTorch, then ours again, ...) so both sides see the same machine load; each
-    side keeps its best round."""
+    side keeps its best round. For the small model the same plans on the ``numba``
+    backend are a third side (GPT-2 124M's Numba plans take minutes to compile)."""
     ours = _Ours(shape, directory)
+    numba = _Ours(shape, directory, "numba") if shape is SMALL else None
     config = ours.config
     rounds = 1 if quick else ROUNDS
     best: dict = {}
+    best_numba: dict | None = {} if numba is not None else None
     peer: dict | None = None
     for _ in range(rounds):
         for key, value in ours.measure(quick).items():
             best[key] = min(best.get(key, value), value)
+        if numba is not None and best_numba is not None:
+            for key, value in numba.measure(quick).items():
+                best_numba[key] = min(best_numba.get(key, value), value)
         if module_available("torch"):
             out = run_in_subprocess(_TORCH.format(directory=str(directory), t=ours.t,
                                                   cache=ours.cache, quick=quick),
@@ -120,11 +129,11 @@ def _alternating(shape: dict, directory: pathlib.Path, quick: bool) -> tuple[dic
                 "decode": min(peer["decode"], out["decode"])}
     best.update(t=ours.t, cache=ours.cache, rounds=rounds,
                 weight_bytes=4 * config.parameter_count())
-    return best, peer
+    return best, peer, best_numba
 
 
 def _speed_rows(label: str, shape: dict, directory: pathlib.Path, quick: bool) -> list[Row]:
-    ours, peer = _alternating(shape, directory, quick)
+    ours, peer, numba = _alternating(shape, directory, quick)
     t, cache, rounds = ours["t"], ours["cache"], ours["rounds"]
     weight_bytes = ours["weight_bytes"]
     bandwidth = _copy_bandwidth()
@@ -141,6 +150,13 @@ def _speed_rows(label: str, shape: dict, directory: pathlib.Path, quick: bool) -
                 note=f"{note}; bandwidth bound {bound:.1f} tok/s ({weight_bytes / 1e6:.0f} "
                      f"MB of weights per token{fits} at {bandwidth / 1e9:.1f} GB/s of copy "
                      f"traffic): {tok_s / bound:.0%} of it")]
+    if numba is not None:
+        rows += [Row(SUITE, f"{label} forward B=1 T={t}", "tensorcode numba",
+                     numba["forward"] * 1e3, unit="ms",
+                     note="the same plans on backend='numba' (the default is llvm)"),
+                 Row(SUITE, f"{label} decode (KV cache {cache})", "tensorcode numba",
+                     1 / numba["decode"], unit="tok/s", lower_is_better=False,
+                     note="the same plans on backend='numba' (the default is llvm)")]
     if peer is not None:
         peer_note = f"torch {peer['version']} eager, {peer['threads']} threads"
         rows += [Row(SUITE, f"{label} forward B=1 T={t}", "torch eager",

@@ -350,8 +350,10 @@ class BoundPlan:
             import functools
 
             plan = self.plan
-            self._scalars = functools.partial(plan._program().scalars(),
-                                              *plan._arguments(self.parameters))
+            program = plan._program()
+            binder = getattr(program, "bind_scalars", None)  # the backend binds, cheaper
+            self._scalars = binder(*plan._arguments(self.parameters)) if binder is not None \
+                else functools.partial(program.scalars(), *plan._arguments(self.parameters))
         return self._scalars
 
 

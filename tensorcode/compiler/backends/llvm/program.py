@@ -182,6 +182,15 @@ class LlvmProgram:
             return outputs
         return call
 
+    def bind_scalars(self, *head: np.ndarray) -> Callable[..., tuple]:
+        """``scalars`` with the parameter and constant buffers fixed (``bind``'s call)."""
+        call, picks = self.bind(*head), self._picks
+
+        def numbers(*inputs: np.ndarray) -> tuple:
+            outs = call(*inputs)
+            return tuple(outs[k][offset].item() for k, offset in picks)
+        return numbers
+
     def scalars(self) -> Callable[..., tuple]:
         """``run`` returning every root as a Python number (all-scalar plans)."""
         def numbers(*args: np.ndarray) -> tuple:
