@@ -374,7 +374,15 @@ def test_the_plan_format_has_one_home():
 
 
 def _names_a_format(node: ast.AST) -> bool:
-    """``FORMAT``, ``INDEX_FORMAT``, ``patch_file.FORMAT``: a file format's name constant."""
+    """``FORMAT``, ``INDEX_FORMAT``, ``patch_file.FORMAT`` (a file format's name constant),
+    or a document's format field read in place: ``document["format"]``,
+    ``document.get("format")``."""
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "format"
+    if isinstance(node, ast.Call):
+        return (isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                and bool(node.args) and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == "format")
     name = node.id if isinstance(node, ast.Name) else (
         node.attr if isinstance(node, ast.Attribute) else "")
     return name.endswith("FORMAT")
@@ -383,7 +391,7 @@ def _names_a_format(node: ast.AST) -> bool:
 def test_file_headers_are_checked_in_one_place():
     """Every loader checks a file's ``format`` and ``version`` with
     ``files.check_header`` (one message for every file); no module compares a format
-    constant itself."""
+    constant or field itself."""
     found = [f"{module}:{node.lineno}" for module, path in _MODULES.items()
              if module != "tensorcode.files.header"
              for node in _constants(path)
