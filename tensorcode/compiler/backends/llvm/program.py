@@ -30,6 +30,14 @@ def _address(array: np.ndarray) -> int:
     return int(array.__array_interface__["data"][0])
 
 
+def _check_input(k: int, value: Any, dtype: np.dtype) -> None:
+    """``TypeError`` naming input ``#k`` unless ``value`` is a C-contiguous ndarray of
+    exactly ``dtype`` (what every call path asks of an input before taking its pointer)."""
+    if type(value) is not np.ndarray or value.dtype != dtype or not value.flags.c_contiguous:
+        raise TypeError(f"no matching definition for input #{k}: expected a "
+                        f"C-contiguous {dtype.name} array")
+
+
 def _set_inputs(wanted: Sequence[tuple[np.dtype, tuple[int, ...]]], inputs: Sequence[Any],
                 pointers: Any, start: int, last: list[Any]) -> None:
     """Check ``inputs`` against ``wanted`` (dtype, shape) and write their pointers into
@@ -44,10 +52,7 @@ def _set_inputs(wanted: Sequence[tuple[np.dtype, tuple[int, ...]]], inputs: Sequ
         if seen is not None and seen() is value and value.dtype is dtype and \
                 value.shape == shape and value.flags.c_contiguous:
             continue  # (an array's dtype, shape and strides can change in place)
-        if type(value) is not np.ndarray or value.dtype != dtype or \
-                not value.flags.c_contiguous:
-            raise TypeError(f"no matching definition for input #{k}: expected a "
-                            f"C-contiguous {dtype.name} array")
+        _check_input(k, value, dtype)
         if value.shape != shape:
             raise ValueError(f"input #{k}: expected shape {list(shape)}")
         pointers[start + k] = _address(value)
@@ -114,10 +119,7 @@ class LlvmProgram:
                 if isinstance(value, np.ndarray) and value.ndim and value.shape[0] != 1:
                     n = value.shape[0]
         for k, (value, (dtype, shape)) in enumerate(zip(inputs, self._inputs)):
-            if type(value) is not np.ndarray or value.dtype != dtype or \
-                    not value.flags.c_contiguous:
-                raise TypeError(f"no matching definition for input #{k}: expected a "
-                                f"C-contiguous {dtype.name} array")
+            _check_input(k, value, dtype)
             if batch:
                 if value.shape[1:] != shape or (value.shape[0] != n and value.shape[0] != 1):
                     raise ValueError(f"input #{k}: expected shape {list(shape)} after the "
