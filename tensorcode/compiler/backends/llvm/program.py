@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .codegen import Layout
+from .interface import Layout
 
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double)
 _ZERO = ctypes.c_double(0.0)  # the learning rate a forward entry point ignores
