@@ -65,7 +65,8 @@ def test_the_fast_path_is_built_for_the_ticket_router(served):
     b'{"features": [0,0,0,"1",0,0,0,0,0,0,0,0]}', b'{"features": [0,0,0,1,0,0,0,0,0,0,0]}',
     b'{"features": [[0,0,0,1,0,0,0,0,0,0,0,0]]}', b'{"features": ' + b"[" * 70 + b"]" * 70 + b"}",
     b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0]', b'{"features": [0,0,0,1', b"", b"[]",
-    b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0]} x', b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0], "x": 1}',
+    b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0]} x',
+    b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0], "x": 1}',
     b'{}', b'{"features": [0]}', b'{"features": [0,0,0,0,0,0,0,0,0,0,0,0]}',  # abstains
     b'\xef\xbb\xbf{"features": [0,0,0,1,0,0,0,0,0,0,0,0]}',
     b'{"feature\xa0s": [0,0,0,1,0,0,0,0,0,0,0,0]}',                  # not UTF-8
@@ -132,7 +133,8 @@ def test_counts_are_folded_into_the_series_before_every_scrape(ticket_dir):
         label = 'router="tickets"'
         assert _sample(client, f"tensorcode_router_calls_total{{{label}}}") == 9
         assert _sample(client, f'tensorcode_router_paths_total{{path="program",{label}}}') == 8
-        assert _sample(client, f'tensorcode_router_requests_total{{endpoint="single",{label}}}') == 6
+        assert _sample(client, f'tensorcode_router_requests_total{{endpoint="single",'
+                               f'{label}}}') == 6
         assert _sample(client, f'tensorcode_router_latency_seconds_count{{endpoint="single",'
                                f'{label}}}') == 6
         assert _sample(client, f'tensorcode_router_latency_seconds_bucket{{endpoint="single",'
