@@ -102,24 +102,25 @@ class _Ours:
 
 
 def _alternating(shape: dict, directory: pathlib.Path, quick: bool
-                 ) -> tuple[dict, dict | None, dict | None]:
+                 ) -> tuple[dict, dict | None, dict]:
     """Ours and PyTorch's forward and decode, measured in alternating rounds (ours,
     then PyTorch, then ours again, ...) so both sides see the same machine load; each
-    side keeps its best round. For the small model the same plans on the ``numba``
-    backend are a third side (GPT-2 124M's Numba plans take minutes to compile)."""
+    side keeps its best round. The same plans on the ``numba`` backend are a third side,
+    measured in each round before and after ours in turn (ours, numba, numba, ours), so
+    neither backend is always the first after a pause (GPT-2 124M's Numba plans take
+    minutes to compile)."""
     ours = _Ours(shape, directory)
-    numba = _Ours(shape, directory, "numba") if shape is SMALL else None
+    numba = _Ours(shape, directory, "numba")
     config = ours.config
     rounds = 1 if quick else ROUNDS
     best: dict = {}
-    best_numba: dict | None = {} if numba is not None else None
+    best_numba: dict = {}
     peer: dict | None = None
     for _ in range(rounds):
-        for key, value in ours.measure(quick).items():
-            best[key] = min(best.get(key, value), value)
-        if numba is not None and best_numba is not None:
-            for key, value in numba.measure(quick).items():
-                best_numba[key] = min(best_numba.get(key, value), value)
+        for side, kept in ((ours, best), (numba, best_numba), (numba, best_numba),
+                           (ours, best)):
+            for key, value in side.measure(quick).items():
+                kept[key] = min(kept.get(key, value), value)
         if module_available("torch"):
             out = run_in_subprocess(_TORCH.format(directory=str(directory), t=ours.t,
                                                   cache=ours.cache, quick=quick),
@@ -150,13 +151,14 @@ def _speed_rows(label: str, shape: dict, directory: pathlib.Path, quick: bool) -
                 note=f"{note}; bandwidth bound {bound:.1f} tok/s ({weight_bytes / 1e6:.0f} "
                      f"MB of weights per token{fits} at {bandwidth / 1e9:.1f} GB/s of copy "
                      f"traffic): {tok_s / bound:.0%} of it")]
-    if numba is not None:
-        rows += [Row(SUITE, f"{label} forward B=1 T={t}", "tensorcode numba",
-                     numba["forward"] * 1e3, unit="ms",
-                     note="the same plans on backend='numba' (the default is llvm)"),
-                 Row(SUITE, f"{label} decode (KV cache {cache})", "tensorcode numba",
-                     1 / numba["decode"], unit="tok/s", lower_is_better=False,
-                     note="the same plans on backend='numba' (the default is llvm)")]
+    same = "the same plans on backend='numba' (the default is llvm), ours, numba, numba, " \
+           "ours in each round"
+    rows += [Row(SUITE, f"{label} forward B=1 T={t}", "tensorcode numba",
+                 numba["forward"] * 1e3, unit="ms",
+                 note=f"{same}; llvm/numba speed {numba['forward'] / ours['forward']:.2f}x"),
+             Row(SUITE, f"{label} decode (KV cache {cache})", "tensorcode numba",
+                 1 / numba["decode"], unit="tok/s", lower_is_better=False,
+                 note=f"{same}; llvm/numba speed {numba['decode'] / ours['decode']:.2f}x")]
     if peer is not None:
         peer_note = f"torch {peer['version']} eager, {peer['threads']} threads"
         rows += [Row(SUITE, f"{label} forward B=1 T={t}", "torch eager",
