@@ -177,3 +177,28 @@ def test_a_fault_on_the_fast_path_is_a_logged_500_with_the_error_body(ticket_dir
         assert _sample(client, 'tensorcode_router_errors_total{kind="internal",'
                                'router="(unknown)"}') == 1
     assert "unhandled error serving /v1/routers/tickets" in caplog.text
+
+
+def test_a_batch_without_teacher_or_log_escalates_as_case_by_case(ticket_dir, tmp_path):
+    """Without a teacher or a log a batch's escalations are rendered once per reason; the
+    answers and the counts are those of the case-by-case path (taken with a log)."""
+    cases = [{"features": [0] * 12}, {"features": BILLING}, {"features": [0] * 12},
+             {"features": [0] * 11 + [1]}]
+    answers, counts = [], []
+    for log in (None, tmp_path / "escalations.jsonl"):
+        with TestClient(create_app({"tickets": ticket_dir}, escalation_log=log)) as client:
+            response = client.post("/v1/routers/tickets/batch", json=cases)
+            assert response.status_code == 200
+            answers.append(response.content)
+            counts.append([_sample(client, key) for key in (
+                'tensorcode_router_escalations_total{reason="abstained",router="tickets"}',
+                'tensorcode_router_paths_total{path="fallback_abstained",router="tickets"}',
+                'tensorcode_router_paths_total{path="program",router="tickets"}',
+                'tensorcode_router_calls_total{router="tickets"}')])
+    assert answers[0] == answers[1]
+    assert counts[0] == counts[1]
+    documents = json.loads(answers[0])
+    assert documents[0] == {"route": None, "escalated": True, "reason": "abstained",
+                            "path": "fallback_abstained", "answered_by": None,
+                            "fallback_error": "no fallback is configured"}
+    assert counts[0][0] >= 2 and documents[1]["path"] == "program"
