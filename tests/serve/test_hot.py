@@ -55,7 +55,7 @@ def test_the_fast_path_is_built_for_the_ticket_router(served):
         "route": 1.0, "escalated": False, "reason": None, "path": "program"}
 
 
-@pytest.mark.parametrize("body", [
+LEFT_TO_THE_GENERAL_PATH = [
     b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0], "features": [0,0,0,1,0,0,0,0,0,0,0,0]}',
     b'{"feat\\u0075res": [0,0,0,1,0,0,0,0,0,0,0,0]}', b'{"\\ud800": [0,0,0,1,0,0,0,0,0,0,0,0]}',
     b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0], "\\ud800": 1}',
@@ -70,11 +70,35 @@ def test_the_fast_path_is_built_for_the_ticket_router(served):
     b'{}', b'{"features": [0]}', b'{"features": [0,0,0,0,0,0,0,0,0,0,0,0]}',  # abstains
     b'\xef\xbb\xbf{"features": [0,0,0,1,0,0,0,0,0,0,0,0]}',
     b'{"feature\xa0s": [0,0,0,1,0,0,0,0,0,0,0,0]}',                  # not UTF-8
-])
+    b'{"features\xed\xa0\x80": [0,0,0,1,0,0,0,0,0,0,0,0]}',       # a raw surrogate
+    b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0], "features\xed\xa0\x80": 1}',
+]
+
+
+@pytest.mark.parametrize("body", LEFT_TO_THE_GENERAL_PATH)
 def test_the_fast_path_leaves_to_the_general_path_what_it_must(served, body):
     """Refusals, escalations and what it cannot prove (an escaped key, a BOM): the
     general path reads these, and refuses, escalates or answers them itself."""
     assert served.single_answer.answer(body) is None
+
+
+def test_through_the_app_each_of_those_is_answered_by_the_general_path(ticket_dir, served):
+    """Over HTTP the bodies above get the general path's outcome: its refusal (status
+    and kind), its escalation, or its answer."""
+    status = {"json": 400, "not_object": 400, "too_large": 413, "too_many": 413}
+    with TestClient(create_app({"tickets": ticket_dir})) as client:
+        for body in LEFT_TO_THE_GENERAL_PATH:
+            response = client.post("/v1/routers/tickets", content=body)
+            expected = _general(served, body)
+            if isinstance(expected, bytes):
+                assert response.status_code == 200 and response.content == expected, body
+            elif expected[0] == "escalated":
+                assert response.status_code == 200, body
+                assert response.json()["escalated"] is True, body
+                assert response.json()["reason"] == expected[1], body
+            else:
+                assert response.status_code == status.get(expected[1], 422), body
+                assert response.json()["error"]["kind"] == expected[1], body
 
 
 def test_numbers_decode_as_the_strict_reader_reads_them(served):
