@@ -51,8 +51,12 @@ def one_or_batch(inputs: Any, what: str) -> tuple[list[Mapping[str, Any]], bool]
 
 
 def fields(item: Mapping[str, Any], required: Sequence[str], where: str) -> None:
-    if len(item) == len(required) and all(k in item for k in required):
-        return
+    if len(item) == len(required):
+        for key in required:
+            if key not in item:
+                break
+        else:
+            return
     missing = [k for k in required if k not in item]
     extra = sorted(set(item) - set(required))
     if missing or extra:
@@ -81,19 +85,26 @@ def query_and_items(item: Mapping[str, Any], query_key: str, list_key: str, wher
                     ) -> tuple[str, list[str], list[str]]:
     """``(query text, item texts, item ids)`` of one input holding a query text under
     ``query_key`` and a nonempty list of ``{"id", "text"}`` items under ``list_key``
-    (a Decision's context and hypotheses, an Investigator's query and candidates)."""
+    (a Decision's context and hypotheses, an Investigator's query and candidates).
+
+    It runs on every prediction, so the common case (plain dicts, exactly the keys) is
+    checked inline; anything else goes through the same checks that name the field."""
     fields(item, (query_key, list_key), where)
     query = text(item[query_key], f"{where}.{query_key}")
     entries = item[list_key]
     if not isinstance(entries, (list, tuple)) or not entries:
         raise TypeError(f"{where}.{list_key} must be a nonempty list")
+    texts, names = [], []
     for j, entry in enumerate(entries):
-        if not isinstance(entry, Mapping):
-            raise TypeError(f"{where}.{list_key}[{j}] must be {{'id', 'text'}}")
-        fields(entry, ("id", "text"), f"{where}.{list_key}[{j}]")
-        text(entry["text"], f"{where}.{list_key}[{j}].text")
-    return (query, [e["text"] for e in entries],
-            ids([e["id"] for e in entries], f"{where}.{list_key}.id"))
+        if type(entry) is not dict or len(entry) != 2 or "id" not in entry or \
+                type(entry.get("text")) is not str:
+            if not isinstance(entry, Mapping):
+                raise TypeError(f"{where}.{list_key}[{j}] must be {{'id', 'text'}}")
+            fields(entry, ("id", "text"), f"{where}.{list_key}[{j}]")
+            text(entry["text"], f"{where}.{list_key}[{j}].text")
+        texts.append(entry["text"])
+        names.append(entry["id"])
+    return query, texts, ids(names, f"{where}.{list_key}.id")
 
 
 def vector(value: Any, size: int, where: str) -> list[float]:

@@ -42,12 +42,17 @@ class Decided:
 
 def softmax_rows(logits: np.ndarray, counts: list[int]) -> list[np.ndarray]:
     """The softmax of each row's first ``counts[row]`` logits, in float64."""
-    rows = []
-    for row, n in zip(np.atleast_2d(logits), counts):
-        z = row[:n].astype(np.float64)
-        e = np.exp(z - z.max())
-        rows.append(e / e.sum())
-    return rows
+    return [softmax(row, n) for row, n in zip(np.atleast_2d(logits), counts)]
+
+
+def softmax(row: np.ndarray, n: int) -> np.ndarray:
+    """The softmax of ``row``'s first ``n`` logits, in float64 (one array, computed in
+    place, the reductions called directly: a prediction pays for little around them)."""
+    z = row[:n].astype(np.float64)
+    z -= np.maximum.reduce(z)
+    np.exp(z, out=z)
+    z /= np.add.reduce(z)
+    return z
 
 
 class Decision(Tool):
@@ -114,6 +119,12 @@ class Decision(Tool):
     # -- predictions ----------------------------------------------------------------------
     def decide(self, inputs: Any) -> Decided | list[Decided]:
         """The chosen hypothesis and each supplied hypothesis's probability."""
+        if isinstance(inputs, Mapping):  # one input: the same steps, nothing batched
+            context, texts, names = checks.query_and_items(inputs, "context",
+                                                           "hypotheses", "inputs")
+            logits = self.operations["scorer"](context, texts)
+            p = softmax(np.asarray(logits) / self.temperature, len(names))
+            return Decided(names[int(p.argmax())], tuple(names), p)
         parsed = self._parse(inputs)
         ids, batch = parsed[2], parsed[3]
         logits = np.asarray(self._score(parsed)) / self.temperature
@@ -139,4 +150,4 @@ class Decision(Tool):
         self.calibration.load_payloads([value])
 
 
-__all__ = ["Decision", "Decided", "softmax_rows"]
+__all__ = ["Decision", "Decided", "softmax_rows", "softmax"]

@@ -17,12 +17,21 @@ plans serves every call, and one call costs one plan call.
 
 Call forms: ``scorer(query, items)`` gives ``float32[n_padded]``;
 ``scorer([query, ...], [items, ...])`` a batch ``float32[rows, n_padded]``.
+
+A single call over text items (every tool's prediction) takes a lean path to the same
+plan: the padded features of the item list and of a query text are cached (read-only;
+recurring inputs keep their array objects, so the bound call keeps their pointers), a
+numeric query is written into a buffer each thread reuses, and the plan's bound call is
+kept per input types and rebound only when the parameters change. The inputs are the arrays the
+general path builds, and the plan is the same one, so the numbers are identical; only
+the Python around the plan call is less.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +44,7 @@ from ..compiler.trace.expr import Expr
 from ..errors import ShapeError, TrainingError
 from ..nn import init as initializers
 from ..operations.base import Operation, row_bucket
+from ..operations.execute import rewrap
 from ..operations.layers import checked_seed, positive_int
 from .features import FEATURES, pad_texts, padded_length
 
@@ -81,12 +91,48 @@ def _pool(embedding: nn.Embedding, ids: Expr, mask: Expr) -> Expr:
 @functools.lru_cache(maxsize=1024)
 def _single_item_texts(texts: tuple[str, ...], slots: int, buckets: int
                        ) -> tuple[np.ndarray, np.ndarray]:
-    """``([1, slots, L] ids, mask)`` for one call's item texts, read-only (cached)."""
+    """``([slots, L] ids, mask)`` for one call's item texts, read-only (cached: the
+    same options are offered again and again, and the same array objects let the bound
+    plan call keep their pointers)."""
     ids, mask = pad_texts(texts, buckets, slots, padded_length(texts, buckets))
-    ids, mask = ids.reshape((1,) + ids.shape), mask.reshape((1,) + mask.shape)
     ids.flags.writeable = False
     mask.flags.writeable = False
     return ids, mask
+
+
+@functools.lru_cache(maxsize=4096)
+def _query_text(text: str, buckets: int) -> tuple[np.ndarray, np.ndarray]:
+    """``([L] ids, mask)`` for one query text, read-only (cached, as item texts are)."""
+    ids, mask = pad_texts([text], buckets)
+    ids, mask = ids[0], mask[0]
+    ids.flags.writeable = False
+    mask.flags.writeable = False
+    return ids, mask
+
+
+@functools.lru_cache(maxsize=256)
+def _validity(count: int, slots: int) -> np.ndarray:
+    """``float32[slots]``: 1 for the ``count`` supplied items, 0 for padding (read-only)."""
+    valid = np.zeros(slots, np.float32)
+    valid[:count] = 1.0
+    valid.flags.writeable = False
+    return valid
+
+
+class _BoundCall:
+    """One input signature's lean prediction call: the executor's plan bound to one
+    parameter table, the plan's input order, and where the scores lie in its output."""
+
+    __slots__ = ("call", "executor", "order", "parameters", "root")
+
+    def __init__(self, executor: Any, parameters: Any) -> None:
+        plan = executor.plan
+        position = {id(symbol): k for k, symbol in enumerate(executor.inputs)}
+        self.executor = executor
+        self.order = tuple(position[id(symbol)] for symbol in plan.inputs())
+        self.parameters = parameters
+        self.call, roots = plan.bind(rewrap(parameters, executor.network.layout)).flat
+        self.root = roots[0]
 
 
 class PairScorer(Operation):
@@ -110,6 +156,8 @@ class PairScorer(Operation):
             raise ValueError(f"mask must be one of {MASKS}, got {mask!r}")
         self.mask, self.seed = mask, checked_seed(seed)
         self._initialize(backend)
+        self._calls: dict[tuple, _BoundCall | None] = {}
+        self._buffers = threading.local()
 
     @property
     def uses_text(self) -> bool:
@@ -204,7 +252,8 @@ class PairScorer(Operation):
         rows = len(item_lists)
         if self.item_size is None and rows == 1:
             # one call's item texts recur (the same options offered again and again)
-            return list(_single_item_texts(tuple(item_lists[0]), slots, self.buckets))
+            return [a.reshape((1,) + a.shape)
+                    for a in _single_item_texts(tuple(item_lists[0]), slots, self.buckets)]
         if self.item_size is None:
             length = max(padded_length(items, self.buckets) for items in item_lists)
             ids = np.zeros((rows, slots, length), np.int64)
@@ -216,6 +265,70 @@ class PairScorer(Operation):
         for row, items in enumerate(item_lists):
             vectors[row, :len(items)] = np.stack(items)
         return [vectors]
+
+    # -- the lean single-call path ------------------------------------------------------
+    def apply(self, args: Sequence[Any]) -> Any:
+        """One call outside a trace; a single call over text items takes the lean path
+        (see the module docstring), every other form (and every malformed one, which
+        gets its error there) the general one."""
+        if len(args) == 2 and self.item_size is None:
+            query = args[0]
+            if self.query_size is None:
+                found = self._apply_one(query, args[1]) if isinstance(query, str) else None
+            else:
+                vector = self._numbers("query", query)
+                found = (self._apply_one(vector, args[1])
+                         if vector.shape == (self.query_size,) else None)
+            if found is not None:
+                return found
+        return super().apply(args)
+
+    def _apply_one(self, query: str | np.ndarray, items: Any) -> np.ndarray | None:
+        """``float32[n_padded]`` for one query (a text, or a checked ``float32`` vector)
+        against item texts, or ``None`` when the plan needs the general path (one that
+        draws random numbers, or a call the bound plan refused)."""
+        texts = tuple(self._items(items))
+        slots = item_bucket(len(texts))
+        item_ids, item_mask = _single_item_texts(texts, slots, self.buckets)
+        valid = _validity(len(texts), slots)
+        if isinstance(query, str):
+            query_ids, query_mask = _query_text(query, self.buckets)
+            inputs: tuple[np.ndarray, ...] = (query_ids, query_mask, item_ids, item_mask,
+                                              valid)
+        else:
+            vector = self._vector_buffer(query.shape[0])
+            vector[:] = query
+            inputs = (vector, item_ids, item_mask, valid)
+        key = (inputs[0].shape, item_ids.shape, self.training)
+        bound = self._calls.get(key)
+        if bound is None or bound.parameters is not self._parameters:
+            if bound is None and key in self._calls:
+                return None
+            bound = self._bind(key, inputs)
+            if bound is None:
+                return None
+        try:
+            outs = bound.call(*[inputs[k] for k in bound.order])
+        except (IndexError, TypeError, ValueError):
+            return None  # the general path raises the documented error for it
+        buffer, start, stop, shape = bound.root
+        return outs[buffer][start:stop].reshape(shape)
+
+    def _bind(self, key: tuple, inputs: Sequence[np.ndarray]) -> _BoundCall | None:
+        executor = self._executor_for(inputs)
+        found = None if executor.plan.takes_randomness else _BoundCall(executor,
+                                                                       self._parameters)
+        with self._plans_lock:
+            self._calls[key] = found
+        return found
+
+    def _vector_buffer(self, length: int) -> np.ndarray:
+        """This thread's reusable ``float32[length]`` query buffer: the same array
+        object call after call, so the bound call keeps its pointer."""
+        array = getattr(self._buffers, "vector", None)
+        if array is None or array.shape != (length,):
+            array = self._buffers.vector = np.zeros(length, np.float32)
+        return array
 
     # -- the computation ----------------------------------------------------------------
     def express(self, built: _Built, inputs: Sequence[Expr]) -> Expr:

@@ -27,7 +27,7 @@ from llvmlite import ir
 import tensorcode as tc
 from tensorcode.compiler.backends import llvm as backend
 from tensorcode.compiler.backends import secret as secrets
-from tensorcode.compiler.backends.llvm import cache, codegen, objects
+from tensorcode.compiler.backends.llvm import cache, codegen, interface, objects
 from tensorcode.compiler.plans.plan import compile_stats
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -144,7 +144,7 @@ def _object_calling_system(marker: pathlib.Path) -> bytes:
     text.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), len(command)), command)
     system = ir.Function(module, ir.FunctionType(ir.IntType(32), [ir.PointerType()]),
                          "system")
-    for name in codegen.ENTRIES:
+    for name in interface.ENTRIES:
         fn = ir.Function(module, codegen.ENTRY_TYPE, name)
         b = ir.IRBuilder(fn.append_basic_block())
         b.call(system, [text])
@@ -209,6 +209,7 @@ SCRIPT = textwrap.dedent("""
     assert step.step(trained, optimizer, None, 0.01) < first
     print(json.dumps({"stats": compile_stats(), "key": plan.key, "value": value,
                       "expected": expected, "numba": "numba" in sys.modules,
+                      "generator": "tensorcode.compiler.backends.llvm.codegen" in sys.modules,
                       "warnings": [str(w.message) for w in caught]}))
 """)
 
@@ -239,5 +240,7 @@ def test_fresh_processes_compile_once_and_never_import_numba(tmp_path):
     warm = _finish(_process(tmp_path, 7))
     assert warm["stats"]["compiled"] == 0 and warm["stats"]["cache_loaded"] == 2
     assert not warm["numba"] and not any(r["numba"] for r in results)
+    # a process that only loads plans never imports the code generator
+    assert not warm["generator"] and all(r["generator"] for r in results)
     assert [p.name for p in (tmp_path / "cache" / "plans").iterdir()
             if p.name.endswith(".tmp")] == []

@@ -65,24 +65,28 @@ def environment_key() -> str:
                        "opt": OPT_LEVEL, "generator": digest.hexdigest()}, sort_keys=True)
 
 
+#: the packages (and single modules) whose source decides what a plan's object does:
+#: this backend, the schedule, kernels, loop layouts and fusion it renders, the op
+#: registry, the Philox constants and the float32 approximations it shares with Numba
+_GENERATOR_SOURCES = ("tensorcode.compiler.backends.llvm", "tensorcode.compiler.lower",
+                      "tensorcode.compiler.core", "tensorcode.compiler.backends.numba.approx")
+
+
 def _generator_files() -> list[pathlib.Path]:
-    """The source files whose code decides what a plan's object does: this backend's
-    modules and the modules they take loop layouts, kernels, schedules, fusion, the
-    float32 approximations and the Philox constants from (found through the objects
-    imported, so the list follows the modules wherever they live)."""
-    import inspect
+    """The source files of ``_GENERATOR_SOURCES`` (every module of a package), found
+    without importing them: a warm process that only loads plans never imports the code
+    generator or ``llvmlite.ir``."""
+    import importlib.util
 
-    from . import codegen, objects, ops, random, rows, types, update
-
-    modules = {codegen, objects, ops, random, rows, types, update, ops.approx, random.philox}
-    for thing in (codegen.fused_layout, codegen.Schedule, codegen.Kernel):
-        modules.add(sys.modules[thing.__module__])
-    schedule = sys.modules[codegen.Schedule.__module__]
-    for name in ("fuse", "primitives"):
-        found = getattr(schedule, name, None)
-        if found is not None:
-            modules.add(found if inspect.ismodule(found) else sys.modules[found.__module__])
-    return sorted({pathlib.Path(str(inspect.getsourcefile(m))) for m in modules})
+    files: set[pathlib.Path] = set()
+    for name in _GENERATOR_SOURCES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:  # pragma: no cover - a broken install
+            raise CacheError(f"cannot find the source of {name} to key the plan cache")
+        origin = pathlib.Path(spec.origin)
+        files.update(origin.parent.glob("*.py") if spec.submodule_search_locations
+                     else [origin])
+    return sorted(files)
 
 
 def plan_key(program: Program, approximate: bool) -> str:
@@ -111,12 +115,10 @@ def prepared(program: Program, approximate: bool) -> LlvmProgram:
     """The loaded program of ``program`` (a step plan's with its update; see the module
     docstring). The code generator still renders the schedule the program was built from
     (``program.schedule``) and its ``StepSpec``."""
-    from .codegen import layout_of
+    from .interface import layout_of, rule_api
 
     schedule, step = program.schedule, program.step
     if step is not None:
-        from .update import rule_api
-
         rule_api()  # a rule this backend can lower, before any work
     key = plan_key(program, approximate)
     with _LOCK:
@@ -260,8 +262,9 @@ def eager_update(rule: Any, dtype: str) -> Callable[..., None]:
     found = _UPDATES.get(memo)
     if found is not None:
         return found
+    from .interface import EAGER_ENTRY
     from .program import eager_call
-    from .update import EAGER_ENTRY, eager_module
+    from .update import eager_module
 
     key = hashlib.sha256(f"llvm-update\n{environment_key()}\n{memo[0]}\n{dtype}"
                          .encode()).hexdigest()[:32]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -52,6 +51,7 @@ from ...lower.kernels import (
 from ...lower.layout import coalesce, fused_layout, row_terms, scratch_sizes
 from ...lower.schedule import Schedule, blas_layout
 from . import ops, rows
+from .interface import BLAS_PREFIX, Layout, layout_of, range_error
 from .random import RandomFills
 from .types import (
     ENTRY_TYPE,
@@ -71,81 +71,6 @@ from .types import (
     offset,
     store,
 )
-
-ENTRIES = ("tc_run", "tc_batch")
-#: a step plan's entry points (``tc_step``: body then update; ``tc_steps``: K of them)
-STEP_ENTRIES = ("tc_step", "tc_steps")
-
-
-@dataclass
-class Layout:
-    """What the caller of a rendered module must know: ``arguments`` the arenas in
-    pointer order (parameters, constants, inputs, scratch, outputs), the element count
-    of each scratch and output arena, and ``errors`` the message of each nonzero status
-    (status ``s`` is ``errors[s - 1]``)."""
-
-    arguments: list[Arena]
-    scratch: dict[str, int]
-    outputs: dict[str, int]
-    errors: list[str] = field(default_factory=list)
-
-
-def layout_of(schedule: Schedule) -> Layout:
-    """The argument layout of ``schedule``'s module (cheap: no IR is built)."""
-    s, g = schedule, schedule.graph
-    arguments = [Arena("parameter", d) for d in s.sources.parameter_dtypes]
-    arguments += [Arena("constant", g.nodes[i].type.dtype, k) for k, i in enumerate(s.constants)]
-    arguments += [Arena("input", g.nodes[i].type.dtype, k)
-                  for k, i in enumerate(s.sources.inputs)]
-    scratch = scratch_sizes(s)
-    room: dict[str, int] = {}
-    for kernel in s.kernels:
-        for dtype, n in categorical_room(schedule, kernel).items():
-            room[dtype] = max(room.get(dtype, 0), n)
-    for dtype, n in room.items():
-        scratch[dtype] = scratch.get(dtype, 0) + n
-    scratch = dict(sorted(scratch.items()))
-    arguments += [Arena("scratch", d) for d in scratch]
-    outputs = {d: int(s.out_arena[d]) for d in sorted(s.out_arena)}
-    arguments += [Arena("output", d) for d in outputs]
-    errors: list[str] = []
-    for kernel in s.kernels:
-        message = range_error(schedule, kernel)
-        if message is not None and message not in errors:
-            errors.append(message)
-    return Layout(arguments, scratch, outputs, errors)
-
-
-def categorical_room(schedule: Schedule, kernel: Kernel) -> dict[str, int]:
-    """Scratch a categorical draw needs past the Numba backend's (``scratch_sizes``):
-    a row of scaled logits and of cumulative weights (float64), the sorted order and
-    the merge's workspace (int64), and a contiguous copy of strided logits."""
-    if not isinstance(kernel, RandomKernel) or kernel.op != "categorical":
-        return {}
-    logits = kernel.logits
-    if not isinstance(logits, Strided):
-        raise CompileError("llvm backend: categorical logits must be an array")
-    classes = int(logits.shape[-1])
-    room = {"float64": 2 * classes, "int64": 2 * classes}
-    if not logits.contiguous:
-        room[logits.dtype] = room.get(logits.dtype, 0) + math.prod(logits.shape)
-    return room
-
-
-def range_error(schedule: Schedule, kernel: Kernel) -> str | None:
-    """The message of an index out of range in ``kernel`` (None: it reads no index)."""
-    g = schedule.graph
-    if isinstance(kernel, TakeKernel):
-        node = g.nodes[kernel.nodes[0]]
-        size = g.nodes[node.inputs[0]].type.shape[kernel.axis]
-    elif isinstance(kernel, ScatterAddKernel):
-        size = kernel.size
-    elif isinstance(kernel, OneHotKernel):
-        size = kernel.n
-    else:
-        return None
-    return f"{kernel.kind}: an index is out of range for an axis of size {size}"
-
 
 _MAX = {"max": ">=", "min": "<="}
 
@@ -786,11 +711,6 @@ class Renderer:
                                 logits.dtype, classes, (z, cumulative, order, work))
 
 
-#: the prefix of the Fortran BLAS symbols of the OpenBLAS SciPy's wheel bundles (the
-#: library ``scipy.linalg.cython_blas`` calls, so results match Numba's ``np.dot``)
-BLAS_PREFIX = "scipy_"
-
-
 class _Nest:
     """Nested counted loops over ``dims`` as one context: yields their indices."""
 
@@ -820,5 +740,4 @@ def render(schedule: Schedule, approximate: bool, step: Any = None
     return module, renderer.layout
 
 
-__all__ = ["render", "layout_of", "Layout", "ENTRIES", "STEP_ENTRIES", "ENTRY_TYPE",
-           "BLAS_PREFIX", "F32", "I64"]
+__all__ = ["render", "ENTRY_TYPE", "F32", "I64"]

@@ -24,14 +24,13 @@ import threading
 from typing import Any
 
 from ....errors import CompileError
-from .codegen import BLAS_PREFIX, ENTRIES, STEP_ENTRIES
-from .ops import LIBM
+from .interface import BLAS_PREFIX, ENTRIES, LIBM, STEP_ENTRIES
 
 #: the optimization level plans compile at (measured: see docs/compiler.md)
 OPT_LEVEL = 2
 
 _BLAS = {f"{BLAS_PREFIX}{kind}{name}_" for kind in "sd" for name in ("gemm", "gemv", "dot")}
-#: libm: what the lowerings call by name (``ops.LIBM``) and what LLVM may turn its
+#: libm: what the lowerings call by name (``interface.LIBM``) and what LLVM may turn its
 #: intrinsics into
 _LIBM = {name + suffix for name in ("exp", "log", "sin", "cos", "pow", "sqrt", "floor",
                                     "fabs", "exp2", "log2", "log10", "expm1", "sincos")

@@ -22,10 +22,8 @@ import numpy as np
 from llvmlite import ir
 
 from ..numba import approx
+from .interface import LIBM
 from .types import F32, I32, TYPES, constant, convert, is_float
-
-#: libm functions the generated code calls (float64 name, float32 name)
-LIBM = {"tanh": ("tanh", "tanhf"), "log1p": ("log1p", "log1pf"), "erf": ("erf", "erff")}
 
 
 @dataclass(frozen=True)
@@ -235,4 +233,4 @@ APPROXIMATIONS: dict[str, Lowering] = {"tanh": tanh_f32, "exp": exp_f32,
                                        "sigmoid": sigmoid_f32}
 
 
-__all__ = ["LOWERINGS", "APPROXIMATIONS", "LIBM", "Element", "maximum"]
+__all__ = ["LOWERINGS", "APPROXIMATIONS", "Element", "maximum"]

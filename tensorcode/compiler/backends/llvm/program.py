@@ -14,20 +14,57 @@ bound call keeps the arrays it was bound to, as the bound plan does.
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from .codegen import Layout
+from .interface import Layout
 
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double)
+_ZERO = ctypes.c_double(0.0)  # the learning rate a forward entry point ignores
 
 
-def _address(array: np.ndarray) -> int:
+def _unconverted(address: int) -> Any:
+    """An entry point called with arguments ctypes passes as they are (no per-argument
+    conversion through a prototype: a third of a small call's ``ctypes`` cost): only for
+    calls that hand it exactly a pointer array, ``None`` and a ``c_double``."""
+    entry = ctypes.CFUNCTYPE(ctypes.c_int32)(address)
+    entry.argtypes = None  # type: ignore[assignment]  # (ctypes accepts None: no prototype)
+    return entry
+
+
+def _interface_address(array: np.ndarray) -> int:
+    """An array's data pointer through the array interface (portable, but it builds a
+    dict per call: microseconds, more than a small plan's whole run)."""
     return int(array.__array_interface__["data"][0])
+
+
+def _field_address() -> Callable[[np.ndarray], int] | None:
+    """An array's data pointer read from its object: NumPy's ``PyArrayObject`` starts
+    with ``PyObject_HEAD`` and then the ``data`` field (what ``PyArray_DATA`` reads), and
+    CPython's ``id`` is the object's address. Used only where that layout is proven on
+    this interpreter: the reader must agree with the array interface on arrays of every
+    kind (offset views, Fortran order, read-only, empty), else ``None``."""
+    if sys.implementation.name != "cpython":
+        return None
+    head = 2 * ctypes.sizeof(ctypes.c_void_p)  # ob_refcnt, ob_type
+    field = ctypes.c_size_t.from_address
+
+    def read(array: np.ndarray) -> int:
+        return field(id(array) + head).value
+
+    base = np.arange(24.0)
+    probes = [base, base[5:], base.reshape(4, 6).T, np.asfortranarray(base.reshape(4, 6)),
+              np.frombuffer(bytes(16), np.uint8), np.zeros(0, np.float32)]
+    if all(read(a) == _interface_address(a) for a in probes):
+        return read
+    return None  # pragma: no cover - another interpreter's object layout
+
+
+_address: Callable[[np.ndarray], int] = _field_address() or _interface_address
 
 
 def _check_input(k: int, value: Any, dtype: np.dtype) -> None:
@@ -39,24 +76,21 @@ def _check_input(k: int, value: Any, dtype: np.dtype) -> None:
 
 
 def _set_inputs(wanted: Sequence[tuple[np.dtype, tuple[int, ...]]], inputs: Sequence[Any],
-                pointers: Any, start: int, last: list[Any]) -> None:
+                pointers: Any, start: int) -> None:
     """Check ``inputs`` against ``wanted`` (dtype, shape) and write their pointers into
-    ``pointers`` from ``start``. An input that is the previous call's array object (held
-    in ``last`` by a weak reference, so no caller array is kept alive past a call), still
-    of the same dtype, shape and contiguity, keeps its pointer."""
+    ``pointers`` from ``start``. Every call checks every input: an array's dtype, shape
+    and strides can change in place, and no caller array is remembered past a call."""
     if len(inputs) != len(wanted):
         raise TypeError(f"the plan takes {len(wanted)} inputs, got {len(inputs)}")
-    for k, value in enumerate(inputs):
-        dtype, shape = wanted[k]
-        seen = last[k]
-        if seen is not None and seen() is value and value.dtype is dtype and \
-                value.shape == shape and value.flags.c_contiguous:
-            continue  # (an array's dtype, shape and strides can change in place)
-        _check_input(k, value, dtype)
+    at = start
+    for value, (dtype, shape) in zip(inputs, wanted):
+        if type(value) is not np.ndarray or value.dtype != dtype or \
+                not value.flags.c_contiguous:
+            _check_input(at - start, value, dtype)
         if value.shape != shape:
-            raise ValueError(f"input #{k}: expected shape {list(shape)}")
-        pointers[start + k] = _address(value)
-        last[k] = weakref.ref(value)
+            raise ValueError(f"input #{at - start}: expected shape {list(shape)}")
+        pointers[at] = _address(value)
+        at += 1
 
 
 class LlvmProgram:
@@ -69,6 +103,7 @@ class LlvmProgram:
         self.layout = layout
         self._source = source
         self._run = _ENTRY(addresses["tc_run"])  # a ctypes call releases the GIL
+        self._run_bound = _unconverted(addresses["tc_run"])
         self._batch_fn = _ENTRY(addresses["tc_batch"])
         self._step = _ENTRY(addresses["tc_step"]) if "tc_step" in addresses else None
         self._steps = _ENTRY(addresses["tc_steps"]) if "tc_steps" in addresses else None
@@ -159,29 +194,33 @@ class LlvmProgram:
         pointers kept in a per-thread pointer array; inputs as in ``bind_step``)."""
         fixed = self._head_pointers(head)
         kept = tuple(head)  # the bound plan's own buffers, alive as long as it is
-        entry, errors, wanted, shapes = self._run, self.layout.errors, self._inputs, \
+        entry, errors, wanted, shapes = self._run_bound, self.layout.errors, self._inputs, \
             self._outputs
         start = len(fixed)
         at = start + len(wanted) + len(self._scratch)
         local = threading.local()
 
-        def prepared() -> tuple[Any, list[Any]]:
+        def prepared() -> Any:
             pointers = fixed + [0] * len(wanted) + self._scratch_pointers() + \
                 [0] * len(shapes)
-            local.state = (self._array_type_of(len(pointers))(*pointers), [None] * len(wanted))
-            return local.state
+            local.pointers = self._array_type_of(len(pointers))(*pointers)
+            return local.pointers
 
         def call(*inputs: np.ndarray) -> tuple[np.ndarray, ...]:
             assert kept is not None
-            pointers, last = getattr(local, "state", None) or prepared()
-            _set_inputs(wanted, inputs, pointers, start, last)
-            outputs = tuple(np.empty(n, d) for n, d in shapes)  # fresh: results never alias
-            for j, output in enumerate(outputs):
-                pointers[at + j] = _address(output)
-            status = entry(pointers, None, 0.0)
+            pointers = getattr(local, "pointers", None) or prepared()
+            _set_inputs(wanted, inputs, pointers, start)
+            outputs = []  # fresh per call: results never alias
+            j = at
+            for n, d in shapes:
+                output = np.empty(n, d)
+                pointers[j] = _address(output)
+                outputs.append(output)
+                j += 1
+            status = entry(pointers, None, _ZERO)
             if status:
                 raise IndexError(errors[status - 1])
-            return outputs
+            return tuple(outputs)
         return call
 
     def bind_scalars(self, *head: np.ndarray) -> Callable[..., tuple]:
@@ -279,10 +318,10 @@ class LlvmProgram:
         """``run_step`` with the parameter, constant, state and step buffers fixed:
         ``call(inputs, lr) -> loss``. The fixed buffers are checked once and their
         pointers kept (with the arrays themselves, alive as long as the call is); per
-        call only the inputs are checked (``_set_inputs``: the previous call's array,
-        unchanged, keeps its pointer). Each thread has its own scratch, output arenas
-        and pointer array, so concurrent calls never share a buffer they write (the loss
-        is read from the outputs; they never leave the call)."""
+        call only the inputs are checked (``_set_inputs``). Each thread has its own
+        scratch, output arenas and pointer array, so concurrent calls never share a
+        buffer they write (the loss is read from the outputs; they never leave the
+        call)."""
         assert self._step is not None and self.fuses_updates
         fixed_head = self._head_pointers(head)
         fixed_tail = self._tail_pointers(tail)
@@ -296,18 +335,18 @@ class LlvmProgram:
         loss_arena, loss_offset, _ = self._loss
         local = threading.local()
 
-        def prepared() -> tuple[Any, list[np.ndarray], list[Any]]:
+        def prepared() -> tuple[Any, list[np.ndarray]]:
             outputs = [np.empty(max(n, 1), d) for n, d in self._outputs]
             pointers = fixed_head + [0] * len(wanted) + self._scratch_pointers() + \
                 [_address(o) for o in outputs] + fixed_tail
-            state = (array_type(*pointers), outputs, [None] * len(wanted))
+            state = (array_type(*pointers), outputs)
             local.state = state
             return state
 
         def call(inputs: Sequence[Any], lr: float) -> float:
             assert kept is not None
-            pointers, outputs, last = getattr(local, "state", None) or prepared()
-            _set_inputs(wanted, inputs, pointers, start, last)
+            pointers, outputs = getattr(local, "state", None) or prepared()
+            _set_inputs(wanted, inputs, pointers, start)
             status = entry(pointers, None, lr)
             if status:
                 raise IndexError(errors[status - 1])

@@ -23,21 +23,10 @@ from llvmlite import ir
 
 from ....errors import CompileError
 from . import ops
+from .interface import EAGER_ENTRY, rule_api
 from .types import ENTRY_TYPE, F64, I8, I32, I64, PTR, TYPES, constant, i64, load, loop, store
 
 _SHORT = {"float32": "f32", "float64": "f64"}
-
-
-def rule_api() -> Any:
-    """The rule-graph interface of ``compiler/update.py``."""
-    from ...lower import update
-
-    needed = ("CALL", "SLOT", "ELEMENT", "CONST", "SCALAR_INPUTS", "closure")
-    if not all(hasattr(update, name) for name in needed):
-        raise CompileError("the llvm backend lowers optimizer steps from update rules "
-                           "recorded as graphs; this optimizer's rule is not one: lower "
-                           "the step plan with backend='numba'")
-    return update
 
 
 def update_function(module: ir.Module, rule: Any, dtype: str,
@@ -74,7 +63,6 @@ def update_function(module: ir.Module, rule: Any, dtype: str,
 
 
 #: the eager update's one exported function (``ENTRY_TYPE``)
-EAGER_ENTRY = "tc_update"
 
 
 def eager_module(rule: Any, dtype: str) -> ir.Module:
@@ -181,4 +169,4 @@ def _emit(b: ir.IRBuilder, rule: Any, dtype: str, arrays: Arrays, lr: ir.Value,
         values.update(slot_values)
 
 
-__all__ = ["update_function", "eager_module", "EAGER_ENTRY", "rule_api"]
+__all__ = ["update_function", "eager_module"]

@@ -1,0 +1,128 @@
+"""What a plan object's caller and the plan cache need to know, without building IR.
+
+A warm process loads plans from the cache and calls them; it needs the entry points'
+names, the argument layout of a schedule's module (``layout_of``: cheap, no IR), the
+symbols an object may call (``BLAS_PREFIX``, ``LIBM``) and whether an optimizer's rule
+can be lowered (``rule_api``), but not the code generator: nothing here imports
+``llvmlite.ir``, so a process that only loads plans never does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ....errors import CompileError
+from ...lower.kernels import (
+    Arena,
+    Kernel,
+    OneHotKernel,
+    RandomKernel,
+    ScatterAddKernel,
+    Strided,
+    TakeKernel,
+)
+from ...lower.layout import scratch_sizes
+from ...lower.schedule import Schedule
+
+ENTRIES = ("tc_run", "tc_batch")
+#: a step plan's entry points (``tc_step``: body then update; ``tc_steps``: K of them)
+STEP_ENTRIES = ("tc_step", "tc_steps")
+
+
+@dataclass
+class Layout:
+    """What the caller of a rendered module must know: ``arguments`` the arenas in
+    pointer order (parameters, constants, inputs, scratch, outputs), the element count
+    of each scratch and output arena, and ``errors`` the message of each nonzero status
+    (status ``s`` is ``errors[s - 1]``)."""
+
+    arguments: list[Arena]
+    scratch: dict[str, int]
+    outputs: dict[str, int]
+    errors: list[str] = field(default_factory=list)
+
+
+def layout_of(schedule: Schedule) -> Layout:
+    """The argument layout of ``schedule``'s module (cheap: no IR is built)."""
+    s, g = schedule, schedule.graph
+    arguments = [Arena("parameter", d) for d in s.sources.parameter_dtypes]
+    arguments += [Arena("constant", g.nodes[i].type.dtype, k) for k, i in enumerate(s.constants)]
+    arguments += [Arena("input", g.nodes[i].type.dtype, k)
+                  for k, i in enumerate(s.sources.inputs)]
+    scratch = scratch_sizes(s)
+    room: dict[str, int] = {}
+    for kernel in s.kernels:
+        for dtype, n in categorical_room(schedule, kernel).items():
+            room[dtype] = max(room.get(dtype, 0), n)
+    for dtype, n in room.items():
+        scratch[dtype] = scratch.get(dtype, 0) + n
+    scratch = dict(sorted(scratch.items()))
+    arguments += [Arena("scratch", d) for d in scratch]
+    outputs = {d: int(s.out_arena[d]) for d in sorted(s.out_arena)}
+    arguments += [Arena("output", d) for d in outputs]
+    errors: list[str] = []
+    for kernel in s.kernels:
+        message = range_error(schedule, kernel)
+        if message is not None and message not in errors:
+            errors.append(message)
+    return Layout(arguments, scratch, outputs, errors)
+
+
+def categorical_room(schedule: Schedule, kernel: Kernel) -> dict[str, int]:
+    """Scratch a categorical draw needs past the Numba backend's (``scratch_sizes``):
+    a row of scaled logits and of cumulative weights (float64), the sorted order and
+    the merge's workspace (int64), and a contiguous copy of strided logits."""
+    if not isinstance(kernel, RandomKernel) or kernel.op != "categorical":
+        return {}
+    logits = kernel.logits
+    if not isinstance(logits, Strided):
+        raise CompileError("llvm backend: categorical logits must be an array")
+    classes = int(logits.shape[-1])
+    room = {"float64": 2 * classes, "int64": 2 * classes}
+    if not logits.contiguous:
+        room[logits.dtype] = room.get(logits.dtype, 0) + math.prod(logits.shape)
+    return room
+
+
+def range_error(schedule: Schedule, kernel: Kernel) -> str | None:
+    """The message of an index out of range in ``kernel`` (None: it reads no index)."""
+    g = schedule.graph
+    if isinstance(kernel, TakeKernel):
+        node = g.nodes[kernel.nodes[0]]
+        size = g.nodes[node.inputs[0]].type.shape[kernel.axis]
+    elif isinstance(kernel, ScatterAddKernel):
+        size = kernel.size
+    elif isinstance(kernel, OneHotKernel):
+        size = kernel.n
+    else:
+        return None
+    return f"{kernel.kind}: an index is out of range for an axis of size {size}"
+
+
+#: an optimizer's eager update module's one entry point
+EAGER_ENTRY = "tc_update"
+
+#: the prefix of the Fortran BLAS symbols of the OpenBLAS SciPy's wheel bundles (the
+#: library ``scipy.linalg.cython_blas`` calls, so results match Numba's ``np.dot``)
+BLAS_PREFIX = "scipy_"
+
+#: the libm functions a lowering calls by name (float64, float32), per op
+LIBM = {"tanh": ("tanh", "tanhf"), "log1p": ("log1p", "log1pf"), "erf": ("erf", "erff")}
+
+
+def rule_api() -> Any:
+    """The rule-graph interface of ``compiler/update.py``."""
+    from ...lower import update
+
+    needed = ("CALL", "SLOT", "ELEMENT", "CONST", "SCALAR_INPUTS", "closure")
+    if not all(hasattr(update, name) for name in needed):
+        raise CompileError("the llvm backend lowers optimizer steps from update rules "
+                           "recorded as graphs; this optimizer's rule is not one: lower "
+                           "the step plan with backend='numba'")
+    return update
+
+
+__all__ = ["BLAS_PREFIX", "EAGER_ENTRY", "ENTRIES", "LIBM", "STEP_ENTRIES", "Layout",
+           "categorical_room", "layout_of", "range_error", "rule_api"]
