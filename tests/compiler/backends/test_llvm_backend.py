@@ -137,11 +137,11 @@ def test_fused_steps_equal_numba_bit_for_bit_or_are_refused():
     graphs = all(hasattr(update, name) for name in ("SLOT", "ELEMENT", "closure"))
     # One optimizer: each is a Numba step plan of its own (its lowering, step and
     # run_steps compiles, about 10 s of CPU). Adam's rule (two moments, a square root, a
-    # division) is the larger, and AdamW's is Adam's with decoupled decay. SGD stays tied to both backends elsewhere: its fused
-    # Numba step equals Numba's eager update bit for bit, and the fused llvm steps (SGD
-    # with Nesterov momentum among them) equal the unfused path
-    # (tests/compiler/plans/test_step.py); tests/runtime/test_optim.py holds every eager
-    # update to the reference bit for bit on both compiled backends.
+    # division) is the larger, and AdamW's is Adam's with decoupled decay. SGD stays tied
+    # to both backends elsewhere: its fused Numba step equals Numba's eager update bit
+    # for bit, and the fused llvm steps (SGD with Nesterov momentum among them) equal the
+    # unfused path (tests/compiler/plans/test_step.py); tests/runtime/test_optim.py holds
+    # every eager update to the reference bit for bit on both compiled backends.
     factories = [lambda: tc.optim.Adam(weight_decay=0.1)]
     for factory in factories:
         results = {}
