@@ -4,9 +4,9 @@ The plans of ``test_numba_backend`` (every op of the registry, integer programs,
 programs) are lowered with ``backend="llvm"`` and checked against the reference
 backend's plan and the runtime backward; where the two compiled backends run the same
 operations in the same order (elementwise code, loop matmuls, BLAS matmuls, random
-draws), the llvm plan's results equal the numba plan's bit for bit. (The classifier and
-the exact-math program are compared in ``test_numba_backend``, against the Numba plans
-that file compiles anyway.)
+draws), the llvm plan's results equal the numba plan's bit for bit. (The every-op
+program, the classifier and the exact-math program are compared in
+``test_numba_backend``, against the Numba plans that file compiles anyway.)
 """
 
 from __future__ import annotations
@@ -195,19 +195,3 @@ def test_no_caller_array_is_kept_past_a_call():
     del fresh
     gc.collect()
     assert all(r() is None for r in refs)
-
-
-def test_a_small_gpt_equals_numba_bit_for_bit():
-    """The layered GPT's full-context plans (embedding gathers, attention, layer norm) on
-    the llvm backend: the numba backend's logits exactly. (The decode plans, compiled on
-    the default backend, are held to PyTorch's logits in tests/models/test_gpt2.py.)"""
-    from tensorcode.models import gpt2
-    from tensorcode.nn.transformer import GptConfig
-
-    config = GptConfig(vocab_size=65, block_size=16, n_layer=2, n_head=2, n_embd=32)
-    ids = np.random.default_rng(0).integers(0, 65, size=(1, 8))
-    out = {}
-    for backend in ("llvm", "numba"):
-        model = gpt2.GptModel(config, seed=0, context=8, cache_length=16, backend=backend)
-        out[backend] = model.logits(ids)
-    assert np.array_equal(out["llvm"], out["numba"])
