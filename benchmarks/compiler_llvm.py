@@ -63,7 +63,7 @@ print(json.dumps({{"first_step": t3 - t0, "lower": t2 - t1, "cpu": time.process_
 """
 
 
-def _environment(**extra: str) -> dict:
+def environment(**extra: str) -> dict:
     """The fresh processes' environment: this one's, with Python's bytecode cache on (as
     a user's is; some shells here set ``PYTHONDONTWRITEBYTECODE``, which would make
     every fresh process compile every module's source again)."""
@@ -72,20 +72,22 @@ def _environment(**extra: str) -> dict:
     return env
 
 
-def _prime() -> None:
-    """Write the bytecode of the modules the fresh processes import, once, so the first
-    process measured does not pay for it (JAX's too, when it is installed)."""
+def prime(*extra: str) -> None:
+    """Write the bytecode of the modules the fresh processes import (and of ``extra``),
+    once, so the first process measured does not pay for it (JAX's too, when it is
+    installed)."""
     modules = ["numba", "numpy", "tensorcode.runtime.optim", "tensorcode.compiler.plans.plan",
                "tensorcode.compiler.backends.llvm.codegen",
                "tensorcode.compiler.backends.numba.backend"]
     if module_available("jax"):
         modules.append("jax")
-    subprocess.run([sys.executable, "-c", "import " + ", ".join(modules)], env=_environment(),
+    modules += extra
+    subprocess.run([sys.executable, "-c", "import " + ", ".join(modules)], env=environment(),
                    capture_output=True, timeout=600, check=True)
 
 
 def _fresh(backend: str, workload: str, cache: str) -> dict:
-    env = _environment(TENSORCODE_CACHE_DIR=cache)
+    env = environment(TENSORCODE_CACHE_DIR=cache)
     code = _SCRIPT.format(root=str(ROOT), workload=workload, backend=backend)
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -110,7 +112,7 @@ def cold_rows(quick: bool = False) -> list[Row]:
     rows = []
     names = ["W1", "W2"] if quick else list(WORKLOADS)
     warm_caches: dict[str, str] = {}
-    _prime()
+    prime()
     with tempfile.TemporaryDirectory(prefix="tensorcode-llvm-bench-") as tmp:
         for name in names:
             title = WORKLOADS[name]["title"]
@@ -135,7 +137,7 @@ def cold_rows(quick: bool = False) -> list[Row]:
         start = time.perf_counter()
         result = subprocess.run([sys.executable, "-c", fresh_process_script("jax", "")],
                                 capture_output=True, text=True, timeout=600,
-                                env=_environment())
+                                env=environment())
         if result.returncode == 0:
             rows.append(Row(SUITE, f"{WORKLOADS['W2']['title']}: cold start to 1st step",
                             "jax jit", time.perf_counter() - start, unit="s",

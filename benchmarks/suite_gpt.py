@@ -245,51 +245,30 @@ _TRAIN = textwrap.dedent("""
     config = GptConfig(**{shape!r})
     V, T, L, H, C = (config.vocab_size, config.block_size, config.n_layer, config.n_head,
                      config.n_embd)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     model = gpt2.GptModel(config, batch=16, context=T)
     training = model.training()
     training.lower()
-    lowered = time.perf_counter() - start
+    lowered, lowered_cpu = time.perf_counter() - start, time.process_time() - cpu
     kernels = sum(len(training.plan(name).schedule.kernels) for name in PLANS)
     rng = np.random.default_rng(0)
     ids = rng.integers(0, V, (16, T))
     targets = rng.integers(0, V, (16, T))
     optimizer = tc.optim.AdamW(weight_decay=0.01)
     steps = {{"tensorcode": lambda: model.train_step(ids, targets, optimizer, 1e-3)}}
-    out = {{"lowered": lowered, "kernels": kernels}}
+    out = {{"lowered": lowered, "lowered_cpu": lowered_cpu, "kernels": kernels}}
+    # the same model and step on the numba backend (the default is llvm), timed alternately
+    twin = gpt2.GptModel(config, batch=16, context=T, backend="numba")
+    twin_optimizer = tc.optim.AdamW(weight_decay=0.01)
+    begin = time.perf_counter()
+    twin.training().lower()
+    out["numba_lowered"] = time.perf_counter() - begin
+    steps["numba"] = lambda: twin.train_step(ids, targets, twin_optimizer, 1e-3)
     if {torch}:
-        import torch, torch.nn as nn, torch.nn.functional as F
-
-        class Block(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
-                self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
-                self.c_fc, self.m_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
-
-            def forward(self, x):
-                b, n, _ = x.shape
-                q, k, v = self.c_attn(self.ln_1(x)).split(C, 2)
-                q, k, v = (z.view(b, n, H, C // H).transpose(1, 2) for z in (q, k, v))
-                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                x = x + self.c_proj(y.transpose(1, 2).reshape(b, n, C))
-                return x + self.m_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-        class Gpt(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
-                self.h = nn.ModuleList(Block() for _ in range(L))
-                self.ln_f = nn.LayerNorm(C)
-
-            def forward(self, ids):
-                x = self.wte(ids) + self.wpe.weight[:ids.shape[1]]
-                for block in self.h:
-                    x = block(x)
-                return self.ln_f(x) @ self.wte.weight.T
-
+        import torch, torch.nn.functional as F
+        from benchmarks.torch_gpt_twin import gpt_twin
         torch.manual_seed(0)
-        peer = Gpt()
+        peer = gpt_twin(V, T, C, H, L)
         peer_optimizer = torch.optim.AdamW(peer.parameters(), lr=1e-3, weight_decay=0.01)
         ids_t, targets_t = torch.from_numpy(ids), torch.from_numpy(targets)
 
@@ -308,6 +287,7 @@ _TRAIN = textwrap.dedent("""
         for name, fn in steps.items():
             begin = time.perf_counter(); fn(); samples[name].append(time.perf_counter() - begin)
     out["step"] = statistics.median(samples["tensorcode"])
+    out["numba_step"] = statistics.median(samples["numba"])
     if "torch" in samples:
         out["torch_step"] = statistics.median(samples["torch"])
     # the matmul floor: the step's matmul flops (forward, then twice that backward) at
@@ -339,9 +319,14 @@ def _train(quick: bool) -> list[Row]:
             Row(SUITE, "char model 4x128 cold lowering of the training plans", "tensorcode",
                 out["lowered"], unit="s",
                 note=f"five plans ({out['kernels']} kernels), empty plan cache, incl. "
-                     "recording; the same for any depth")]
+                     f"recording; {out['lowered_cpu']:.1f} s of CPU; the same for any "
+                     "depth")]
+    rows.insert(1, Row(SUITE, workload, "tensorcode numba", out["numba_step"] * 1e3,
+                       unit="ms", note=f"the same plans on backend='numba', timed alternately; "
+                                       f"numba/llvm {out['numba_step'] / out['step']:.2f}x; "
+                                       f"its cold lowering {out['numba_lowered']:.1f} s"))
     if "torch_step" in out:
-        rows.insert(1, Row(SUITE, workload, "torch eager", out["torch_step"] * 1e3, unit="ms",
+        rows.insert(2, Row(SUITE, workload, "torch eager", out["torch_step"] * 1e3, unit="ms",
                            note=f"torch {out['version']} eager, {out['threads']} threads"))
     floor = out["floor"]
     best = (f"; so no step can beat this torch step by more than "
@@ -391,7 +376,12 @@ _COLD = textwrap.dedent("""
 
 
 def _fresh(code: str, cache_dir: str) -> dict:
-    env = dict(os.environ, TENSORCODE_CACHE_DIR=cache_dir)
+    """Run ``code`` in a fresh process with its own plan cache and Python's bytecode
+    cache on and primed (as a user's is; see ``compiler_llvm.environment``)."""
+    from .compiler_llvm import environment, prime
+
+    prime("tensorcode.models.gpt2", "tensorcode.models.gpt_training")
+    env = environment(TENSORCODE_CACHE_DIR=cache_dir)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=3600, env=env)
     if result.returncode != 0:

@@ -16,6 +16,12 @@ Workloads:
 The clients are raw keep-alive sockets with prepared request bytes in threads of this
 process, so they cost as little as a Python client can; on a small machine they share
 the CPUs with the server, which the figures include.
+
+In process, alternated the same way and timed in CPU time of the thread, where a
+request's time goes: one single request
+through the service's ASGI callable against the constant Starlette app's, and the
+stages of a batch of 1,000 (reading the body with the compiled reader against the
+orjson path and the strict reader, the plan's batch call, rendering the answers).
 """
 
 from __future__ import annotations
@@ -230,6 +236,117 @@ def _measure(port: int, quick: bool, batch_endpoint: bool = True) -> dict[str, f
     return {"p50": p50 * 1e6, "p99": p99 * 1e6, "rate": rate, "batch": batch_rate}
 
 
+def _asgi_call(app, path: str, body: bytes):
+    """One request through an ASGI callable, with the messages uvicorn would send."""
+    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode())]
+    message = {"type": "http.request", "body": body, "more_body": False}
+
+    async def receive():
+        return message
+
+    async def send(_):
+        pass
+
+    async def call():
+        await app({"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                   "method": "POST", "scheme": "http", "path": path,
+                   "raw_path": path.encode(), "query_string": b"", "root_path": "",
+                   "headers": headers, "client": ("127.0.0.1", 1),
+                   "server": ("127.0.0.1", 8000), "state": {}}, receive, send)
+    return call
+
+
+def _in_process(directory: pathlib.Path, quick: bool) -> list[Row]:
+    """Per-request and per-stage costs measured in this process, alternated in rounds."""
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from tensorcode.distill.inputs import _strict_document, check_batch, read_batch
+    from tensorcode.serve import create_app
+    from tensorcode.serve.answers import render_batch
+
+    app = create_app({"tickets": directory})
+    served = app.state.service.routers.get("tickets")
+    answer = {"route": 1.0, "escalated": False, "reason": None, "path": "program"}
+
+    async def constant(request):
+        await request.body()
+        return JSONResponse(answer)
+
+    constant_app = Starlette(routes=[Route("/v1/routers/tickets", constant,
+                                           methods=["POST"])])
+    single = json.dumps({"features": [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]}).encode()
+    rows = [[(i >> b) & 1 for b in range(12)] for i in range(BATCH)]
+    body = json.dumps([{"features": r} for r in rows]).encode()
+    ours_call = _asgi_call(app, "/v1/routers/tickets", single)
+    constant_call = _asgi_call(constant_app, "/v1/routers/tickets", single)
+    stacked = served.read_batch(body, 1 << 22, BATCH)
+    columns, reasons = served.decide_columns(stacked)
+    program = served.distillation.program
+    limit = 1 << 22
+    loop = asyncio.new_event_loop()
+
+    def requests(call, n=200):
+        async def many():
+            for _ in range(n):
+                await call()
+        return lambda: loop.run_until_complete(many())
+
+    stages = {
+        "ours": (requests(ours_call), 200),
+        "constant": (requests(constant_call), 200),
+        "compiled read": (lambda: served.batch_reader.read(body, BATCH), 1),
+        "orjson read": (lambda: read_batch(body, served.inputs, limit, BATCH), 1),
+        "strict read": (lambda: check_batch(_strict_document(body, limit), served.inputs), 1),
+        "plan": (lambda: program.batch(stacked), 1),
+        "decide": (lambda: served.decide_columns(stacked), 1),
+        "render": (lambda: render_batch(served.outputs, columns, BATCH, {}), 1),
+    }
+    times: dict[str, list[float]] = {name: [] for name in stages}
+    try:
+        for fn, _ in stages.values():
+            fn()
+        for _ in range(5 if quick else 15):
+            for name, (fn, per) in stages.items():
+                start = time.thread_time()
+                for _ in range(3):
+                    fn()
+                times[name].append((time.thread_time() - start) / 3 / per * 1e6)
+    finally:
+        loop.close()
+        app.state.service.close()
+
+    def median(name: str) -> float:
+        return statistics.median(times[name])
+
+    note = ("in process, CPU time of the measuring thread (load from other processes "
+            "falls out), median of alternated rounds")
+    escalated = f"; {len(reasons)} of {BATCH} cases escalate" if reasons else ""
+    return [
+        Row(SUITE, "single request through the ASGI app", "tensorcode", median("ours"),
+            note=note + "; body read, decode, validation, compiled call, metrics, answer"),
+        Row(SUITE, "single request through the ASGI app", "Starlette constant",
+            median("constant"), note=note + "; Starlette's routing, Request, JSONResponse "
+                                            "of a constant"),
+        Row(SUITE, "batch of 1000: read the body", "tensorcode", median("compiled read"),
+            note=note + "; the compiled reader straight into float64"),
+        Row(SUITE, "batch of 1000: read the body", "orjson path", median("orjson read"),
+            note=note + "; orjson objects, then NumPy (the reader for other bodies)"),
+        Row(SUITE, "batch of 1000: read the body", "strict reader", median("strict read"),
+            note=note + "; the package's strict reader and validator"),
+        Row(SUITE, "batch of 1000: plan's batch call", "tensorcode", median("plan"),
+            note=note),
+        Row(SUITE, "batch of 1000: decide (plan call + claims)", "tensorcode",
+            median("decide"), note=note + escalated),
+        Row(SUITE, "batch of 1000: render the answers", "tensorcode", median("render"),
+            note=note),
+    ]
+
+
 def run(quick: bool) -> list[Row]:
     from tensorcode.distill import tickets
 
@@ -294,4 +411,4 @@ def run(quick: bool) -> list[Row]:
                             unit, lower_is_better=lower, note=constant_note))
         rows.append(Row(SUITE, workload, peer_name, median("peer", key), unit,
                         lower_is_better=lower, note=peer_note))
-    return rows
+    return rows + _in_process(directory, quick)

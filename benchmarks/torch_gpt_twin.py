@@ -1,7 +1,8 @@
 """The PyTorch eager twin of the Chatbot's ``ChatTransformer`` (``tc.nn``'s ``Gpt``): token
 and position embeddings, pre-norm blocks of causal self-attention and a GELU (tanh)
 feed-forward four times the width, a final norm and the head tied to the token
-embedding. Imported inside the tools suite's PyTorch subprocess, where torch is loaded."""
+embedding. Imported where torch is loaded: the tools suite's PyTorch subprocess and the gpt
+suite's training-step process."""
 
 from __future__ import annotations
 

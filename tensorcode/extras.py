@@ -22,6 +22,7 @@ EXTRAS: dict[str, str] = {
     "matplotlib": "plot",
     "starlette": "serve", "uvicorn": "serve", "httptools": "serve", "uvloop": "serve",
     "httpx": "serve", "prometheus_client": "serve", "anyio": "serve", "orjson": "serve",
+    "msgspec": "serve",
     "ray": "distributed", "ray.serve": "distributed-serve",
     "torch": "torch",
 }

@@ -58,6 +58,11 @@ def render_batch(outputs: Mapping[str, tuple[int, ...]], columns: Mapping[str, n
                 answer.update(escalated=False, reason=None, path=PROGRAM)
                 pieces.append(dumps(answer))
         return b"[" + b",".join(pieces) + b"]"
+    tail = b',"escalated":false,"reason":null,"path":"' + PROGRAM.encode() + b'"}'
+    if len(names) == 1:
+        rendered = _render_few_values(names[0], columns[names[0]], count, escalated, tail)
+        if rendered is not None:
+            return rendered
     width = 2 * len(names) + 1  # per answer: a label and a number per output, the tail
     parts: list[bytes] = [b""] * (count * width)
     for j, name in enumerate(names):
@@ -67,12 +72,39 @@ def render_batch(outputs: Mapping[str, tuple[int, ...]], columns: Mapping[str, n
         if escalated:  # their values are meaningless, maybe not finite; replaced below
             column = np.where(np.isfinite(column), column, 0.0)
         parts[2 * j + 1::width] = number_texts(column)
-    tail = b',"escalated":false,"reason":null,"path":"' + PROGRAM.encode() + b'"},'
-    parts[width - 1::width] = [tail] * count
+    parts[width - 1::width] = [tail + b","] * count
     for i, document in escalated.items():
         parts[i * width:(i + 1) * width] = [document + b","] + [b""] * (width - 1)
     rendered = b"".join(parts)
     return b"[" + rendered[:-1] + b"]"
 
+
+def _render_few_values(name: str, column: np.ndarray, count: int,
+                       escalated: Mapping[int, bytes], tail: bytes) -> bytes | None:
+    """The batch's answers for one scalar output that takes few distinct values (a
+    router's route, a class): each distinct answer is rendered once and the answers are
+    picked from those, by the bits of the float64 (so ``-0.0`` stays apart from
+    ``0.0``); ``None`` when the values are too many for that to pay."""
+    bits = np.ascontiguousarray(column, dtype=np.float64).view(np.int64)
+    if escalated:  # their values are meaningless, maybe not finite; replaced below
+        bits = bits.copy()
+        bits[list(escalated)] = 0
+    few = max(1, count // 16)
+    # the distinct values of a sample, most often all of them: no sort of the whole column
+    distinct = np.unique(bits[:64])
+    if len(distinct) > few:
+        return None
+    which = np.minimum(np.searchsorted(distinct, bits), len(distinct) - 1)
+    if not np.array_equal(distinct[which], bits):
+        distinct, which = np.unique(bits, return_inverse=True)
+        if len(distinct) > few:
+            return None
+    label = b"{" + json.dumps(name).encode("utf-8") + b":"
+    answers = np.empty(len(distinct), dtype=object)
+    answers[:] = [label + text + tail for text in number_texts(distinct.view(np.float64))]
+    pieces = answers[which].tolist()
+    for i, document in escalated.items():
+        pieces[i] = document
+    return b"[" + b",".join(pieces) + b"]"
 
 __all__ = ["dumps", "number_texts", "render_batch"]

@@ -30,12 +30,13 @@ import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from time import perf_counter
 from typing import Any
 
 import numpy as np
 
-from ..distill.inputs import InputError, read_batch, read_document
-from ..distill.router import PROGRAM, REFUSED, path_of
+from ..distill.inputs import InputError, read_document
+from ..distill.router import REFUSED, path_of
 from ..errors import TensorCodeError
 from ..extras import require
 from .answers import dumps, render_batch
@@ -43,7 +44,7 @@ from .escalations import EscalationLog
 from .metrics import UNKNOWN, Metrics, reason_class
 from .reload import Routers, Source
 from .rolling import read_state
-from .served import ServedRouter, json_value
+from .served import ServedRouter, answer_document, json_value
 
 LOGGER = logging.getLogger("tensorcode.serve")
 
@@ -52,8 +53,15 @@ MAX_BODY_BYTES = 4 << 20
 #: the most cases one batch request may hold
 MAX_BATCH = 10_000
 
+#: the ``fallback_error`` of an escalated answer when no teacher is configured
+NO_FALLBACK = "no fallback is configured"
+
 #: seconds between two log lines about escalation records that could not be written
 LOG_FAILURE_REPORT_S = 10.0
+
+#: the prefix of the router endpoints' paths, which ``answer_hot`` serves
+ROUTERS_PREFIX = "/v1/routers/"
+JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 
 #: HTTP status for each kind of refused input
 STATUS = {"json": 400, "not_object": 400, "too_large": 413, "too_many": 413}
@@ -122,6 +130,27 @@ class Service:
                 self._last_log_report = now
                 self._lost_records = 0
 
+    def unanswered(self, served: ServedRouter, reasons: Mapping[int, str]
+                   ) -> dict[int, bytes]:
+        """What ``escalate`` answers for each of a batch's escalated cases when there is
+        neither a teacher nor a log (nothing to wait for or record per case): each
+        reason's document rendered once and counted once per reason."""
+        assert self.fallback is None and self.log is None
+        name = served.name
+        rendered: dict[str, bytes] = {}
+        counts: dict[str, int] = {}
+        for reason in reasons.values():
+            counts[reason] = counts.get(reason, 0) + 1
+        for reason, count in counts.items():
+            path = path_of(reason)
+            self.metrics.escalations.labels(name, reason_class(reason)).inc(count)
+            self.metrics.paths.labels(name, path).inc(count)
+            document: dict[str, Any] = dict.fromkeys(served.outputs)
+            document.update(escalated=True, reason=reason, path=path, answered_by=None,
+                            fallback_error=NO_FALLBACK)
+            rendered[reason] = dumps(document)
+        return {i: rendered[reason] for i, reason in reasons.items()}
+
     async def escalate(self, served: ServedRouter, case: Mapping[str, np.ndarray],
                        reason: str | None) -> dict[str, Any]:
         """The answer for a case the program did not claim: the fallback's (or none),
@@ -158,7 +187,7 @@ class Service:
         if failure is not None:
             document["fallback_error"] = failure
         elif self.fallback is None:
-            document["fallback_error"] = "no fallback is configured"
+            document["fallback_error"] = NO_FALLBACK
         return document
 
 
@@ -185,7 +214,7 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
     starlette_app = require("starlette.applications")
     require("prometheus_client")
     from starlette.exceptions import HTTPException
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
@@ -207,59 +236,115 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
         return _error(JSONResponse, 404, "unknown_router",
                       f"no router named {name!r}; serving {held.names()}", None)
 
-    async def route_one(request: Request) -> Response:
-        name = request.path_params["name"]
+    async def answer_one(name: str, scope: Any, receive: Any) -> Any:
+        """``POST /v1/routers/{name}``: the answer's bytes, a refusal's response, or
+        ``None`` when the client left before its body was read."""
         served = held.get(name)
         if served is None:
             return unknown(name)
         try:
-            body = await _read_body(request, service.max_body_bytes)
-            start = time.perf_counter()
+            body = await _receive_body(scope, receive, service.max_body_bytes)
+        except InputError as error:
+            return refuse(error, name)
+        if body is None:
+            return None
+        start = perf_counter()
+        fast = served.single_answer
+        answer = None if fast is None else fast.answer(body)
+        if answer is not None:
+            metrics.served(name, "single").record(1, 1, perf_counter() - start)
+            return answer
+        try:  # the general path: the shared validator, which refuses with its message
             case = served.check(read_document(body, service.max_body_bytes))
         except InputError as error:
             return refuse(error, name)
-        answer, reason = served.answer(case)
-        bound = metrics.served(name, "single")
-        if answer is None:
+        decision, reason = served.answer(case)
+        if decision is None:
             document = await service.escalate(served, case, reason)
         else:
-            document = {k: json_value(v) for k, v in answer.items()}
-            document["escalated"] = False
-            document["reason"] = None
-            document["path"] = PROGRAM
-            bound.program.inc()
-        bound.calls.inc()
-        bound.requests.inc()
-        bound.latency.observe(time.perf_counter() - start)
-        return Response(dumps(document), media_type="application/json")
+            document = answer_document(decision)
+        answer = dumps(document)
+        metrics.served(name, "single").record(1, decision is not None,
+                                              perf_counter() - start)
+        return answer
 
-    async def route_batch(request: Request) -> Response:
-        name = request.path_params["name"]
+    async def answer_batch(name: str, scope: Any, receive: Any) -> Any:
+        """``POST /v1/routers/{name}/batch``: as ``answer_one``, for an array of cases
+        answered through the plan's batch path in one call."""
         served = held.get(name)
         if served is None:
             return unknown(name)
         try:
-            body = await _read_body(request, service.max_body_bytes)
-            start = time.perf_counter()
-            stacked = read_batch(body, served.inputs, service.max_body_bytes,
-                                 service.max_batch)
+            body = await _receive_body(scope, receive, service.max_body_bytes)
+            if body is None:
+                return None
+            start = perf_counter()
+            stacked = served.read_batch(body, service.max_body_bytes, service.max_batch)
         except InputError as error:
             return refuse(error, name)
         columns, reasons = served.decide_columns(stacked)
         count = len(next(iter(stacked.values()))) if stacked else 0
         escalated: dict[int, bytes] = {}
-        if reasons:
+        if reasons and service.fallback is None and service.log is None:
+            escalated = service.unanswered(served, reasons)
+        elif reasons:
             pending = [(i, service.escalate(served, {k: v[i] for k, v in stacked.items()},
                                             reason)) for i, reason in reasons.items()]
             done = await asyncio.gather(*(job for _, job in pending))
             escalated = {i: dumps(document) for (i, _), document in zip(pending, done)}
-        bound = metrics.served(name, "batch")
-        bound.program.inc(count - len(escalated))
-        bound.calls.inc(count)
-        bound.requests.inc()
         answers = render_batch(served.outputs, columns, count, escalated)
-        bound.latency.observe(time.perf_counter() - start)
-        return Response(answers, media_type="application/json")
+        metrics.served(name, "batch").record(count, count - len(escalated),
+                                             perf_counter() - start)
+        return answers
+
+    def internal(error: Exception, path: str) -> Response:
+        LOGGER.error("unhandled error serving %s", path, exc_info=error)
+        metrics.errors.labels(UNKNOWN, "internal").inc()
+        return _error(JSONResponse, 500, "internal",
+                      f"the server failed ({type(error).__name__}); see its log", None)
+
+    async def answer_hot(scope: Any, receive: Any, send: Any) -> bool:
+        """The two router endpoints, answered as bare ASGI before Starlette's routing
+        (whose routing, ``Request``, ``Response`` and middleware cost several times the
+        compiled call); ``False`` for any other request, which Starlette serves."""
+        path = _route_path(scope)
+        if not path.startswith(ROUTERS_PREFIX):
+            return False
+        name = path[len(ROUTERS_PREFIX):]
+        handler = answer_one
+        if name.endswith("/batch"):
+            name, handler = name[:-6], answer_batch
+        if not name or "/" in name:
+            return False
+        try:
+            outcome = await handler(name, scope, receive)
+        except Exception as error:  # what Starlette's handler would answer: a logged 500
+            outcome = internal(error, path)
+        if type(outcome) is bytes:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-length", str(len(outcome)).encode()),
+                                    JSON_CONTENT_TYPE]})
+            await send({"type": "http.response.body", "body": outcome})
+        elif outcome is not None:
+            await outcome(scope, receive, send)
+        return True
+
+    async def route_one(request: Request) -> Response:
+        """Starlette's route for what ``answer_hot`` answers (reached only when the app
+        is called through its router directly)."""
+        return _response(await answer_one(request.path_params["name"], request.scope,
+                                          request.receive))
+
+    async def route_batch(request: Request) -> Response:
+        return _response(await answer_batch(request.path_params["name"], request.scope,
+                                            request.receive))
+
+    def _response(outcome: Any) -> Response:
+        if outcome is None:
+            raise ClientDisconnect()
+        if type(outcome) is bytes:
+            return Response(outcome, media_type="application/json")
+        return outcome
 
     async def list_routers(request: Request) -> Response:
         return JSONResponse({"routers": [r.describe() for r in held.all()]})
@@ -332,10 +417,7 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
         return _error(JSONResponse, status, "http", str(detail), None)
 
     async def internal_error(request: Request, error: Exception) -> Response:
-        LOGGER.exception("unhandled error serving %s", request.url.path)
-        metrics.errors.labels(UNKNOWN, "internal").inc()
-        return _error(JSONResponse, 500, "internal",
-                      f"the server failed ({type(error).__name__}); see its log", None)
+        return internal(error, request.url.path)
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
@@ -355,7 +437,7 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
                 await aclose()
             service.close()
 
-    app = starlette_app.Starlette(
+    app = _application_class(starlette_app.Starlette)(
         routes=[
             Route("/v1/routers", list_routers, methods=["GET"]),
             Route("/v1/routers/{name}", route_one, methods=["POST"]),
@@ -369,7 +451,32 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
         exception_handlers={HTTPException: http_error, Exception: internal_error},
         lifespan=lifespan)
     app.state.service = service
+    app.answer_hot = answer_hot
     return app
+
+
+def _application_class(starlette: type) -> Any:
+    """Starlette with the router endpoints answered before its middleware and routing
+    (``answer_hot``); everything else (and a mounted app's lifespan) is Starlette's."""
+    class ServiceApplication(starlette):
+        answer_hot: Any = None
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if (scope["type"] == "http" and scope["method"] == "POST"
+                    and self.answer_hot is not None
+                    and await self.answer_hot(scope, receive, send)):
+                return
+            await super().__call__(scope, receive, send)
+    return ServiceApplication
+
+
+def _route_path(scope: Any) -> str:
+    """The path below the app's mount point (what Starlette's routing matches)."""
+    path: str = scope["path"]
+    root = scope.get("root_path", "")
+    if root and path.startswith(root) and path != root and path[len(root)] == "/":
+        return path[len(root):]
+    return path
 
 
 def _error(response: Callable[..., Any], status: int, kind: str, message: str,
@@ -391,6 +498,37 @@ def _renderable(text: str | None) -> str | None:
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+async def _receive_body(scope: Any, receive: Any, limit: int) -> bytes | None:
+    """The body from ASGI messages, refused (``too_large``) as soon as it passes
+    ``limit`` bytes; ``None`` when the client disconnected first."""
+    for key, value in scope["headers"]:
+        if key == b"content-length":
+            if value.isdigit() and int(value) > limit:
+                raise InputError(f"the body has {value.decode('latin-1')} bytes, more than "
+                                 f"the limit of {limit}", None, "too_large")
+            break
+    message = await receive()
+    if message["type"] != "http.request":
+        return None
+    body: bytes = message.get("body", b"")
+    if not message.get("more_body", False) and len(body) <= limit:
+        return body
+    chunks = [body]
+    size = len(body)
+    while True:
+        if size > limit:
+            raise InputError(f"the body is larger than the limit of {limit} bytes", None,
+                             "too_large")
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        chunks.append(chunk)
 
 
 async def _read_body(request: Any, limit: int) -> bytes:

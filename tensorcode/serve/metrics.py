@@ -11,6 +11,7 @@ cannot grow the series without bound. Under several worker processes
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from typing import Any
 
 from ..extras import require
@@ -54,7 +55,7 @@ class Metrics:
             "tensorcode_router_escalation_log_failures", "Escalation records that could not "
             "be written (a full disk, an I/O error); the requests were answered",
             ["router"], registry=r)
-        self._served: dict[tuple[str, str], Served] = {}
+        self._served: dict[tuple[str, str], Tally] = {}
         self._rolling = None if rolling_reloads is None else _RollingReloads(rolling_reloads)
         if self._rolling is not None:
             r.register(self._rolling)
@@ -62,20 +63,26 @@ class Metrics:
             "tensorcode_router_reloads", "Reload attempts by outcome (reloaded, unchanged, "
             "failed)", ["router", "outcome"], registry=r)
 
-    def served(self, router: str, endpoint: str) -> Served:
-        """The children a request to ``router``'s ``endpoint`` updates, bound once (a
-        ``labels`` lookup costs more than the compiled call)."""
+    def served(self, router: str, endpoint: str) -> Tally:
+        """The tally a request to ``router``'s ``endpoint`` counts in, made once."""
         key = (router, endpoint)
-        bound = self._served.get(key)
-        if bound is None:
-            bound = Served(self.calls.labels(router), self.requests.labels(router, endpoint),
-                           self.latency.labels(router, endpoint),
-                           self.paths.labels(router, "program"))
-            self._served[key] = bound
-        return bound
+        tally = self._served.get(key)
+        if tally is None:
+            tally = Tally(self.calls.labels(router), self.requests.labels(router, endpoint),
+                          self.latency.labels(router, endpoint),
+                          self.paths.labels(router, "program"),
+                          eager=bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")))
+            self._served[key] = tally
+        return tally
+
+    def fold(self) -> None:
+        """Add every tally's counts to its Prometheus series (before each exposition)."""
+        for tally in list(self._served.values()):
+            tally.fold()
 
     def exposition(self) -> tuple[bytes, str]:
         """``(body, content type)`` of the Prometheus text format."""
+        self.fold()
         prometheus = self._prometheus
         registry = self.registry
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -87,16 +94,64 @@ class Metrics:
         return prometheus.generate_latest(registry), prometheus.CONTENT_TYPE_LATEST
 
 
-class Served:
-    """A router endpoint's calls, requests, latency and program-path children."""
+class Tally:
+    """A router endpoint's answered requests, counted in plain numbers.
 
-    __slots__ = ("calls", "latency", "program", "requests")
+    Updating four Prometheus children per request (each behind its own lock, the
+    histogram's bucket found by a loop in Python) costs more than the compiled call, so
+    the service counts here and ``fold`` adds the counts to the series: before every
+    exposition in this process, and after every request when several worker processes
+    share the metrics (``eager``: another worker may answer the scrape). Requests are
+    counted on the event loop; ``fold`` runs there too (the ``/metrics`` endpoint)."""
 
-    def __init__(self, calls: Any, requests: Any, latency: Any, program: Any) -> None:
-        self.calls = calls
-        self.requests = requests
-        self.latency = latency
-        self.program = program
+    __slots__ = ("_bounds", "_calls_child", "_latency_child", "_program_child",
+                 "_requests_child", "buckets", "calls", "eager", "program", "requests",
+                 "seconds")
+
+    def __init__(self, calls: Any, requests: Any, latency: Any, program: Any,
+                 eager: bool = False) -> None:
+        self._calls_child = calls
+        self._requests_child = requests
+        self._latency_child = latency
+        self._program_child = program
+        self._bounds = tuple(latency._upper_bounds)  # the histogram's own, +Inf last
+        self.eager = eager
+        self.calls = 0
+        self.requests = 0
+        self.program = 0
+        self.seconds = 0.0
+        self.buckets = [0] * len(self._bounds)
+
+    def record(self, calls: int, program: int, seconds: float) -> None:
+        """One request that answered ``calls`` cases, ``program`` of them by the program,
+        ``seconds`` from its body read to its answer."""
+        self.calls += calls
+        self.program += program
+        self.requests += 1
+        self.seconds += seconds
+        self.buckets[bisect_left(self._bounds, seconds)] += 1  # the first bound >= it
+        if self.eager:
+            self.fold()
+
+    def fold(self) -> None:
+        """Move the counts into the Prometheus children."""
+        calls, program, requests, seconds = self.calls, self.program, self.requests, \
+            self.seconds
+        buckets = self.buckets
+        self.calls = self.program = self.requests = 0
+        self.seconds = 0.0
+        self.buckets = [0] * len(buckets)
+        if calls:
+            self._calls_child.inc(calls)
+        if program:
+            self._program_child.inc(program)
+        if requests:
+            self._requests_child.inc(requests)
+            # what Histogram.observe does per observation, once per bucket
+            self._latency_child._sum.inc(seconds)
+            for value, count in zip(self._latency_child._buckets, buckets):
+                if count:
+                    value.inc(count)
 
 
 class _RollingReloads:

@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,13 @@ import numpy as np
 
 from ..algorithm.algorithm_file import dumps
 from ..distill.cases import COVERED, Case, claims
-from ..distill.inputs import check_batch, check_case
+from ..distill.inputs import check_batch, check_case, read_batch
 from ..distill.result import ARTIFACT, Distillation
-from ..distill.router import decide
+from ..distill.router import PROGRAM, decide
 from ..errors import ArtifactError, TensorCodeError
+from .answers import dumps as answer_dumps
+from .batch_reader import BatchReader
+from .hot import SingleAnswer, single_answer
 
 #: the answer of a program for one case: outputs, or ``None`` with the escalation reason
 Decision = tuple[dict[str, Any] | None, str | None]
@@ -40,6 +44,30 @@ class ServedRouter:
     artifact_sha256: str
     directory: Path | None
     loaded_at: float = field(default_factory=time.time)
+
+    @cached_property
+    def single_answer(self) -> SingleAnswer | None:
+        """The single-request fast path (``serve.hot``), or ``None`` when this router's
+        program has none (several inputs, array outputs, no bound scalar call)."""
+        return single_answer(self.inputs, self.outputs, self.distillation.program)
+
+    @cached_property
+    def batch_reader(self) -> BatchReader | None:
+        """The compiled reader of batch bodies (``serve.batch_reader``), or ``None`` when
+        the contract's bodies cannot take it."""
+        return BatchReader(self.inputs) if BatchReader.takes(self.inputs) else None
+
+    def read_batch(self, body: bytes, limit: int, max_cases: int | None
+                   ) -> dict[str, np.ndarray]:
+        """A batch body as ``{name: float64 array [N, *shape]}``: the compiled reader's
+        arrays when it takes the body, else ``distill.inputs.read_batch``'s (which
+        refuses a bad body with the shared validator's ``InputError``)."""
+        reader = self.batch_reader
+        if reader is not None and len(body) <= limit:
+            stacked = reader.read(body, max_cases)
+            if stacked is not None:
+                return stacked
+        return read_batch(body, self.inputs, limit, max_cases)
 
     @property
     def inputs(self) -> dict[str, tuple[int, ...]]:
@@ -164,6 +192,13 @@ def load_router(name: str, source: str | os.PathLike | Distillation,
     return served
 
 
+def answer_document(decision: dict[str, Any]) -> dict[str, Any]:
+    """The JSON document of an answer the program gave (``ServedRouter.answer``'s)."""
+    document = {name: json_value(value) for name, value in decision.items()}
+    document.update(escalated=False, reason=None, path=PROGRAM)
+    return document
+
+
 def _artifact_bytes(distillation: Distillation) -> bytes:
     return dumps(distillation.program.to_document())
 
@@ -175,12 +210,21 @@ def _self_check(served: ServedRouter) -> None:
     cases = cases[:256]
     stacked = {name: np.stack([c[name] for c in cases]) for name in served.inputs}
     batch = served.answer_batch(stacked)
+    fast = served.single_answer
     for i, case in enumerate(cases):
         single = served.answer(case)
         if not _same(single, batch[i]):
             raise ArtifactError(f"router {served.name!r}: the single and the batch path "
                                 f"disagree on acceptance case {i} ({single} against "
                                 f"{batch[i]}); this artifact is not served",
+                                served.directory)
+        if fast is None:
+            continue
+        quick = fast.answer(answer_dumps({k: v.tolist() for k, v in case.items()}))
+        if quick != (None if single[0] is None else answer_dumps(answer_document(single[0]))):
+            raise ArtifactError(f"router {served.name!r}: the fast and the general path of "
+                                f"a single request disagree on acceptance case {i} ({quick!r} "
+                                f"against {single}); this artifact is not served",
                                 served.directory)
 
 

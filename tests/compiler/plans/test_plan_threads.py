@@ -107,3 +107,27 @@ def test_run_steps_releases_the_gil_for_the_whole_what_if(backend):
 
     what_if()
     assert other_thread_ran_during(what_if, 20)
+
+
+def test_bound_scalars_many_threads_same_numbers():
+    # llvm's ``bound.scalars`` hands back numbers and reuses one output arena per thread
+    # (Numba's compiled ``run_scalars`` keeps its outputs on its own stack)
+    backend = "llvm"
+    tape = tc.Tape()
+    features = tape.input(np.zeros(3), name="features")
+    w = tape.parameter(np.array([0.5, -1.0, 2.0]), name="w")
+    score = (features * w).sum()
+    square = score * score
+    network = tape.into_network()
+    call = network.entry([score, square]).lower(backend) \
+        .bind(network.parameters()).scalars
+    cases = [np.array([k, 1.0 - k, k / 3]) for k in range(64)]
+
+    def run(case: np.ndarray) -> tuple:
+        return tuple(call(case) for _ in range(50))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        threaded = list(pool.map(run, cases))
+    for case, answers in zip(cases, threaded):
+        expected = float(case @ np.array([0.5, -1.0, 2.0]))
+        assert all(a == pytest.approx((expected, expected * expected)) for a in answers)

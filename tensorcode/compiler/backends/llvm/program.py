@@ -224,12 +224,32 @@ class LlvmProgram:
         return call
 
     def bind_scalars(self, *head: np.ndarray) -> Callable[..., tuple]:
-        """``scalars`` with the parameter and constant buffers fixed (``bind``'s call)."""
-        call, picks = self.bind(*head), self._picks
+        """``scalars`` with the parameter and constant buffers fixed (as ``bind``). The
+        roots come back as Python numbers, copied out before the call returns, so each
+        thread writes one output arena of its own, made once: no array is allocated per
+        call."""
+        fixed = self._head_pointers(head)
+        kept = tuple(head)  # the bound plan's own buffers, alive as long as it is
+        entry, errors, wanted = self._run_bound, self.layout.errors, self._inputs
+        start = len(fixed)
+        local = threading.local()
+
+        def prepared() -> tuple[Any, list[tuple[Any, int]]]:
+            outputs = [np.empty(max(n, 1), d) for n, d in self._outputs]
+            pointers = fixed + [0] * len(wanted) + self._scratch_pointers() + \
+                [_address(o) for o in outputs]
+            local.state = (self._array_type_of(len(pointers))(*pointers),
+                           [(outputs[k].item, offset) for k, offset in self._picks])
+            return local.state
 
         def numbers(*inputs: np.ndarray) -> tuple:
-            outs = call(*inputs)
-            return tuple(outs[k][offset].item() for k, offset in picks)
+            assert kept is not None
+            pointers, reads = getattr(local, "state", None) or prepared()
+            _set_inputs(wanted, inputs, pointers, start)
+            status = entry(pointers, None, _ZERO)
+            if status:
+                raise IndexError(errors[status - 1])
+            return tuple([read(offset) for read, offset in reads])
         return numbers
 
     def scalars(self) -> Callable[..., tuple]:
