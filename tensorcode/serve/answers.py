@@ -95,10 +95,12 @@ def _render_few_values(name: str, column: np.ndarray, count: int,
     if len(distinct) > few:
         return None
     which = np.minimum(np.searchsorted(distinct, bits), len(distinct) - 1)
-    if not np.array_equal(distinct[which], bits):
-        distinct, which = np.unique(bits, return_inverse=True)
+    missed = distinct[which] != bits
+    if missed.any():  # values the sample did not hold: add them and look up again
+        distinct = np.union1d(distinct, np.unique(bits[missed]))
         if len(distinct) > few:
             return None
+        which = np.searchsorted(distinct, bits)
     label = b"{" + json.dumps(name).encode("utf-8") + b":"
     answers = np.empty(len(distinct), dtype=object)
     answers[:] = [label + text + tail for text in number_texts(distinct.view(np.float64))]
