@@ -15,9 +15,8 @@ What the threads gain is bounded by what runs alone each step: the calling threa
 the group tables and takes ``Parameters.step`` (the minibatches are drawn up front) while
 the other threads wait, and every thread reads the new parameters afresh. So a thread's
 share of a step must dwarf that: two shards of 1024 examples through makemore's hidden
-layer of 200 per thread gain about what GIL-free NumPy work gains on the same cores,
-shards of 512 clearly less (with 64 hidden units a call is under half as long and the
-step's own work weighs nearly as much as the calls). Each thread
+layer of 200 per thread gain more than shards of 512 (with 64 hidden units a call is
+under half as long and the step's own work weighs nearly as much as the calls). Each thread
 calls BLAS with one thread of its own. Minibatches are drawn with replacement, as
 makemore does, so a minibatch may be larger than the data set.
 
