@@ -9,7 +9,9 @@ which) that parses the body with ``request.json()`` and calls the reference exec
 Workloads:
 
 - single requests from one client: p50 and p99 latency (microseconds, client side);
-- single requests from 8 concurrent clients: requests per second;
+- single requests from 8 concurrent clients: requests per second, and the server
+  process's CPU time per request over that phase (``/proc``; what a request costs the
+  server, which load from other processes on a shared machine changes far less);
 - the batch endpoint at 1,000 cases per request: cases per second, with the features
   sent as JSON integers 0/1 (what the compiled batch reader takes) and again as floats
   printed with 17 significant digits (which it leaves to the orjson path).
@@ -28,6 +30,7 @@ orjson path and the strict reader, the plan's batch call, rendering the answers)
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import socket
@@ -180,7 +183,21 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait(timeout=20)
 
 
-def _measure(port: int, quick: bool, batch_endpoint: bool = True) -> dict[str, float]:
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds the process ``pid`` has run (Linux ``/proc``): the scheduler's count
+    in nanoseconds of its threads, else user and system time in clock ticks."""
+    total = 0
+    try:
+        for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _measure(port: int, quick: bool, batch_endpoint: bool = True,
+             pid: int | None = None) -> dict[str, float]:
     single = _request("/v1/routers/tickets",
                       json.dumps({"features": [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]}).encode())
     rows = [[(i >> b) & 1 for b in range(12)] for i in range(BATCH)]
@@ -233,17 +250,21 @@ def _measure(port: int, quick: bool, batch_endpoint: bool = True) -> dict[str, f
     threads = [threading.Thread(target=load, args=(c,)) for c in clients]
     for thread in threads:
         thread.start()
+    readable = pid is not None and os.path.exists(f"/proc/{pid}/stat")
+    cpu_before = _cpu_seconds(pid) if readable and pid is not None else 0.0
     barrier.wait()
     start = time.perf_counter()
     for thread in threads:
         thread.join()
     rate = CLIENTS * per_client / (time.perf_counter() - start)
+    cpu = (_cpu_seconds(pid) - cpu_before) / (CLIENTS * per_client) * 1e6 \
+        if readable and pid is not None else math.nan
     for c in clients:
         c.close()
     if failures:
         raise failures[0]
     return {"p50": p50 * 1e6, "p99": p99 * 1e6, "rate": rate, "batch": batch_rate,
-            "floats": float_rate}
+            "floats": float_rate, "cpu": cpu}
 
 
 def _asgi_call(app, path: str, body: bytes):
@@ -387,8 +408,8 @@ def run(quick: bool) -> list[Row]:
         rounds = 3 if quick else 5
         measured: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
         for _ in range(rounds):
-            for name, (_, port) in servers.items():
-                measured[name].append(_measure(port, quick, batch_endpoint=name != "constant"))
+            for name, (process, port) in servers.items():
+                measured[name].append(_measure(port, quick, name != "constant", process.pid))
     finally:
         for process, _ in servers.values():
             _stop(process)
@@ -407,6 +428,7 @@ def run(quick: bool) -> list[Row]:
             ("p50", "single request p50", "us", True),
             ("p99", "single request p99", "us", True),
             ("rate", f"single requests, {CLIENTS} clients", "req/s", False),
+            ("cpu", f"server CPU per single request, {CLIENTS} clients", "us", True),
             ("batch", f"batch endpoint, {BATCH} cases", "cases/s", False),
             ("floats", f"batch endpoint, {BATCH} cases of 17-digit floats", "cases/s",
              False)]:
@@ -414,6 +436,9 @@ def run(quick: bool) -> list[Row]:
         extra_note = ""
         if key == "rate":
             extra_note = f"; {ours / median('constant', key):.2f}x the constant app's rate"
+        elif key == "cpu":
+            extra_note = ("; the server process's CPU time over the 8-client phase per "
+                          "request (load from other processes mostly falls out)")
         elif key == "batch":
             extra_note = ("; target >= 1,000,000 cases/s; numbers written as JSON "
                           "integers 0/1, which the compiled reader takes")
