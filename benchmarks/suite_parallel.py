@@ -5,11 +5,13 @@
   what-if as one ``run_steps`` call of the shared step plan on its own thread (the
   baseline row) against the same three calls one after another; peer ``guide loop,
   serial`` is the per-step loop (``forward``, ``recorded_gradients``,
-  ``Parameters.step``) the guide writes first.
-- ``makemore: 4 shards x 512``: ``examples/guide/makemore_mlp_parallel.py`` (makemore's
-  sizes: embedding 10, hidden 200; 50 SGD steps on minibatches of 4 shards of 512
-  examples): the shards on a pool of one thread per core (baseline) against the same
-  shards one after another.
+  ``Parameters.step``) the guide writes first. Three equal what-ifs on two cores leave a
+  core idle unless the system time-slices them, so ``gradient_descent: 4 what-ifs``
+  runs the same form with four learning rates (two per core on two cores).
+- ``makemore: 4 shards x 512`` and ``x 1024``: ``examples/guide/makemore_mlp_parallel.py``
+  (makemore's sizes: embedding 10, hidden 200; SGD steps on minibatches of 4 shards):
+  each step's shards split into one group per core, the calling thread running the
+  first and a pool the others (baseline), against the same groups one after another.
 
 - ``machine: GIL-free work``: the ceiling the machine offers now, measured in the same
   run: NumPy matrix products (one BLAS thread, the GIL released throughout), as many
@@ -66,17 +68,22 @@ def _gradient_descent(repeat: int) -> list[Row]:
     example = _example("gradient_descent")
     problem = example.build()
     steps = 300
+    four = tuple(example.LEARNING_RATES) + (0.02,)
     example.fused(problem, 2)  # start the step plan's threads once
     example.serial(problem, 2)
     timed = _alternate({
         "threads": lambda: example.fused(problem, steps),
         "serial": lambda: example.fused(problem, steps, threads=False),
         "loop": lambda: example.serial(problem, steps),
+        "four threads": lambda: example.fused(problem, steps, rates=four),
+        "four serial": lambda: example.fused(problem, steps, threads=False, rates=four),
     }, repeat)
     if not (example.same(timed["threads"][1], timed["serial"][1])
-            and example.same(timed["threads"][1], timed["loop"][1])):
+            and example.same(timed["threads"][1], timed["loop"][1])
+            and example.same(timed["four threads"][1], timed["four serial"][1])):
         raise AssertionError("gradient_descent: threaded run_steps differs from serial")
     workload = "gradient_descent: 3 what-ifs"
+    even = "gradient_descent: 4 what-ifs"
     return [
         Row(SUITE, workload, "run_steps, 3 threads", timed["threads"][0] * 1e3, "ms",
             baseline=True, note="one run_steps call per thread; == serial bit for bit"),
@@ -84,19 +91,24 @@ def _gradient_descent(repeat: int) -> list[Row]:
             note="the ratio is the threads' speed-up over serial"),
         Row(SUITE, workload, "guide loop, serial", timed["loop"][0] * 1e3, "ms",
             note="forward + recorded_gradients + Parameters.step per step"),
+        Row(SUITE, even, "run_steps, 4 threads", timed["four threads"][0] * 1e3, "ms",
+            baseline=True, note="the same form, a fourth learning rate: two per core"),
+        Row(SUITE, even, "run_steps, serial", timed["four serial"][0] * 1e3, "ms",
+            note="the ratio is the threads' speed-up over serial"),
     ]
 
 
-def _makemore(repeat: int, quick: bool) -> list[Row]:
+def _makemore(repeat: int, quick: bool, shard: int) -> list[Row]:
     example = _example("makemore_mlp_parallel")
-    shards, shard, steps = 4, 512, 15 if quick else 50
+    shards, steps = 4, 15 if quick else 50
     model = example.build(shard)
     threads = example.threads_for(shards)
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        example.train(model, shards, 2, pool=pool)  # the plan and the pool
+    with ThreadPoolExecutor(max_workers=max(1, threads - 1)) as pool:
+        example.train(model, shards, 2, pool=pool, threads=threads)  # the plan, the pool
         timed = _alternate({
-            "threads": lambda: example.train(model, shards, steps, pool=pool),
-            "serial": lambda: example.train(model, shards, steps),
+            "threads": lambda: example.train(model, shards, steps, pool=pool,
+                                             threads=threads),
+            "serial": lambda: example.train(model, shards, steps, threads=threads),
         }, repeat)
     (threaded, threaded_losses), (serial, serial_losses) = (timed["threads"][1],
                                                             timed["serial"][1])
@@ -105,7 +117,8 @@ def _makemore(repeat: int, quick: bool) -> list[Row]:
     workload = f"makemore: {shards} shards x {shard}"
     return [
         Row(SUITE, workload, f"{threads} threads", timed["threads"][0] * 1e3, "ms",
-            baseline=True, note=f"{steps} steps, hidden 200; == serial bit for bit"),
+            baseline=True, note=f"{steps} steps, hidden 200, this thread + "
+                                f"{threads - 1} in a pool; == serial bit for bit"),
         Row(SUITE, workload, "serial", timed["serial"][0] * 1e3, "ms",
             note="the ratio is the threads' speed-up over serial"),
     ]
@@ -143,4 +156,5 @@ def run(quick: bool = False) -> list[Row]:
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = "1"  # before the examples load NumPy and SciPy's BLAS
     repeat = 3 if quick else 9
-    return _machine(repeat) + _gradient_descent(repeat) + _makemore(repeat, quick)
+    return (_machine(repeat) + _gradient_descent(repeat) + _makemore(repeat, quick, 512)
+            + _makemore(repeat, quick, 1024))

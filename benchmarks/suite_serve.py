@@ -9,9 +9,12 @@ which) that parses the body with ``request.json()`` and calls the reference exec
 Workloads:
 
 - single requests from one client: p50 and p99 latency (microseconds, client side);
-- single requests from 8 concurrent clients: requests per second;
-- the batch endpoint at 1,000 cases per request: cases per second (features sent as
-  JSON integers 0/1).
+- single requests from 8 concurrent clients: requests per second, and the server
+  process's CPU time per request over that phase (``/proc``; what a request costs the
+  server, which load from other processes on a shared machine changes far less);
+- the batch endpoint at 1,000 cases per request: cases per second, with the features
+  sent as JSON integers 0/1 (what the compiled batch reader takes) and again as floats
+  printed with 17 significant digits (which it leaves to the orjson path).
 
 The clients are raw keep-alive sockets with prepared request bytes in threads of this
 process, so they cost as little as a Python client can; on a small machine they share
@@ -27,6 +30,7 @@ orjson path and the strict reader, the plan's batch call, rendering the answers)
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 import socket
@@ -179,12 +183,31 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait(timeout=20)
 
 
-def _measure(port: int, quick: bool, batch_endpoint: bool = True) -> dict[str, float]:
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds the process ``pid`` has run (Linux ``/proc``): the scheduler's count
+    in nanoseconds of its threads, else user and system time in clock ticks."""
+    total = 0
+    try:
+        for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _measure(port: int, quick: bool, batch_endpoint: bool = True,
+             pid: int | None = None) -> dict[str, float]:
     single = _request("/v1/routers/tickets",
                       json.dumps({"features": [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]}).encode())
     rows = [[(i >> b) & 1 for b in range(12)] for i in range(BATCH)]
     batch = _request("/v1/routers/tickets/batch",
                      json.dumps([{"features": r} for r in rows]).encode())
+    # the same cases with each number nudged by a few units of 2**-50: floats printed
+    # with 16-17 digits past what the compiled reader computes exactly (orjson reads them)
+    floats = _request("/v1/routers/tickets/batch", json.dumps(
+        [{"features": [v + 2.0 ** -50 * (1 + (i * 7 + j) % 13) for j, v in enumerate(r)]}
+         for i, r in enumerate(rows)]).encode())
     latency_n, per_client, batches = (200, 100, 5) if quick else (1000, 500, 20)
 
     client = Client(port)
@@ -199,14 +222,17 @@ def _measure(port: int, quick: bool, batch_endpoint: bool = True) -> dict[str, f
     p50 = statistics.median(samples)
     p99 = samples[min(len(samples) - 1, int(0.99 * len(samples)))]
 
-    batch_rate = 0.0
+    batch_rate = float_rate = 0.0
     if batch_endpoint:
-        client.send(batch)
-        start = time.perf_counter()
-        for _ in range(batches):
-            answers = client.send(batch)
-        batch_rate = batches * BATCH / (time.perf_counter() - start)
-        assert len(json.loads(answers)) == BATCH
+        rates = []
+        for body in (batch, floats):
+            client.send(body)
+            start = time.perf_counter()
+            for _ in range(batches):
+                answers = client.send(body)
+            rates.append(batches * BATCH / (time.perf_counter() - start))
+            assert len(json.loads(answers)) == BATCH
+        batch_rate, float_rate = rates
     client.close()
 
     clients = [Client(port) for _ in range(CLIENTS)]
@@ -224,16 +250,21 @@ def _measure(port: int, quick: bool, batch_endpoint: bool = True) -> dict[str, f
     threads = [threading.Thread(target=load, args=(c,)) for c in clients]
     for thread in threads:
         thread.start()
+    readable = pid is not None and os.path.exists(f"/proc/{pid}/stat")
+    cpu_before = _cpu_seconds(pid) if readable and pid is not None else 0.0
     barrier.wait()
     start = time.perf_counter()
     for thread in threads:
         thread.join()
     rate = CLIENTS * per_client / (time.perf_counter() - start)
+    cpu = (_cpu_seconds(pid) - cpu_before) / (CLIENTS * per_client) * 1e6 \
+        if readable and pid is not None else math.nan
     for c in clients:
         c.close()
     if failures:
         raise failures[0]
-    return {"p50": p50 * 1e6, "p99": p99 * 1e6, "rate": rate, "batch": batch_rate}
+    return {"p50": p50 * 1e6, "p99": p99 * 1e6, "rate": rate, "batch": batch_rate,
+            "floats": float_rate, "cpu": cpu}
 
 
 def _asgi_call(app, path: str, body: bytes):
@@ -377,8 +408,8 @@ def run(quick: bool) -> list[Row]:
         rounds = 3 if quick else 5
         measured: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
         for _ in range(rounds):
-            for name, (_, port) in servers.items():
-                measured[name].append(_measure(port, quick, batch_endpoint=name != "constant"))
+            for name, (process, port) in servers.items():
+                measured[name].append(_measure(port, quick, name != "constant", process.pid))
     finally:
         for process, _ in servers.values():
             _stop(process)
@@ -397,16 +428,26 @@ def run(quick: bool) -> list[Row]:
             ("p50", "single request p50", "us", True),
             ("p99", "single request p99", "us", True),
             ("rate", f"single requests, {CLIENTS} clients", "req/s", False),
-            ("batch", f"batch endpoint, {BATCH} cases", "cases/s", False)]:
+            ("cpu", f"server CPU per single request, {CLIENTS} clients", "us", True),
+            ("batch", f"batch endpoint, {BATCH} cases", "cases/s", False),
+            ("floats", f"batch endpoint, {BATCH} cases of 17-digit floats", "cases/s",
+             False)]:
         ours = median("tensorcode", key)
         extra_note = ""
         if key == "rate":
             extra_note = f"; {ours / median('constant', key):.2f}x the constant app's rate"
+        elif key == "cpu":
+            extra_note = ("; the server process's CPU time over the 8-client phase per "
+                          "request (load from other processes mostly falls out)")
         elif key == "batch":
-            extra_note = "; target >= 1,000,000 cases/s"
+            extra_note = ("; target >= 1,000,000 cases/s; numbers written as JSON "
+                          "integers 0/1, which the compiled reader takes")
+        elif key == "floats":
+            extra_note = ("; the same cases as floats of 17 significant digits, which "
+                          "the compiled reader leaves to orjson")
         rows.append(Row(SUITE, workload, "tensorcode", ours, unit, lower_is_better=lower,
                         baseline=True, note=note + extra_note))
-        if key != "batch":
+        if key not in ("batch", "floats"):
             rows.append(Row(SUITE, workload, "Starlette constant", median("constant", key),
                             unit, lower_is_better=lower, note=constant_note))
         rows.append(Row(SUITE, workload, peer_name, median("peer", key), unit,

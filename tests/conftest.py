@@ -39,10 +39,48 @@ os.environ.setdefault("TENSORCODE_CACHE_SECRET", os.path.join(_CACHE + "-secret"
 #: test directories whose files must run on one worker (one Ray instance per run)
 _ONE_UNIT = ("tests/distributed/",)
 
+#: the units that run longest (``--durations`` and each file's span, on 2 workers), handed
+#: out first: a long file taken last runs alone while the other worker waits. (xdist's
+#: own order, most tests first, left single-test files that run for a minute to the end.)
+#: A file missing here only goes out later; the rest keep the collection order.
+_LONG_FIRST = (
+    "tests/distributed/",
+    "tests/compiler/backends/test_numba_backend.py",
+    "tests/compiler/backends/test_llvm_backend.py",
+    "tests/compiler/backends/test_cache.py",
+    "tests/compiler/subset/test_subset_fuzz.py",
+    "tests/compiler/trace/test_random_ops.py",
+    "tests/guide/test_plates.py",
+    "tests/tools/test_tool_examples.py",
+    "tests/test_docs.py",
+    "tests/compiler/plans/test_plan_threads.py",
+    "tests/compiler/backends/test_row_reductions.py",
+    "tests/integrations/test_torch_interop.py",
+    "tests/runtime/test_optim.py",
+    "tests/guide/test_guide_core.py",
+    "tests/runtime/test_checkpoint.py",
+    "tests/serve/test_server.py",
+    "tests/compiler/backends/test_cache_trust.py",
+)
+
+
+def _long_first(nodeid: str) -> int:
+    return next((k for k, unit in enumerate(_LONG_FIRST) if nodeid.startswith(unit)),
+                len(_LONG_FIRST))
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Order the units of ``_LONG_FIRST`` first (a stable sort: each file's tests keep
+    their order and stay together, so module-scoped fixtures are built once)."""
+    items.sort(key=lambda item: _long_first(item.nodeid))
+
 
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
-    """Hand out work by file, with each of ``_ONE_UNIT`` as a single unit."""
+    """Hand out work by file, with each of ``_ONE_UNIT`` as a single unit, in the
+    collection order (``_LONG_FIRST`` first) rather than xdist's most-tests-first."""
     from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False
 
     class FileScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:

@@ -13,7 +13,12 @@ threads are no faster than one after another. The form that scales is a step pla
 (``entry.lower(optimizer=...)``, lowered once and shared like the network) whose
 ``run_steps`` takes every step of a what-if in one compiled call: one call per thread,
 the GIL released for the whole what-if, so the what-ifs run side by side on as many
-cores as are free (``python -m benchmarks --only parallel`` measures it).
+cores as are free (``python -m benchmarks --only parallel`` measures it). What they gain
+is then the machine's: run_steps calls on threads keep pace with GIL-free NumPy work
+when the what-ifs divide evenly over the cores (four on two cores: ``fused(..., rates=)``
+takes any number). Three equal what-ifs on two cores cannot: one core idles for the
+last third unless the system time-slices the three threads, so they gain at most 1.5x
+there without slicing and 2x with perfect slicing.
 
 The program checks that the guide's loop on threads equals it serially, and that
 ``run_steps`` per thread equals the loop, bit for bit; it prints the speed-up of
@@ -100,12 +105,14 @@ def threaded(problem: Problem, steps: int) -> list[tuple[tc.Parameters, list[flo
         return [future.result() for future in futures]
 
 
-def fused(problem: Problem, steps: int, threads: bool = True
+def fused(problem: Problem, steps: int, threads: bool = True,
+          rates: tuple[float, ...] = LEARNING_RATES
           ) -> list[tuple[tc.Parameters, list[float]]]:
-    """The three what-ifs, each as one ``run_steps`` call: ``tc.optim.Sgd`` (``p - lr * g``,
-    the loop's rule) fused into a step plan, a clone of the table and an optimizer per
-    what-if (the step plan is shared, like the network). With ``threads`` each call runs
-    on its own thread; without, one after another on this thread."""
+    """The what-ifs (one per learning rate in ``rates``, the three of the guide by
+    default), each as one ``run_steps`` call: ``tc.optim.Sgd`` (``p - lr * g``, the loop's
+    rule) fused into a step plan, a clone of the table and an optimizer per what-if (the
+    step plan is shared, like the network). With ``threads`` each call runs on its own
+    thread; without, one after another on this thread."""
     step_plan = problem.step_plan
     initial = problem.network.parameters()
 
@@ -115,9 +122,9 @@ def fused(problem: Problem, steps: int, threads: bool = True
         return parameters, [float(loss) for loss in losses]
 
     if not threads:
-        return [train_fused(rate) for rate in LEARNING_RATES]
-    with ThreadPoolExecutor(max_workers=len(LEARNING_RATES)) as pool:
-        return list(pool.map(train_fused, LEARNING_RATES))
+        return [train_fused(rate) for rate in rates]
+    with ThreadPoolExecutor(max_workers=len(rates)) as pool:
+        return list(pool.map(train_fused, rates))
 
 
 def timed(run, *args) -> tuple[float, list[tuple[tc.Parameters, list[float]]]]:

@@ -4,20 +4,21 @@ The Topos guide's ``makemore_mlp_parallel`` ("Learning rates are clones": it "sh
 minibatch across threads and sums the shard gradients as tables"). A character-level
 MLP language model with makemore's sizes: three characters of context, an embedding
 table of 10, one tanh hidden layer of 200, a softmax over the next character. The
-network is recorded over one shard; each step draws a minibatch, hands its shards to a
-pool of threads (each gathers its examples and runs the shared plan on them; plan calls
-release the GIL), and averages the shard gradients with table arithmetic:
+network is recorded over one shard; each step draws a minibatch, splits its shards into
+one group of consecutive shards per thread (the calling thread takes the first group, a
+pool the others: no thread sits idle waiting for the step), each thread gathers its
+examples, runs the shared plan on them (plan calls release the GIL) and sums its shards'
+gradients as tables, and the step averages the group sums with table arithmetic:
 ``sum(shards) / n``, the gradient of the whole minibatch's mean loss.
 
-What the threads gain is bounded by the Python that holds the GIL: a shard's own Python
-(the gather, ``forward``, ``recorded_gradients``) overlaps another shard's plan call, but
-the step's (summing the tables, ``Parameters.step``; the minibatches are drawn up front)
-runs alone, once per step whatever the shard size. So a shard's plan call must dwarf that Python:
-shards of 512 examples through makemore's hidden layer of 200 (with 64 hidden units a
-call is under half as long, and the Python weighs nearly as much as the calls). The pool
-has one thread per core (at most one per shard), and each thread calls BLAS with one
-thread of its own. Minibatches are drawn
-with replacement, as makemore does, so a minibatch may be larger than the data set.
+What the threads gain is bounded by what runs alone each step: the calling thread sums
+the group tables and takes ``Parameters.step`` (the minibatches are drawn up front) while
+the other threads wait, and every thread reads the new parameters afresh. So a thread's
+share of a step must dwarf that: two shards of 1024 examples through makemore's hidden
+layer of 200 per thread gain more than shards of 512 (with 64 hidden units a call is
+under half as long and the step's own work weighs nearly as much as the calls). Each thread
+calls BLAS with one thread of its own. Minibatches are drawn with replacement, as
+makemore does, so a minibatch may be larger than the data set.
 
 The program checks that the threaded training equals the same computation done serially,
 bit for bit, and prints the measured speed-up (informative, never asserted;
@@ -119,24 +120,37 @@ def shard_gradients(model: Model, parameters: tc.Parameters, xs: np.ndarray, ys:
 
 
 def train(model: Model, shards: int, steps: int, learning_rate: float = 0.1,
-          pool: ThreadPoolExecutor | None = None, seed: int = 0
+          pool: ThreadPoolExecutor | None = None, seed: int = 0, threads: int | None = None
           ) -> tuple[tc.Parameters, list[float]]:
-    """SGD on minibatches of ``shards * model.shard`` examples; with ``pool`` the shards
-    run on its threads, without it one after another on this thread. The shard results
-    are combined in shard order either way, so the two are the same computation. Each
-    minibatch is drawn with replacement (as makemore's ``torch.randint`` does), every
-    step's up front; a shard gathers its own examples, on its thread."""
+    """SGD on minibatches of ``shards * model.shard`` examples.
+
+    Each step's shards are split into ``threads`` groups of consecutive shards (default
+    ``threads_for(shards)``, one per core); a group runs its shards one after another
+    and sums their gradients as tables. With ``pool`` (at least ``threads - 1`` workers)
+    the calling thread runs the first group while the pool runs the others; without it
+    every group runs on this thread in turn. The group sums are then summed in group
+    order, so the two are the same computation, bit for bit. Each minibatch is drawn
+    with replacement (as makemore's ``torch.randint`` does), every step's up front; a
+    shard gathers its own examples, on its thread."""
     contexts, targets = dataset()
     rng = np.random.default_rng(seed)
     parameters = model.network.parameters()
     losses = []
+    groups = threads or threads_for(shards)
     # the examples of every step's shards: [steps, shards, shard] indices (a row a shard)
     for picked in rng.integers(0, len(targets), size=(steps, shards, model.shard)):
 
-        def shard(part: np.ndarray) -> tuple[float, tc.Gradients]:
-            return shard_gradients(model, parameters, contexts[part], targets[part])
+        def group(parts: np.ndarray) -> tuple[float, tc.Gradients]:
+            results = [shard_gradients(model, parameters, contexts[part], targets[part])
+                       for part in parts]
+            return sum(loss for loss, _ in results), sum(g for _, g in results)
 
-        results = list(map(shard, picked) if pool is None else pool.map(shard, picked))
+        split = np.array_split(picked, groups)  # consecutive shards, in shard order
+        if pool is None:
+            results = [group(parts) for parts in split]
+        else:  # the others on the pool, the first here: no thread idles in the step
+            others = [pool.submit(group, parts) for parts in split[1:]]
+            results = [group(split[0])] + [future.result() for future in others]
         gradients = sum(g for _, g in results) / shards  # tables, summed
         losses.append(sum(loss for loss, _ in results) / shards)
         parameters = parameters.step(gradients, lambda p, g: p - g * learning_rate)
@@ -144,7 +158,8 @@ def train(model: Model, shards: int, steps: int, learning_rate: float = 0.1,
 
 
 def threads_for(shards: int) -> int:
-    """The pool's size: one thread per core, at most one per shard."""
+    """The threads a step runs on: one per core, at most one per shard (the calling
+    thread and ``threads_for(shards) - 1`` pool workers)."""
     return max(1, min(shards, os.cpu_count() or 1))
 
 
@@ -152,24 +167,26 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--shard", type=int, default=512, help="examples per shard")
+    parser.add_argument("--shard", type=int, default=1024, help="examples per shard")
     parser.add_argument("--hidden", type=int, default=200)
     parser.add_argument("--threads", type=int, default=None,
-                        help="pool size (default: one per core, at most one per shard)")
+                        help="threads a step runs on, this one included (default: one "
+                             "per core, at most one per shard)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="serial and threaded runs, taken in turn (medians printed)")
     args = parser.parse_args(argv)
-    threads = args.threads or threads_for(args.shards)
+    threads = min(args.threads or threads_for(args.shards), args.shards)
     model = build(args.shard, hidden=args.hidden)
     times: dict[str, list[float]] = {"serial": [], "threaded": []}
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        train(model, args.shards, 1, pool=pool)  # warm up: the plan and the pool
+    with ThreadPoolExecutor(max_workers=max(1, threads - 1)) as pool:
+        train(model, args.shards, 1, pool=pool, threads=threads)  # warm up: plan, pool
         for _ in range(args.rounds):  # in turn, so a busy machine slows both alike
             start = time.perf_counter()
-            serial, serial_losses = train(model, args.shards, args.steps)
+            serial, serial_losses = train(model, args.shards, args.steps, threads=threads)
             times["serial"].append(time.perf_counter() - start)
             start = time.perf_counter()
-            threaded, threaded_losses = train(model, args.shards, args.steps, pool=pool)
+            threaded, threaded_losses = train(model, args.shards, args.steps, pool=pool,
+                                              threads=threads)
             times["threaded"].append(time.perf_counter() - start)
 
     assert threaded.equals(serial) and threaded_losses == serial_losses, \

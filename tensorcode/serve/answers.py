@@ -89,15 +89,24 @@ def _render_few_values(name: str, column: np.ndarray, count: int,
     if escalated:  # their values are meaningless, maybe not finite; replaced below
         bits = bits.copy()
         bits[list(escalated)] = 0
-    distinct, which = np.unique(bits, return_inverse=True)
-    if len(distinct) > max(1, count // 16):
+    few = max(1, count // 16)
+    # the distinct values of a sample, most often all of them: no sort of the whole column
+    distinct = np.unique(bits[:64])
+    if len(distinct) > few:
         return None
+    which = np.minimum(np.searchsorted(distinct, bits), len(distinct) - 1)
+    missed = distinct[which] != bits
+    if missed.any():  # values the sample did not hold: add them and look up again
+        distinct = np.union1d(distinct, np.unique(bits[missed]))
+        if len(distinct) > few:
+            return None
+        which = np.searchsorted(distinct, bits)
     label = b"{" + json.dumps(name).encode("utf-8") + b":"
-    answers = [label + text + tail for text in number_texts(distinct.view(np.float64))]
-    pieces = list(map(answers.__getitem__, which.tolist()))
+    answers = np.empty(len(distinct), dtype=object)
+    answers[:] = [label + text + tail for text in number_texts(distinct.view(np.float64))]
+    pieces = answers[which].tolist()
     for i, document in escalated.items():
         pieces[i] = document
     return b"[" + b",".join(pieces) + b"]"
-
 
 __all__ = ["dumps", "number_texts", "render_batch"]

@@ -39,6 +39,7 @@ from ..distill.inputs import InputError, read_document
 from ..distill.router import REFUSED, path_of
 from ..errors import TensorCodeError
 from ..extras import require
+from . import batch_reader
 from .answers import dumps, render_batch
 from .escalations import EscalationLog
 from .metrics import UNKNOWN, Metrics, reason_class
@@ -52,6 +53,9 @@ LOGGER = logging.getLogger("tensorcode.serve")
 MAX_BODY_BYTES = 4 << 20
 #: the most cases one batch request may hold
 MAX_BATCH = 10_000
+
+#: the ``fallback_error`` of an escalated answer when no teacher is configured
+NO_FALLBACK = "no fallback is configured"
 
 #: seconds between two log lines about escalation records that could not be written
 LOG_FAILURE_REPORT_S = 10.0
@@ -127,6 +131,27 @@ class Service:
                 self._last_log_report = now
                 self._lost_records = 0
 
+    def unanswered(self, served: ServedRouter, reasons: Mapping[int, str]
+                   ) -> dict[int, bytes]:
+        """What ``escalate`` answers for each of a batch's escalated cases when there is
+        neither a teacher nor a log (nothing to wait for or record per case): each
+        reason's document rendered once and counted once per reason."""
+        assert self.fallback is None and self.log is None
+        name = served.name
+        rendered: dict[str, bytes] = {}
+        counts: dict[str, int] = {}
+        for reason in reasons.values():
+            counts[reason] = counts.get(reason, 0) + 1
+        for reason, count in counts.items():
+            path = path_of(reason)
+            self.metrics.escalations.labels(name, reason_class(reason)).inc(count)
+            self.metrics.paths.labels(name, path).inc(count)
+            document: dict[str, Any] = dict.fromkeys(served.outputs)
+            document.update(escalated=True, reason=reason, path=path, answered_by=None,
+                            fallback_error=NO_FALLBACK)
+            rendered[reason] = dumps(document)
+        return {i: rendered[reason] for i, reason in reasons.items()}
+
     async def escalate(self, served: ServedRouter, case: Mapping[str, np.ndarray],
                        reason: str | None) -> dict[str, Any]:
         """The answer for a case the program did not claim: the fallback's (or none),
@@ -163,7 +188,7 @@ class Service:
         if failure is not None:
             document["fallback_error"] = failure
         elif self.fallback is None:
-            document["fallback_error"] = "no fallback is configured"
+            document["fallback_error"] = NO_FALLBACK
         return document
 
 
@@ -250,6 +275,10 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
         served = held.get(name)
         if served is None:
             return unknown(name)
+        if served.batch_reader is not None and not batch_reader.loaded():
+            # the first batch of this process: loading (or compiling) the reader takes
+            # a second or more, which must not hold up the event loop's other requests
+            await require("anyio").to_thread.run_sync(batch_reader.load)
         try:
             body = await _receive_body(scope, receive, service.max_body_bytes)
             if body is None:
@@ -261,7 +290,9 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
         columns, reasons = served.decide_columns(stacked)
         count = len(next(iter(stacked.values()))) if stacked else 0
         escalated: dict[int, bytes] = {}
-        if reasons:
+        if reasons and service.fallback is None and service.log is None:
+            escalated = service.unanswered(served, reasons)
+        elif reasons:
             pending = [(i, service.escalate(served, {k: v[i] for k, v in stacked.items()},
                                             reason)) for i, reason in reasons.items()]
             done = await asyncio.gather(*(job for _, job in pending))

@@ -29,7 +29,8 @@ returned exactly the same arrays:
 The body's size was checked by the caller. The scan (``serve.batch_scan``) is compiled by
 the numba backend and kept in the plan cache like a plan, on a process's first batch
 read: that read waits for the scan to load from the cache (about a second, Numba's
-import included) or, on an empty cache, to compile (seconds).
+import included) or, on an empty cache, to compile (seconds); the service waits for
+``load`` in a worker thread, so other requests are answered meanwhile.
 """
 
 from __future__ import annotations
@@ -57,6 +58,18 @@ _SIGNATURE = (f"({_READONLY_BYTES}, types.Array(types.uint8, 1, 'C', readonly=Fa
               f"{_INT64S}, {_INT64S}, {_INT64S}, {_INT64S}, "
               "types.Array(types.float64, 1, 'C', readonly=False), types.int64, "
               f"types.Array(types.float64, 1, 'C', readonly=False), {_INT64S},)")
+
+
+def loaded() -> bool:
+    """Whether this process has the compiled scan (``load`` has run)."""
+    return _SCAN is not None
+
+
+def load() -> None:
+    """Load the compiled scan from the plan cache, or compile it there (once per process
+    and cache; concurrent callers wait for the first). The service calls this in a
+    worker thread, so requests go on being answered meanwhile."""
+    _scan()
 
 
 def _scan() -> Any:

@@ -65,7 +65,7 @@ def contract_struct(contract: dict[str, tuple[int, ...]], what: str) -> Any:
 
 class SingleAnswer:
     """``answer(body)``: the JSON bytes of the program's answer for a body it claims,
-    else ``None`` (see the module's rules). Built by ``for_router``."""
+    else ``None`` (see the module's rules). Built by ``single_answer``."""
 
     def __init__(self, decoder: Any, colons: int, run: Any, at_covered: int,
                  at_outputs: tuple[int, ...], pieces: tuple[bytes, ...],
@@ -82,8 +82,8 @@ class SingleAnswer:
         self._local = threading.local()
 
     def _buffer(self) -> np.ndarray:
-        """This thread's input array: the plan keeps the pointer of the array it was
-        last called with, so filling one array costs less than making one per call."""
+        """This thread's input array, made once: filling it costs less than making an
+        array per call (the call reads it before the next fill on this thread)."""
         buffer = np.empty(self._shape, dtype=np.float64)
         self._local.buffer = buffer
         return buffer
@@ -100,7 +100,7 @@ class SingleAnswer:
         buffer = getattr(self._local, "buffer", None)
         if buffer is None:
             buffer = self._buffer()
-        buffer[...] = case.f0  # a call answers before the next fill on this thread
+        buffer[...] = case.f0
         try:
             produced = self._run(buffer)
         except Exception:  # a failing program: the general path escalates and says why

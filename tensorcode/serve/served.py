@@ -129,8 +129,7 @@ class ServedRouter:
             columns[name] = values
         if claimed.all() and finite.all():
             return columns, {}
-        reasons = _reasons(covered, claimed, finite, count)
-        return columns, {i: r for i, r in enumerate(reasons) if r is not None}
+        return columns, _reasons(covered, claimed, finite)
 
     def describe(self) -> dict[str, Any]:
         """What ``GET /v1/routers`` says about this router."""
@@ -150,8 +149,10 @@ class ServedRouter:
         }
 
 
-def _reasons(covered: Any, claims: np.ndarray, finite: np.ndarray, count: int) -> list[str | None]:
-    reasons: list[str | None] = [None] * count
+def _reasons(covered: Any, claims: np.ndarray, finite: np.ndarray) -> dict[int, str]:
+    """The escalation reason of each case not claimed with finite outputs, by index (a
+    walk over those cases alone: a batch is mostly claimed)."""
+    reasons: dict[int, str] = {}
     for i in np.flatnonzero(~(claims & finite)).tolist():
         if covered is not None and not math.isfinite(float(covered[i])):
             reasons[i] = "error: 'covered' is not finite"

@@ -19,12 +19,12 @@ Call forms: ``scorer(query, items)`` gives ``float32[n_padded]``;
 ``scorer([query, ...], [items, ...])`` a batch ``float32[rows, n_padded]``.
 
 A single call over text items (every tool's prediction) takes a lean path to the same
-plan: the padded features of the item list and of a query text are cached (read-only;
-recurring inputs keep their array objects, so the bound call keeps their pointers), a
-numeric query is written into a buffer each thread reuses, and the plan's bound call is
-kept per input types and rebound only when the parameters change. The inputs are the arrays the
-general path builds, and the plan is the same one, so the numbers are identical; only
-the Python around the plan call is less.
+plan: the padded features of the item list and of a query text are cached (read-only:
+recurring texts are not hashed or padded again), a numeric query is written into a
+buffer each thread reuses (no allocation per call), and the plan's bound call is kept
+per input types and rebound only when the parameters change. The inputs are the arrays
+the general path builds, and the plan is the same one, so the numbers are identical;
+only the Python around the plan call is less.
 """
 
 from __future__ import annotations
@@ -92,8 +92,7 @@ def _pool(embedding: nn.Embedding, ids: Expr, mask: Expr) -> Expr:
 def _single_item_texts(texts: tuple[str, ...], slots: int, buckets: int
                        ) -> tuple[np.ndarray, np.ndarray]:
     """``([slots, L] ids, mask)`` for one call's item texts, read-only (cached: the
-    same options are offered again and again, and the same array objects let the bound
-    plan call keep their pointers)."""
+    same options are offered again and again)."""
     ids, mask = pad_texts(texts, buckets, slots, padded_length(texts, buckets))
     ids.flags.writeable = False
     mask.flags.writeable = False
@@ -323,8 +322,8 @@ class PairScorer(Operation):
         return found
 
     def _vector_buffer(self, length: int) -> np.ndarray:
-        """This thread's reusable ``float32[length]`` query buffer: the same array
-        object call after call, so the bound call keeps its pointer."""
+        """This thread's reusable ``float32[length]`` query buffer (threads never share
+        one; a call never keeps it past its return)."""
         array = getattr(self._buffers, "vector", None)
         if array is None or array.shape != (length,):
             array = self._buffers.vector = np.zeros(length, np.float32)

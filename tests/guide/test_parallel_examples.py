@@ -58,6 +58,13 @@ def test_three_states_on_three_threads_equal_serial(gradient_descent):
     # calls one after another on this thread
     assert gradient_descent.same(serial, gradient_descent.fused(problem, 6))
     assert gradient_descent.same(serial, gradient_descent.fused(problem, 6, threads=False))
+    # any number of what-ifs (four: two per core on two cores)
+    four = gradient_descent.LEARNING_RATES + (0.02,)
+    fused = gradient_descent.fused(problem, 6, rates=four)
+    assert len(fused) == 4
+    assert gradient_descent.same(fused, gradient_descent.fused(problem, 6, threads=False,
+                                                               rates=four))
+    assert gradient_descent.same(serial, fused[:3])
 
 
 def test_three_threads_main_prints_its_lines(gradient_descent, capsys):
@@ -76,6 +83,14 @@ def test_shards_on_threads_equal_serial_and_the_whole_minibatch(makemore):
     serial, serial_losses = makemore.train(model, 4, 3, seed=5)
     assert threaded.equals(serial) and threaded_losses == serial_losses
     assert not serial.equals(model.network.parameters())
+    # any number of groups: this thread runs the first, the pool the others
+    for threads in (1, 3, 4):
+        with ThreadPoolExecutor(max_workers=max(1, threads - 1)) as pool:
+            grouped, grouped_losses = makemore.train(model, 4, 3, pool=pool, seed=5,
+                                                     threads=threads)
+        alone, alone_losses = makemore.train(model, 4, 3, seed=5, threads=threads)
+        assert grouped.equals(alone) and grouped_losses == alone_losses
+        np.testing.assert_allclose(grouped_losses, serial_losses, rtol=1e-5)
     # drawn with replacement, as makemore does: a minibatch may exceed the data set
     big = makemore.build(256, hidden=MM_SIZES["hidden"])
     with ThreadPoolExecutor(max_workers=4) as pool:

@@ -72,6 +72,9 @@ def test_a_canonical_batch_is_read_in_any_member_order_and_spacing():
     b'[{"x": [[1, 2], [3, 4]], "s": 5}', b'[{"x": [[1, 2], [3, 4]], "s": 5},]',
     b'[{"x": [[1, 2], [3, 4]], "s": 5}] x', b'[{"x": [[1, 2], [3, 4]], "s": 5}]\x00',
     b'\xef\xbb\xbf[{"x": [[1, 2], [3, 4]], "s": 5}]', b'[{"x\xff": [[1, 2], [3, 4]], "s": 5}]',
+    b'[{"x": [[1, 2], [3, 4]], "s": 5, "\xed\xa0\x80": 1}]',  # a raw surrogate
+    b'[{"x": [[1, 2], [3, 4]], "s\xed\xa0\x80": 5}]',
+    b'[{"x": ' + b"[" * 64 + b"1" + b"]" * 64 + b', "s": 5}]',   # deep nesting
     b"[" + b",".join([b'{"x": [[1, 2], [3, 4]], "s": 5}'] * 51) + b"]",  # past max_cases
 ])
 def test_anything_else_is_left_to_the_validator(body):

@@ -55,7 +55,7 @@ def test_the_fast_path_is_built_for_the_ticket_router(served):
         "route": 1.0, "escalated": False, "reason": None, "path": "program"}
 
 
-@pytest.mark.parametrize("body", [
+LEFT_TO_THE_GENERAL_PATH = [
     b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0], "features": [0,0,0,1,0,0,0,0,0,0,0,0]}',
     b'{"feat\\u0075res": [0,0,0,1,0,0,0,0,0,0,0,0]}', b'{"\\ud800": [0,0,0,1,0,0,0,0,0,0,0,0]}',
     b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0], "\\ud800": 1}',
@@ -70,11 +70,35 @@ def test_the_fast_path_is_built_for_the_ticket_router(served):
     b'{}', b'{"features": [0]}', b'{"features": [0,0,0,0,0,0,0,0,0,0,0,0]}',  # abstains
     b'\xef\xbb\xbf{"features": [0,0,0,1,0,0,0,0,0,0,0,0]}',
     b'{"feature\xa0s": [0,0,0,1,0,0,0,0,0,0,0,0]}',                  # not UTF-8
-])
+    b'{"features\xed\xa0\x80": [0,0,0,1,0,0,0,0,0,0,0,0]}',       # a raw surrogate
+    b'{"features": [0,0,0,1,0,0,0,0,0,0,0,0], "features\xed\xa0\x80": 1}',
+]
+
+
+@pytest.mark.parametrize("body", LEFT_TO_THE_GENERAL_PATH)
 def test_the_fast_path_leaves_to_the_general_path_what_it_must(served, body):
     """Refusals, escalations and what it cannot prove (an escaped key, a BOM): the
     general path reads these, and refuses, escalates or answers them itself."""
     assert served.single_answer.answer(body) is None
+
+
+def test_through_the_app_each_of_those_is_answered_by_the_general_path(ticket_dir, served):
+    """Over HTTP the bodies above get the general path's outcome: its refusal (status
+    and kind), its escalation, or its answer."""
+    status = {"json": 400, "not_object": 400, "too_large": 413, "too_many": 413}
+    with TestClient(create_app({"tickets": ticket_dir})) as client:
+        for body in LEFT_TO_THE_GENERAL_PATH:
+            response = client.post("/v1/routers/tickets", content=body)
+            expected = _general(served, body)
+            if isinstance(expected, bytes):
+                assert response.status_code == 200 and response.content == expected, body
+            elif expected[0] == "escalated":
+                assert response.status_code == 200, body
+                assert response.json()["escalated"] is True, body
+                assert response.json()["reason"] == expected[1], body
+            else:
+                assert response.status_code == status.get(expected[1], 422), body
+                assert response.json()["error"]["kind"] == expected[1], body
 
 
 def test_numbers_decode_as_the_strict_reader_reads_them(served):
@@ -177,3 +201,53 @@ def test_a_fault_on_the_fast_path_is_a_logged_500_with_the_error_body(ticket_dir
         assert _sample(client, 'tensorcode_router_errors_total{kind="internal",'
                                'router="(unknown)"}') == 1
     assert "unhandled error serving /v1/routers/tickets" in caplog.text
+
+
+def test_a_batch_without_teacher_or_log_escalates_as_case_by_case(ticket_dir, tmp_path):
+    """Without a teacher or a log a batch's escalations are rendered once per reason; the
+    answers and the counts are those of the case-by-case path (taken with a log)."""
+    cases = [{"features": [0] * 12}, {"features": BILLING}, {"features": [0] * 12},
+             {"features": [0] * 11 + [1]}]
+    answers, counts = [], []
+    for log in (None, tmp_path / "escalations.jsonl"):
+        with TestClient(create_app({"tickets": ticket_dir}, escalation_log=log)) as client:
+            response = client.post("/v1/routers/tickets/batch", json=cases)
+            assert response.status_code == 200
+            answers.append(response.content)
+            counts.append([_sample(client, key) for key in (
+                'tensorcode_router_escalations_total{reason="abstained",router="tickets"}',
+                'tensorcode_router_paths_total{path="fallback_abstained",router="tickets"}',
+                'tensorcode_router_paths_total{path="program",router="tickets"}',
+                'tensorcode_router_calls_total{router="tickets"}')])
+    assert answers[0] == answers[1]
+    assert counts[0] == counts[1]
+    documents = json.loads(answers[0])
+    assert documents[0] == {"route": None, "escalated": True, "reason": "abstained",
+                            "path": "fallback_abstained", "answered_by": None,
+                            "fallback_error": "no fallback is configured"}
+    assert counts[0][0] >= 2 and documents[1]["path"] == "program"
+
+
+def test_the_first_batch_loads_the_compiled_reader_off_the_event_loop(ticket_dir,
+                                                                       monkeypatch):
+    """Loading (or compiling) the reader takes a second or more: it runs in a worker
+    thread while the event loop goes on answering."""
+    import threading
+
+    from tensorcode.serve import batch_reader
+
+    seen = []
+    monkeypatch.setattr(batch_reader, "loaded", lambda: False)
+    monkeypatch.setattr(batch_reader, "load", lambda: seen.append(threading.current_thread()))
+    with TestClient(create_app({"tickets": ticket_dir})) as client:
+        loop_thread = []
+
+        async def probe(request):
+            loop_thread.append(threading.current_thread())
+            from starlette.responses import JSONResponse
+            return JSONResponse({})
+        client.app.add_route("/probe", probe)
+        client.get("/probe")
+        response = client.post("/v1/routers/tickets/batch", json=[{"features": BILLING}])
+        assert response.status_code == 200 and response.json()[0]["route"] == 1.0
+    assert len(seen) == 1 and seen[0] is not loop_thread[0]

@@ -74,13 +74,6 @@ def test_a_fresh_process_hits_the_cache(warm):
     assert not second["warnings"]
 
 
-def test_a_changed_graph_gets_its_own_entry(warm):
-    cache, first = warm
-    other = run_script(cache, hidden=5)
-    assert other["key"] != first["key"]
-    assert other["stats"]["compiled"] >= 1
-
-
 def test_a_truncated_source_is_reported_once_and_rebuilt(warm, tmp_path):
     cache, first = warm
     copy = tmp_path / "cache"
@@ -110,11 +103,22 @@ def test_a_truncated_numba_cache_file_is_rebuilt(warm, tmp_path):
     assert again["stats"]["compiled"] == 0
 
 
-def test_two_processes_compiling_the_same_plan_at_once(tmp_path):
-    cache = tmp_path / "cache"
+def test_two_processes_compiling_a_changed_graph_at_once(warm, tmp_path):
+    """Two processes lower a graph the cache has no entry for (a hidden width the warm
+    cache's plan does not have) at the same moment: the changed graph gets its own key
+    and is compiled (by one of them at least), one source is written, and a third
+    process loads it. (One pair of Numba compiles checks both; each fresh process costs
+    seconds.)"""
+    import shutil
+
+    cache, first = warm
+    copy = tmp_path / "cache"
+    shutil.copytree(cache, copy)
+    cache = copy
     processes = [run_script(cache, hidden=6, wait=False) for _ in range(2)]
     results = [finish(p) for p in processes]
-    assert results[0]["key"] == results[1]["key"]
+    assert results[0]["key"] == results[1]["key"] != first["key"]
+    assert any(r["stats"]["compiled"] >= 1 for r in results)  # the other may load it
     assert sum(r["stats"]["sources_written"] for r in results) == 1
     third = run_script(cache, hidden=6)
     assert third["stats"]["compiled"] == 0 and not third["warnings"]

@@ -440,13 +440,15 @@ _FUNCTIONS: dict[str, dict[str, Any]] = {}
 
 
 def compiled_functions(source: str, entries: dict[str, str | None]) -> dict[str, Any]:
-    """The functions ``entries`` names (name -> signature text, or ``None`` for a helper
-    the others call, listed before them) of the generated module ``source``, jitted for
-    those signatures: from this process's memory, the plan cache
+    """The functions ``entries`` names (name -> signature text, or ``None`` for a small
+    helper the others call, listed before them and inlined) of the generated module
+    ``source``, jitted for those signatures: from this process's memory, the plan cache
     (entry ``u_<key>``, sealed like a plan's) or compiled now and cached there. For code
     that is not a plan (an optimizer's eager update, ``numba.update``); when the cache
     cannot be used it is compiled in memory, with one warning."""
-    text = f"{environment_key()}\n{sorted(entries.items())}\n{source}"
+    described = sorted((name, "inlined helper" if text is None else text)
+                       for name, text in entries.items())
+    text = f"{environment_key()}\n{described}\n{source}"
     key = hashlib.sha256(text.encode()).hexdigest()[:32]
     with _MODULE_LOCK:
         if key in _FUNCTIONS:
@@ -486,8 +488,8 @@ def compiled_functions(source: str, entries: dict[str, str | None]) -> dict[str,
 
 
 def _jit(module: Any, entries: dict[str, str | None], cache: bool) -> dict[str, Any]:
-    """``module``'s functions jitted for their signatures (a ``None`` signature: a helper
-    the others call, compiled into them); under the key ``""``, True when any was
+    """``module``'s functions jitted for their signatures (a ``None`` signature: a small
+    helper the others call, inlined into them); under the key ``""``, True when any was
     compiled now (its cache files then need sealing)."""
     import numba
     from numba import types
@@ -495,10 +497,9 @@ def _jit(module: Any, entries: dict[str, str | None], cache: bool) -> dict[str, 
     functions: dict[str, Any] = {}
     compiled = False
     for name, text in entries.items():
-        if text is None:  # a helper the entries call: no wrapper and no cache entry of
-            # its own (each cached entry point holds the code it calls), as a plan's body
-            helper = numba.njit(no_cpython_wrapper=True,  # type: ignore[call-overload]
-                                no_cfunc_wrapper=True, nogil=True, error_model="numpy")(
+        if text is None:  # a small helper the entries call, inlined into them (no
+            # cache entry of its own: each cached entry point holds the code it calls)
+            helper = numba.njit(inline="always", nogil=True, error_model="numpy")(
                 getattr(module, name))
             setattr(module, name, helper)
             continue
