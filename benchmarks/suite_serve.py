@@ -13,8 +13,7 @@ Workloads:
   process's CPU time per request over that phase (``/proc``; what a request costs the
   server, which load from other processes on a shared machine changes far less);
 - the batch endpoint at 1,000 cases per request: cases per second, with the features
-  sent as JSON integers 0/1 (what the compiled batch reader takes) and again as floats
-  printed with 17 significant digits (which it leaves to the orjson path).
+  sent as JSON integers 0/1 and again as floats printed with 17 significant digits.
 
 The clients are raw keep-alive sockets with prepared request bytes in threads of this
 process, so they cost as little as a Python client can; on a small machine they share
@@ -23,8 +22,8 @@ the CPUs with the server, which the figures include.
 In process, alternated the same way and timed in CPU time of the thread, where a
 request's time goes: one single request
 through the service's ASGI callable against the constant Starlette app's, and the
-stages of a batch of 1,000 (reading the body with the compiled reader against the
-orjson path and the strict reader, the plan's batch call, rendering the answers).
+stages of a batch of 1,000 (reading the body through orjson against the strict reader,
+the plan's batch call, rendering the answers).
 """
 
 from __future__ import annotations
@@ -204,7 +203,7 @@ def _measure(port: int, quick: bool, batch_endpoint: bool = True,
     batch = _request("/v1/routers/tickets/batch",
                      json.dumps([{"features": r} for r in rows]).encode())
     # the same cases with each number nudged by a few units of 2**-50: floats printed
-    # with 16-17 digits past what the compiled reader computes exactly (orjson reads them)
+    # with 16-17 digits
     floats = _request("/v1/routers/tickets/batch", json.dumps(
         [{"features": [v + 2.0 ** -50 * (1 + (i * 7 + j) % 13) for j, v in enumerate(r)]}
          for i, r in enumerate(rows)]).encode())
@@ -330,7 +329,6 @@ def _in_process(directory: pathlib.Path, quick: bool) -> list[Row]:
     stages = {
         "ours": (requests(ours_call), 200),
         "constant": (requests(constant_call), 200),
-        "compiled read": (lambda: served.batch_reader.read(body, BATCH), 1),
         "orjson read": (lambda: read_batch(body, served.inputs, limit, BATCH), 1),
         "strict read": (lambda: check_batch(_strict_document(body, limit), served.inputs), 1),
         "plan": (lambda: program.batch(stacked), 1),
@@ -363,10 +361,8 @@ def _in_process(directory: pathlib.Path, quick: bool) -> list[Row]:
         Row(SUITE, "single request through the ASGI app", "Starlette constant",
             median("constant"), note=note + "; Starlette's routing, Request, JSONResponse "
                                             "of a constant"),
-        Row(SUITE, "batch of 1000: read the body", "tensorcode", median("compiled read"),
-            note=note + "; the compiled reader straight into float64"),
-        Row(SUITE, "batch of 1000: read the body", "orjson path", median("orjson read"),
-            note=note + "; orjson objects, then NumPy (the reader for other bodies)"),
+        Row(SUITE, "batch of 1000: read the body", "tensorcode", median("orjson read"),
+            note=note + "; orjson objects, then NumPy (what the service does)"),
         Row(SUITE, "batch of 1000: read the body", "strict reader", median("strict read"),
             note=note + "; the package's strict reader and validator"),
         Row(SUITE, "batch of 1000: plan's batch call", "tensorcode", median("plan"),
@@ -441,10 +437,9 @@ def run(quick: bool) -> list[Row]:
                           "request (load from other processes mostly falls out)")
         elif key == "batch":
             extra_note = ("; target >= 1,000,000 cases/s; numbers written as JSON "
-                          "integers 0/1, which the compiled reader takes")
+                          "integers 0/1")
         elif key == "floats":
-            extra_note = ("; the same cases as floats of 17 significant digits, which "
-                          "the compiled reader leaves to orjson")
+            extra_note = "; the same cases as floats of 17 significant digits"
         rows.append(Row(SUITE, workload, "tensorcode", ours, unit, lower_is_better=lower,
                         baseline=True, note=note + extra_note))
         if key not in ("batch", "floats"):

@@ -39,7 +39,6 @@ from ..distill.inputs import InputError, read_document
 from ..distill.router import REFUSED, path_of
 from ..errors import TensorCodeError
 from ..extras import require
-from . import batch_reader
 from .answers import dumps, render_batch
 from .escalations import EscalationLog
 from .metrics import UNKNOWN, Metrics, reason_class
@@ -275,10 +274,6 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
         served = held.get(name)
         if served is None:
             return unknown(name)
-        if served.batch_reader is not None and not batch_reader.loaded():
-            # the first batch of this process: loading (or compiling) the reader takes
-            # a second or more, which must not hold up the event loop's other requests
-            await require("anyio").to_thread.run_sync(batch_reader.load)
         try:
             body = await _receive_body(scope, receive, service.max_body_bytes)
             if body is None:

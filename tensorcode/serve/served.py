@@ -27,7 +27,6 @@ from ..distill.result import ARTIFACT, Distillation
 from ..distill.router import PROGRAM, decide
 from ..errors import ArtifactError, TensorCodeError
 from .answers import dumps as answer_dumps
-from .batch_reader import BatchReader
 from .hot import SingleAnswer, single_answer
 
 #: the answer of a program for one case: outputs, or ``None`` with the escalation reason
@@ -51,22 +50,12 @@ class ServedRouter:
         program has none (several inputs, array outputs, no bound scalar call)."""
         return single_answer(self.inputs, self.outputs, self.distillation.program)
 
-    @cached_property
-    def batch_reader(self) -> BatchReader | None:
-        """The compiled reader of batch bodies (``serve.batch_reader``), or ``None`` when
-        the contract's bodies cannot take it."""
-        return BatchReader(self.inputs) if BatchReader.takes(self.inputs) else None
-
     def read_batch(self, body: bytes, limit: int, max_cases: int | None
                    ) -> dict[str, np.ndarray]:
-        """A batch body as ``{name: float64 array [N, *shape]}``: the compiled reader's
-        arrays when it takes the body, else ``distill.inputs.read_batch``'s (which
-        refuses a bad body with the shared validator's ``InputError``)."""
-        reader = self.batch_reader
-        if reader is not None and len(body) <= limit:
-            stacked = reader.read(body, max_cases)
-            if stacked is not None:
-                return stacked
+        """A batch body as ``{name: float64 array [N, *shape]}``
+        (``distill.inputs.read_batch``: orjson where its result is provably the strict
+        reader's, else the strict reader, which refuses a bad body with the shared
+        validator's ``InputError``)."""
         return read_batch(body, self.inputs, limit, max_cases)
 
     @property

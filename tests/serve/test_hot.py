@@ -226,28 +226,3 @@ def test_a_batch_without_teacher_or_log_escalates_as_case_by_case(ticket_dir, tm
                             "path": "fallback_abstained", "answered_by": None,
                             "fallback_error": "no fallback is configured"}
     assert counts[0][0] >= 2 and documents[1]["path"] == "program"
-
-
-def test_the_first_batch_loads_the_compiled_reader_off_the_event_loop(ticket_dir,
-                                                                       monkeypatch):
-    """Loading (or compiling) the reader takes a second or more: it runs in a worker
-    thread while the event loop goes on answering."""
-    import threading
-
-    from tensorcode.serve import batch_reader
-
-    seen = []
-    monkeypatch.setattr(batch_reader, "loaded", lambda: False)
-    monkeypatch.setattr(batch_reader, "load", lambda: seen.append(threading.current_thread()))
-    with TestClient(create_app({"tickets": ticket_dir})) as client:
-        loop_thread = []
-
-        async def probe(request):
-            loop_thread.append(threading.current_thread())
-            from starlette.responses import JSONResponse
-            return JSONResponse({})
-        client.app.add_route("/probe", probe)
-        client.get("/probe")
-        response = client.post("/v1/routers/tickets/batch", json=[{"features": BILLING}])
-        assert response.status_code == 200 and response.json()[0]["route"] == 1.0
-    assert len(seen) == 1 and seen[0] is not loop_thread[0]

@@ -439,16 +439,13 @@ def _prepare_entry(directory: pathlib.Path, stem: str, source: str, key: str) ->
 _FUNCTIONS: dict[str, dict[str, Any]] = {}
 
 
-def compiled_functions(source: str, entries: dict[str, str | None]) -> dict[str, Any]:
-    """The functions ``entries`` names (name -> signature text, or ``None`` for a small
-    helper the others call, listed before them and inlined) of the generated module
+def compiled_functions(source: str, entries: dict[str, str]) -> dict[str, Any]:
+    """The functions ``entries`` names (name -> signature text) of the generated module
     ``source``, jitted for those signatures: from this process's memory, the plan cache
     (entry ``u_<key>``, sealed like a plan's) or compiled now and cached there. For code
     that is not a plan (an optimizer's eager update, ``numba.update``); when the cache
     cannot be used it is compiled in memory, with one warning."""
-    described = sorted((name, "inlined helper" if text is None else text)
-                       for name, text in entries.items())
-    text = f"{environment_key()}\n{described}\n{source}"
+    text = f"{environment_key()}\n{sorted(entries.items())}\n{source}"
     key = hashlib.sha256(text.encode()).hexdigest()[:32]
     with _MODULE_LOCK:
         if key in _FUNCTIONS:
@@ -487,22 +484,15 @@ def compiled_functions(source: str, entries: dict[str, str | None]) -> dict[str,
         return functions
 
 
-def _jit(module: Any, entries: dict[str, str | None], cache: bool) -> dict[str, Any]:
-    """``module``'s functions jitted for their signatures (a ``None`` signature: a small
-    helper the others call, inlined into them); under the key ``""``, True when any was
-    compiled now (its cache files then need sealing)."""
+def _jit(module: Any, entries: dict[str, str], cache: bool) -> dict[str, Any]:
+    """``module``'s functions jitted for their signatures; under the key ``""``, True
+    when any was compiled now (its cache files then need sealing)."""
     import numba
     from numba import types
 
     functions: dict[str, Any] = {}
     compiled = False
     for name, text in entries.items():
-        if text is None:  # a small helper the entries call, inlined into them (no
-            # cache entry of its own: each cached entry point holds the code it calls)
-            helper = numba.njit(inline="always", nogil=True, error_model="numpy")(
-                getattr(module, name))
-            setattr(module, name, helper)
-            continue
         signature = eval(compile(text, "<signature>", "eval"), {"types": types})
         function = numba.njit(signature, cache=cache, nogil=True, error_model="numpy")(
             getattr(module, name))
@@ -645,11 +635,6 @@ class NumbaBackend:
         from .update import eager
 
         return eager(rule, dtype, compiled_functions)
-
-    def functions(self, source: str, entries: dict[str, str | None]) -> dict[str, Any]:
-        """Compiled functions of a generated module that is not a plan, cached like one
-        (``compiled_functions``): the service's batch reader."""
-        return compiled_functions(source, entries)
 
 
 BACKEND = NumbaBackend()

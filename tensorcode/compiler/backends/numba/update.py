@@ -144,7 +144,7 @@ _EAGER_LOCK = threading.Lock()
 
 
 def eager(rule: UpdateRule, dtype: str,
-          compiled_functions: Callable[[str, dict[str, str | None]], dict[str, Any]]
+          compiled_functions: Callable[[str, dict[str, str]], dict[str, Any]]
           ) -> Callable[..., None]:
     """``update(P, G, U, S0.., K, PS, N, GS, steps, present, lr)`` for ``dtype``, compiled
     (or loaded from the plan cache) on first use; ``P``, ``G`` and the slot tables are
