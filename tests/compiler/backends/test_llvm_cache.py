@@ -240,7 +240,8 @@ def test_fresh_processes_compile_once_and_never_import_numba(tmp_path):
     warm = _finish(_process(tmp_path, 7))
     assert warm["stats"]["compiled"] == 0 and warm["stats"]["cache_loaded"] == 2
     assert not warm["numba"] and not any(r["numba"] for r in results)
-    # a process that only loads plans never imports the code generator
-    assert not warm["generator"] and all(r["generator"] for r in results)
+    # the code generator is imported by a process that compiles, never by one that loads
+    assert not warm["generator"]
+    assert all(r["generator"] == (r["stats"]["compiled"] > 0) for r in results)
     assert [p.name for p in (tmp_path / "cache" / "plans").iterdir()
             if p.name.endswith(".tmp")] == []
