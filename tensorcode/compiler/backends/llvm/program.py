@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -76,21 +77,25 @@ def _check_input(k: int, value: Any, dtype: np.dtype) -> None:
 
 
 def _set_inputs(wanted: Sequence[tuple[np.dtype, tuple[int, ...]]], inputs: Sequence[Any],
-                pointers: Any, start: int) -> None:
+                pointers: Any, start: int, last: list[Any]) -> None:
     """Check ``inputs`` against ``wanted`` (dtype, shape) and write their pointers into
-    ``pointers`` from ``start``. Every call checks every input: an array's dtype, shape
-    and strides can change in place, and no caller array is remembered past a call."""
+    ``pointers`` from ``start``. An input that is the previous call's array object (held
+    in ``last`` by a weak reference, so no caller array is kept alive past a call), still
+    of the same dtype, shape and contiguity, keeps its pointer: a training loop that
+    feeds the same arrays every step pays only that identity check."""
     if len(inputs) != len(wanted):
         raise TypeError(f"the plan takes {len(wanted)} inputs, got {len(inputs)}")
-    at = start
-    for value, (dtype, shape) in zip(inputs, wanted):
-        if type(value) is not np.ndarray or value.dtype != dtype or \
-                not value.flags.c_contiguous:
-            _check_input(at - start, value, dtype)
+    for k, value in enumerate(inputs):
+        dtype, shape = wanted[k]
+        seen = last[k]
+        if seen is not None and seen() is value and value.dtype is dtype and \
+                value.shape == shape and value.flags.c_contiguous:
+            continue  # (an array's dtype, shape and strides can change in place)
+        _check_input(k, value, dtype)
         if value.shape != shape:
-            raise ValueError(f"input #{at - start}: expected shape {list(shape)}")
-        pointers[at] = _address(value)
-        at += 1
+            raise ValueError(f"input #{k}: expected shape {list(shape)}")
+        pointers[start + k] = _address(value)
+        last[k] = weakref.ref(value)
 
 
 class LlvmProgram:
@@ -200,16 +205,16 @@ class LlvmProgram:
         at = start + len(wanted) + len(self._scratch)
         local = threading.local()
 
-        def prepared() -> Any:
+        def prepared() -> tuple[Any, list[Any]]:
             pointers = fixed + [0] * len(wanted) + self._scratch_pointers() + \
                 [0] * len(shapes)
-            local.pointers = self._array_type_of(len(pointers))(*pointers)
-            return local.pointers
+            local.state = (self._array_type_of(len(pointers))(*pointers), [None] * len(wanted))
+            return local.state
 
         def call(*inputs: np.ndarray) -> tuple[np.ndarray, ...]:
             assert kept is not None
-            pointers = getattr(local, "pointers", None) or prepared()
-            _set_inputs(wanted, inputs, pointers, start)
+            pointers, last = getattr(local, "state", None) or prepared()
+            _set_inputs(wanted, inputs, pointers, start, last)
             outputs = []  # fresh per call: results never alias
             j = at
             for n, d in shapes:
@@ -234,18 +239,19 @@ class LlvmProgram:
         start = len(fixed)
         local = threading.local()
 
-        def prepared() -> tuple[Any, list[tuple[Any, int]]]:
+        def prepared() -> tuple[Any, list[tuple[Any, int]], list[Any]]:
             outputs = [np.empty(max(n, 1), d) for n, d in self._outputs]
             pointers = fixed + [0] * len(wanted) + self._scratch_pointers() + \
                 [_address(o) for o in outputs]
             local.state = (self._array_type_of(len(pointers))(*pointers),
-                           [(outputs[k].item, offset) for k, offset in self._picks])
+                           [(outputs[k].item, offset) for k, offset in self._picks],
+                           [None] * len(wanted))
             return local.state
 
         def numbers(*inputs: np.ndarray) -> tuple:
             assert kept is not None
-            pointers, reads = getattr(local, "state", None) or prepared()
-            _set_inputs(wanted, inputs, pointers, start)
+            pointers, reads, last = getattr(local, "state", None) or prepared()
+            _set_inputs(wanted, inputs, pointers, start, last)
             status = entry(pointers, None, _ZERO)
             if status:
                 raise IndexError(errors[status - 1])
@@ -338,7 +344,8 @@ class LlvmProgram:
         """``run_step`` with the parameter, constant, state and step buffers fixed:
         ``call(inputs, lr) -> loss``. The fixed buffers are checked once and their
         pointers kept (with the arrays themselves, alive as long as the call is); per
-        call only the inputs are checked (``_set_inputs``). Each thread has its own
+        call only the inputs are checked (``_set_inputs``: the previous call's array,
+        unchanged, keeps its pointer). Each thread has its own
         scratch, output arenas and pointer array, so concurrent calls never share a
         buffer they write (the loss is read from the outputs; they never leave the
         call)."""
@@ -355,18 +362,18 @@ class LlvmProgram:
         loss_arena, loss_offset, _ = self._loss
         local = threading.local()
 
-        def prepared() -> tuple[Any, list[np.ndarray]]:
+        def prepared() -> tuple[Any, list[np.ndarray], list[Any]]:
             outputs = [np.empty(max(n, 1), d) for n, d in self._outputs]
             pointers = fixed_head + [0] * len(wanted) + self._scratch_pointers() + \
                 [_address(o) for o in outputs] + fixed_tail
-            state = (array_type(*pointers), outputs)
+            state = (array_type(*pointers), outputs, [None] * len(wanted))
             local.state = state
             return state
 
         def call(inputs: Sequence[Any], lr: float) -> float:
             assert kept is not None
-            pointers, outputs = getattr(local, "state", None) or prepared()
-            _set_inputs(wanted, inputs, pointers, start)
+            pointers, outputs, last = getattr(local, "state", None) or prepared()
+            _set_inputs(wanted, inputs, pointers, start, last)
             status = entry(pointers, None, lr)
             if status:
                 raise IndexError(errors[status - 1])
