@@ -195,3 +195,18 @@ def test_no_caller_array_is_kept_past_a_call():
     del fresh
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+def test_data_pointers_read_from_the_array_object_match_the_array_interface():
+    # the bound calls read ``PyArrayObject.data``; on CPython the layout probe holds
+    import sys
+
+    from tensorcode.compiler.backends.llvm import program
+
+    if sys.implementation.name == "cpython":
+        assert program._address is not program._interface_address
+    base = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    for array in (base, base[1:], base[:, 2], base.T, base[..., ::2], np.empty(0),
+                  np.frombuffer(b"abcdefgh", np.uint8)[3:], np.ones(())):
+        assert type(array) is np.ndarray  # what every caller checks before reading
+        assert program._address(array) == program._interface_address(array)

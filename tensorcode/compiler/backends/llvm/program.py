@@ -48,7 +48,9 @@ def _field_address() -> Callable[[np.ndarray], int] | None:
     with ``PyObject_HEAD`` and then the ``data`` field (what ``PyArray_DATA`` reads), and
     CPython's ``id`` is the object's address. Used only where that layout is proven on
     this interpreter: the reader must agree with the array interface on arrays of every
-    kind (offset views, Fortran order, read-only, empty), else ``None``."""
+    kind (offset views, Fortran order, read-only, empty), else ``None``. Only for an
+    exact ``np.ndarray``: every caller checks ``type(value) is np.ndarray`` first (a
+    NumPy scalar or another object has no ``data`` field there)."""
     if sys.implementation.name != "cpython":
         return None
     head = 2 * ctypes.sizeof(ctypes.c_void_p)  # ob_refcnt, ob_type
