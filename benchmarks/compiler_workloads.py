@@ -118,11 +118,13 @@ def tensorcode_step(spec: dict, data: dict, backend: str = "numba"):
     return step, note, plan
 
 
-def tensorcode_fused_step(spec: dict, data: dict, steps: int = 0):
+def tensorcode_fused_step(spec: dict, data: dict, steps: int = 0, shared: bool = False):
     """The fused step: ``entry.lower(optimizer=...)`` bound to a parameter table and its
     optimizer, so one compiled call runs forward, backward and the update. With
     ``steps`` > 0, a closure that runs that many steps in one ``run_steps`` call over a
-    stack of copies of the minibatch (time it and divide by ``steps``)."""
+    stack of copies of the minibatch (time it and divide by ``steps``), or with
+    ``shared`` over the one minibatch given a leading axis of 1 (every step reads it, as
+    a loop of fused steps over one minibatch does)."""
     from tensorcode.runtime import optim
 
     network, _, adjoints = tensorcode_network(spec, data)
@@ -134,7 +136,8 @@ def tensorcode_fused_step(spec: dict, data: dict, steps: int = 0):
     bound = step_plan.bind(parameters, opt)
     note = f"fused step plan, tc.optim.{type(opt).__name__}"
     if steps:
-        stacked = [np.ascontiguousarray(np.broadcast_to(x, (steps,) + x.shape)) for x in inputs]
+        stacked = [x[None] if shared else
+                   np.ascontiguousarray(np.broadcast_to(x, (steps,) + x.shape)) for x in inputs]
         lrs = np.full(steps, lr)
 
         def many():
