@@ -25,6 +25,7 @@ from tensorcode import optim
 from tensorcode.compiler.backends import DEFAULT_BACKEND
 from tensorcode.errors import StaleWeightsError
 from tensorcode.tools import Investigator
+from tensorcode.tools.episodic import EpisodicIndex
 from tensorcode.tools.investigator import LABELS
 from tensorcode.training import Trainer
 from tensorcode.training.calibration import evaluate_calibration, fit_threshold
@@ -33,9 +34,9 @@ CONFIG = {"dim": 16, "hidden": 16, "buckets": 1024,
           "retrieval_encoder": {"dim": 32, "buckets": 2048, "scale": 10.0}}
 
 
-def recall_at(index: object, queries: list[dict], k: int = 5) -> float:
+def recall_at(index: EpisodicIndex, queries: list[dict], k: int = 5) -> float:
     """Share of queries with at least one relevant document among the top ``k``."""
-    found = index.search([q["text"] for q in queries], k=k)  # type: ignore[attr-defined]
+    found = index.search([q["text"] for q in queries], k=k)
     return float(np.mean([bool(set(ids) & set(q["relevant"]))
                           for (ids, _), q in zip(found, queries)]))
 
