@@ -13,7 +13,11 @@ Workloads:
   process's CPU time per request over that phase (``/proc``; what a request costs the
   server, which load from other processes on a shared machine changes far less);
 - the batch endpoint at 1,000 cases per request: cases per second, with the features
-  sent as JSON integers 0/1 and again as floats printed with 17 significant digits.
+  sent as JSON integers 0/1, again as floats printed with 17 significant digits, and (to
+  ``tensorcode serve`` alone) as a safetensors body of one float64 tensor, timed in
+  turn with the JSON bodies on the same connection; for that body also the server
+  process's and the client thread's CPU time per batch, which say whose share the
+  wall time is.
 
 The clients are raw keep-alive sockets with prepared request bytes in threads of this
 process, so they cost as little as a Python client can; on a small machine they share
@@ -22,8 +26,9 @@ the CPUs with the server, which the figures include.
 In process, alternated the same way and timed in CPU time of the thread, where a
 request's time goes: one single request
 through the service's ASGI callable against the constant Starlette app's, and the
-stages of a batch of 1,000 (reading the body through orjson against the strict reader,
-the plan's batch call, rendering the answers).
+stages of a batch of 1,000 (reading the body through orjson against the strict reader
+and as a safetensors body, the plan's batch call, rendering the answers) and a whole
+batch request through the ASGI callable with each body.
 """
 
 from __future__ import annotations
@@ -85,10 +90,13 @@ app.add_route("/readyz", lambda request: JSONResponse({{"status": "ready"}}), me
 
 CONSTANT_APP = '''
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 ANSWER = {"route": 1.0, "escalated": False, "reason": None, "path": "program"}
+# a batch's answers, prepared once: 1,000 such documents
+ANSWERS = ("[" + ",".join(['{"route":1.0,"escalated":false,"reason":null,'
+                           '"path":"program"}'] * 1000) + "]").encode()
 
 
 async def one(request):
@@ -96,10 +104,16 @@ async def one(request):
     return JSONResponse(ANSWER)
 
 
+async def batch(request):
+    await request.body()
+    return Response(ANSWERS, media_type="application/json")
+
+
 async def ready(request):
     return JSONResponse({"status": "ready"})
 
 app = Starlette(routes=[Route("/v1/routers/tickets", one, methods=["POST"]),
+                        Route("/v1/routers/tickets/batch", batch, methods=["POST"]),
                         Route("/readyz", ready, methods=["GET"])])
 '''
 
@@ -147,9 +161,22 @@ class Client:
         self.sock.close()
 
 
-def _request(path: str, body: bytes) -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+def _request(path: str, body: bytes, content_type: str = "application/json") -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def _batch_rows() -> list[list[int]]:
+    """The benchmark's 1,000 cases: the bits of their index as the 12 features."""
+    return [[(i >> b) & 1 for b in range(12)] for i in range(BATCH)]
+
+
+def _safetensors_body(rows: list[list[int]]) -> bytes:
+    """The cases as a safetensors batch body: one float64 tensor ``[cases, 12]``."""
+    import numpy as np
+    from safetensors.numpy import save
+
+    return save({"features": np.asarray(rows, dtype=np.float64)})
 
 
 def _start(command: list[str], port: int, cwd: str, log: pathlib.Path) -> subprocess.Popen:
@@ -195,11 +222,13 @@ def _cpu_seconds(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _measure(port: int, quick: bool, batch_endpoint: bool = True,
-             pid: int | None = None) -> dict[str, float]:
+def _measure(port: int, quick: bool, pid: int | None = None, binary: bool = False
+             ) -> dict[str, float]:
+    from tensorcode.serve.binary import MEDIA_TYPE
+
     single = _request("/v1/routers/tickets",
                       json.dumps({"features": [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]}).encode())
-    rows = [[(i >> b) & 1 for b in range(12)] for i in range(BATCH)]
+    rows = _batch_rows()
     batch = _request("/v1/routers/tickets/batch",
                      json.dumps([{"features": r} for r in rows]).encode())
     # the same cases with each number nudged by a few units of 2**-50: floats printed
@@ -207,7 +236,8 @@ def _measure(port: int, quick: bool, batch_endpoint: bool = True,
     floats = _request("/v1/routers/tickets/batch", json.dumps(
         [{"features": [v + 2.0 ** -50 * (1 + (i * 7 + j) % 13) for j, v in enumerate(r)]}
          for i, r in enumerate(rows)]).encode())
-    latency_n, per_client, batches = (200, 100, 5) if quick else (1000, 500, 20)
+    tensors = _request("/v1/routers/tickets/batch", _safetensors_body(rows), MEDIA_TYPE)
+    latency_n, per_client, batches = (200, 100, 20) if quick else (1000, 500, 50)
 
     client = Client(port)
     for _ in range(50):
@@ -221,17 +251,27 @@ def _measure(port: int, quick: bool, batch_endpoint: bool = True,
     p50 = statistics.median(samples)
     p99 = samples[min(len(samples) - 1, int(0.99 * len(samples)))]
 
-    batch_rate = float_rate = 0.0
-    if batch_endpoint:
-        rates = []
-        for body in (batch, floats):
-            client.send(body)
-            start = time.perf_counter()
-            for _ in range(batches):
-                answers = client.send(body)
-            rates.append(batches * BATCH / (time.perf_counter() - start))
-            assert len(json.loads(answers)) == BATCH
-        batch_rate, float_rate = rates
+    # the batch bodies in turn on one connection: cases per second, and per batch the
+    # server process's CPU time and this client thread's (sending, reading the answer)
+    figures = dict.fromkeys(["batch", "floats", "binary", "batch_server_cpu",
+                             "binary_server_cpu", "binary_client_cpu"], math.nan)
+    bodies = {"batch": batch, "binary": tensors, "floats": floats}
+    if not binary:
+        del bodies["binary"]
+    readable = pid is not None and os.path.exists(f"/proc/{pid}/stat")
+    for name, body in bodies.items():
+        expected = client.send(body)
+        assert len(json.loads(expected)) == BATCH
+        cpu_before = _cpu_seconds(pid) if readable and pid is not None else math.nan
+        client_before = time.thread_time()
+        start = time.perf_counter()
+        for _ in range(batches):
+            answers = client.send(body)
+        figures[name] = batches * BATCH / (time.perf_counter() - start)
+        figures[f"{name}_client_cpu"] = (time.thread_time() - client_before) / batches * 1e6
+        if readable and pid is not None:
+            figures[f"{name}_server_cpu"] = (_cpu_seconds(pid) - cpu_before) / batches * 1e6
+        assert answers == expected
     client.close()
 
     clients = [Client(port) for _ in range(CLIENTS)]
@@ -262,13 +302,12 @@ def _measure(port: int, quick: bool, batch_endpoint: bool = True,
         c.close()
     if failures:
         raise failures[0]
-    return {"p50": p50 * 1e6, "p99": p99 * 1e6, "rate": rate, "batch": batch_rate,
-            "floats": float_rate, "cpu": cpu}
+    return {"p50": p50 * 1e6, "p99": p99 * 1e6, "rate": rate, "cpu": cpu, **figures}
 
 
-def _asgi_call(app, path: str, body: bytes):
+def _asgi_call(app, path: str, body: bytes, content_type: str = "application/json"):
     """One request through an ASGI callable, with the messages uvicorn would send."""
-    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+    headers = [(b"host", b"127.0.0.1"), (b"content-type", content_type.encode()),
                (b"content-length", str(len(body)).encode())]
     message = {"type": "http.request", "body": body, "more_body": False}
 
@@ -298,6 +337,7 @@ def _in_process(directory: pathlib.Path, quick: bool) -> list[Row]:
     from tensorcode.distill.inputs import _strict_document, check_batch, read_batch
     from tensorcode.serve import create_app
     from tensorcode.serve.answers import render_batch
+    from tensorcode.serve.binary import MEDIA_TYPE
 
     app = create_app({"tickets": directory})
     served = app.state.service.routers.get("tickets")
@@ -310,8 +350,11 @@ def _in_process(directory: pathlib.Path, quick: bool) -> list[Row]:
     constant_app = Starlette(routes=[Route("/v1/routers/tickets", constant,
                                            methods=["POST"])])
     single = json.dumps({"features": [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]}).encode()
-    rows = [[(i >> b) & 1 for b in range(12)] for i in range(BATCH)]
+    rows = _batch_rows()
     body = json.dumps([{"features": r} for r in rows]).encode()
+    binary = _safetensors_body(rows)
+    batch_call = _asgi_call(app, "/v1/routers/tickets/batch", body)
+    binary_call = _asgi_call(app, "/v1/routers/tickets/batch", binary, MEDIA_TYPE)
     ours_call = _asgi_call(app, "/v1/routers/tickets", single)
     constant_call = _asgi_call(constant_app, "/v1/routers/tickets", single)
     stacked = served.read_batch(body, 1 << 22, BATCH)
@@ -331,9 +374,12 @@ def _in_process(directory: pathlib.Path, quick: bool) -> list[Row]:
         "constant": (requests(constant_call), 200),
         "orjson read": (lambda: read_batch(body, served.inputs, limit, BATCH), 1),
         "strict read": (lambda: check_batch(_strict_document(body, limit), served.inputs), 1),
+        "safetensors read": (lambda: served.read_safetensors_batch(binary, limit, BATCH), 1),
         "plan": (lambda: program.batch(stacked), 1),
         "decide": (lambda: served.decide_columns(stacked), 1),
         "render": (lambda: render_batch(served.outputs, columns, BATCH, {}), 1),
+        "json batch request": (requests(batch_call, 1), 1),
+        "safetensors batch request": (requests(binary_call, 1), 1),
     }
     times: dict[str, list[float]] = {name: [] for name in stages}
     try:
@@ -365,12 +411,22 @@ def _in_process(directory: pathlib.Path, quick: bool) -> list[Row]:
             note=note + "; orjson objects, then NumPy (what the service does)"),
         Row(SUITE, "batch of 1000: read the body", "strict reader", median("strict read"),
             note=note + "; the package's strict reader and validator"),
+        Row(SUITE, "batch of 1000: read the body", "safetensors body",
+            median("safetensors read"),
+            note=note + f"; {len(binary):,} bytes, one float64 tensor [1000, 12] "
+                        "(safetensors.deserialize, the strict header check, the "
+                        "contract's rules, NumPy views)"),
         Row(SUITE, "batch of 1000: plan's batch call", "tensorcode", median("plan"),
             note=note),
         Row(SUITE, "batch of 1000: decide (plan call + claims)", "tensorcode",
             median("decide"), note=note + escalated),
         Row(SUITE, "batch of 1000: render the answers", "tensorcode", median("render"),
             note=note),
+        Row(SUITE, "batch of 1000 through the ASGI app", "JSON body", median(
+            "json batch request"), note=note + f"; {len(body):,} bytes, the whole request "
+                                               "without uvicorn"),
+        Row(SUITE, "batch of 1000 through the ASGI app", "safetensors body", median(
+            "safetensors batch request"), note=note + f"; {len(binary):,} bytes"),
     ]
 
 
@@ -405,7 +461,8 @@ def run(quick: bool) -> list[Row]:
         measured: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
         for _ in range(rounds):
             for name, (process, port) in servers.items():
-                measured[name].append(_measure(port, quick, name != "constant", process.pid))
+                measured[name].append(_measure(port, quick, process.pid,
+                                               binary=name != "peer"))
     finally:
         for process, _ in servers.values():
             _stop(process)
@@ -418,6 +475,9 @@ def run(quick: bool) -> list[Row]:
     constant_note = ("minimal Starlette app answering a constant JSON document (reads the "
                      "body, parses nothing): the HTTP stack's own limit; target: tensorcode "
                      ">= 0.8x its rate")
+    constant_batch_note = ("the same minimal Starlette app's batch route: reads the body, "
+                           "parses nothing, sends 1,000 prepared answers of the same size: "
+                           "the HTTP stack's own limit for this batch")
     peer_note = f"minimal {cls} app, request.json(), reference executor"
     rows = []
     for key, workload, unit, lower in [
@@ -427,7 +487,15 @@ def run(quick: bool) -> list[Row]:
             ("cpu", f"server CPU per single request, {CLIENTS} clients", "us", True),
             ("batch", f"batch endpoint, {BATCH} cases", "cases/s", False),
             ("floats", f"batch endpoint, {BATCH} cases of 17-digit floats", "cases/s",
-             False)]:
+             False),
+            ("binary", f"batch endpoint, {BATCH} cases as a safetensors body", "cases/s",
+             False),
+            ("batch_server_cpu", f"server CPU per batch of {BATCH}, JSON integers", "us",
+             True),
+            ("binary_server_cpu", f"server CPU per batch of {BATCH}, safetensors body",
+             "us", True),
+            ("binary_client_cpu", f"client CPU per batch of {BATCH}, safetensors body",
+             "us", True)]:
         ours = median("tensorcode", key)
         extra_note = ""
         if key == "rate":
@@ -440,11 +508,22 @@ def run(quick: bool) -> list[Row]:
                           "integers 0/1")
         elif key == "floats":
             extra_note = "; the same cases as floats of 17 significant digits"
+        elif key == "binary":
+            extra_note = ("; target >= 1,000,000 cases/s; Content-Type: "
+                          "application/vnd.safetensors, one float64 tensor [1000, 12]; "
+                          "JSON answers; timed in turn with the JSON bodies")
+        elif key.endswith("_cpu"):
+            extra_note = ("; the server process's CPU time (/proc) and the client "
+                          "thread's (sending the body, reading the whole answer) per "
+                          "batch over that phase")
         rows.append(Row(SUITE, workload, "tensorcode", ours, unit, lower_is_better=lower,
                         baseline=True, note=note + extra_note))
-        if key not in ("batch", "floats"):
-            rows.append(Row(SUITE, workload, "Starlette constant", median("constant", key),
-                            unit, lower_is_better=lower, note=constant_note))
+        batch_key = key in ("batch", "floats", "binary") or key.endswith("_cpu")
+        rows.append(Row(SUITE, workload, "Starlette constant", median("constant", key),
+                        unit, lower_is_better=lower,
+                        note=constant_batch_note if batch_key else constant_note))
+        if key.startswith("binary") or key.endswith("_cpu"):
+            continue  # the peer reads JSON only; its CPU figures would say nothing new
         rows.append(Row(SUITE, workload, peer_name, median("peer", key), unit,
                         lower_is_better=lower, note=peer_note))
     return rows + _in_process(directory, quick)

@@ -65,9 +65,7 @@ def read_document(text: str | bytes, limit: int = MAX_DOCUMENT_BYTES) -> Any:
     """Parse one JSON document under the module's rules: at most ``limit`` bytes,
     UTF-8, no duplicate keys, no ``NaN``/``Infinity`` literals, at most ``MAX_DEPTH``
     levels of nesting (``InputError`` otherwise); integers past int64 become floats."""
-    if len(text) > limit:
-        raise InputError(f"the document has {len(text)} bytes, more than the limit of "
-                         f"{limit}", None, "too_large")
+    check_size(text, limit)
     document = _fast_document(text)
     if document is not _NOT_FAST:
         return document
@@ -141,6 +139,13 @@ def check_case(case: Any, contract: Contract, what: str = "") -> Case:
         raise InputError(f"{what or 'the case'} must be a JSON object mapping input names "
                          f"to values, got {_json_type(case)}", what.rstrip(".") or None,
                          "not_object")
+    check_names(case, contract, what)
+    return {name: _field(case[name], shape, f"{what}{name}") for name, shape in contract.items()}
+
+
+def check_names(case: Mapping[str, Any], contract: Contract, what: str = "") -> None:
+    """Every name of the contract present in ``case`` and no other (``missing`` or
+    ``unexpected``, naming the first such field, prefixed by ``what``)."""
     for name in contract:
         if name not in case:
             raise InputError(f"{what}{name}: missing; expected exactly {list(contract)}",
@@ -149,7 +154,20 @@ def check_case(case: Any, contract: Contract, what: str = "") -> Case:
         extra = [str(name) for name in case if name not in contract]
         raise InputError(f"{what}{extra[0]}: unexpected input; expected exactly "
                          f"{list(contract)}", f"{what}{extra[0]}", "unexpected")
-    return {name: _field(case[name], shape, f"{what}{name}") for name, shape in contract.items()}
+
+
+def check_size(body: str | bytes, limit: int) -> None:
+    """A body of at most ``limit`` bytes (``too_large`` otherwise)."""
+    if len(body) > limit:
+        raise InputError(f"the document has {len(body)} bytes, more than the limit of "
+                         f"{limit}", None, "too_large")
+
+
+def check_count(count: int, max_cases: int | None) -> None:
+    """A batch of at most ``max_cases`` cases (``too_many`` otherwise; ``None``: any)."""
+    if max_cases is not None and count > max_cases:
+        raise InputError(f"the batch has {count} cases, more than the limit of "
+                         f"{max_cases}", None, "too_many")
 
 
 def check_value(value: Any, shape: tuple[int, ...] | None, field: str) -> np.ndarray:
@@ -241,16 +259,13 @@ def read_batch(text: bytes, contract: Contract, limit: int = MAX_DOCUMENT_BYTES,
     reads as NaN): then the strict reader would have returned the same numbers. Anything
     else takes the strict path, which says what is wrong.
     """
-    if len(text) > limit:
-        raise InputError(f"the document has {len(text)} bytes, more than the limit of "
-                         f"{limit}", None, "too_large")
+    check_size(text, limit)
     stacked = _fast_batch(text, contract, max_cases)
     if stacked is not None:
         return stacked
     documents = _strict_document(text, limit)
-    if isinstance(documents, list) and max_cases is not None and len(documents) > max_cases:
-        raise InputError(f"the batch has {len(documents)} cases, more than the limit of "
-                         f"{max_cases}", None, "too_many")
+    if isinstance(documents, list):
+        check_count(len(documents), max_cases)
     return check_batch(documents, contract, may_hold_booleans=(
         b"true" in text or b"false" in text))
 

@@ -5,7 +5,8 @@ Endpoints (all JSON except ``/metrics``):
 - ``POST /v1/routers/{name}``: one object of inputs -> the outputs, ``escalated`` and
   ``reason`` (``null`` when the program answered);
 - ``POST /v1/routers/{name}/batch``: an array of cases -> the answers, in order, through
-  the plan's batch path;
+  the plan's batch path; with ``Content-Type: application/vnd.safetensors`` the cases
+  come as one tensor per input (``serve.binary``) and the answers are the same JSON;
 - ``GET /v1/routers``, ``GET /healthz``, ``GET /readyz``, ``GET /metrics``;
 - ``POST /admin/reload`` with ``Authorization: Bearer <admin token>``.
 
@@ -40,6 +41,7 @@ from ..distill.router import REFUSED, path_of
 from ..errors import TensorCodeError
 from ..extras import require
 from .answers import dumps, render_batch
+from .binary import is_safetensors
 from .escalations import EscalationLog
 from .metrics import UNKNOWN, Metrics, reason_class
 from .reload import Routers, Source
@@ -64,7 +66,8 @@ ROUTERS_PREFIX = "/v1/routers/"
 JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 
 #: HTTP status for each kind of refused input
-STATUS = {"json": 400, "not_object": 400, "too_large": 413, "too_many": 413}
+STATUS = {"json": 400, "safetensors": 400, "not_object": 400, "too_large": 413,
+          "too_many": 413}
 
 Fallback = Callable[[ServedRouter, Mapping[str, np.ndarray]], Any]
 
@@ -279,7 +282,9 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
             if body is None:
                 return None
             start = perf_counter()
-            stacked = served.read_batch(body, service.max_body_bytes, service.max_batch)
+            read = (served.read_safetensors_batch if _sends_safetensors(scope)
+                    else served.read_batch)
+            stacked = read(body, service.max_body_bytes, service.max_batch)
         except InputError as error:
             return refuse(error, name)
         columns, reasons = served.decide_columns(stacked)
@@ -477,6 +482,15 @@ def _route_path(scope: Any) -> str:
     if root and path.startswith(root) and path != root and path[len(root)] == "/":
         return path[len(root):]
     return path
+
+
+def _sends_safetensors(scope: Any) -> bool:
+    """Whether the request's ``Content-Type`` is the safetensors batch body's (any
+    other, or none, is read as JSON)."""
+    for key, value in scope["headers"]:
+        if key == b"content-type":
+            return is_safetensors(value)
+    return False
 
 
 def _error(response: Callable[..., Any], status: int, kind: str, message: str,

@@ -27,6 +27,7 @@ from ..distill.result import ARTIFACT, Distillation
 from ..distill.router import PROGRAM, decide
 from ..errors import ArtifactError, TensorCodeError
 from .answers import dumps as answer_dumps
+from .binary import read_safetensors_batch
 from .hot import SingleAnswer, single_answer
 
 #: the answer of a program for one case: outputs, or ``None`` with the escalation reason
@@ -57,6 +58,13 @@ class ServedRouter:
         reader's, else the strict reader, which refuses a bad body with the shared
         validator's ``InputError``)."""
         return read_batch(body, self.inputs, limit, max_cases)
+
+    def read_safetensors_batch(self, body: bytes, limit: int, max_cases: int | None
+                               ) -> dict[str, np.ndarray]:
+        """A safetensors batch body as the same ``{name: float64 array [N, *shape]}``
+        (``serve.binary``: one tensor per input, nothing parsed per number), refused
+        with the same ``InputError`` kinds as a JSON batch where the rule applies."""
+        return read_safetensors_batch(body, self.inputs, limit, max_cases)
 
     @property
     def inputs(self) -> dict[str, tuple[int, ...]]:

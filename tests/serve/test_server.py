@@ -170,6 +170,28 @@ def test_a_bad_case_in_a_batch_names_its_index(server: Server):
     assert status == 400 and document["error"]["kind"] == "not_object"
 
 
+def test_a_safetensors_batch_over_http_answers_as_json_does(server: Server, expected):
+    """Through uvicorn: the binary body's answers equal the JSON batch's, each escalated
+    case is logged as from JSON, and a body cut short is a 400 in the error body."""
+    from safetensors.numpy import save
+
+    binary = {"Content-Type": "application/vnd.safetensors"}
+    picks = list(range(0, len(ALL_FEATURES), 5))
+    body = save({"features": np.array([ALL_FEATURES[i] for i in picks])})
+    log_before = _lines(server.escalation_log)
+    status, answers = server.request("POST", "/v1/routers/tickets/batch", raw=body,
+                                     headers=binary)
+    assert status == 200 and [_answer(a) for a in answers] == [expected[i] for i in picks]
+    escalated = sum(expected[i][1] for i in picks)
+    assert escalated and _lines(server.escalation_log) - log_before == escalated
+    status, from_json = server.request("POST", "/v1/routers/tickets/batch",
+                                       [{"features": ALL_FEATURES[i]} for i in picks])
+    assert (status, from_json) == (200, answers)
+    status, document = server.request("POST", "/v1/routers/tickets/batch", raw=body[:-1],
+                                      headers=binary)
+    assert status == 400 and document["error"]["kind"] == "safetensors"
+
+
 def test_the_listing_and_probes(server: Server, ticket_dir):
     status, document = server.request("GET", "/v1/routers")
     assert status == 200
