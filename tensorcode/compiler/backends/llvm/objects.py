@@ -28,6 +28,12 @@ from .interface import BLAS_PREFIX, ENTRIES, LIBM, STEP_ENTRIES
 
 #: the optimization level plans compile at (measured: see docs/compiler.md)
 OPT_LEVEL = 2
+#: LLVM's loop unroller stays off: it fully unrolled the small constant-trip loops of a
+#: plan (layers of 16 units, a bias's update) and the SLP vectorizer then worked through
+#: the copies, which more than doubled W2's compile (385 -> 174 ms) for no measured gain;
+#: warm steps W1-W4 and GPT-2's forward and decode stayed within noise of the unrolled
+#: code, alternated in one process. The loop vectorizer still interleaves.
+LOOP_UNROLLING = False
 
 _BLAS = {f"{BLAS_PREFIX}{kind}{name}_" for kind in "sd" for name in ("gemm", "gemv", "dot")}
 #: libm: what the lowerings call by name (``interface.LIBM``) and what LLVM may turn its
@@ -145,6 +151,7 @@ def compile_object(module: Any) -> bytes:
     tuning = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
+    tuning.loop_unrolling = LOOP_UNROLLING
     builder = llvm.create_pass_builder(rt.machine, tuning)
     manager = builder.getModulePassManager()
     manager.run(parsed, builder)
