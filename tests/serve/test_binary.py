@@ -250,3 +250,46 @@ def test_a_safetensors_body_without_its_media_type_is_read_as_json(scorer):
     with TestClient(create_app({"scores": scorer})) as client:
         response = client.post("/v1/routers/scores/batch", content=GOOD)
     assert response.status_code == 400 and response.json()["error"]["kind"] == "json"
+
+
+KINDS = {"safetensors", "missing", "unexpected", "type", "shape", "too_many", "too_large",
+         "not_finite"}
+
+
+def _outcome(body: bytes) -> str:
+    """What the reader makes of ``body``: valid arrays of the contract, or a refusal of
+    a documented kind (anything else fails the test)."""
+    try:
+        read = read_safetensors_batch(body, INPUTS, 1 << 20, max_cases=MAX_BATCH)
+    except InputError as error:
+        assert error.kind in KINDS, (error.kind, str(error))
+        return error.kind
+    count = len(read["features"])
+    for name, shape in INPUTS.items():
+        value = read[name]
+        assert value.dtype == np.float64 and value.shape == (count, *shape)
+        assert np.isfinite(value).all()
+    return "read"
+
+
+def test_every_cut_of_a_body_is_refused_as_not_safetensors():
+    body = save(_cases(3))
+    assert _outcome(body) == "read"
+    for length in range(len(body)):
+        assert _outcome(body[:length]) == "safetensors"
+
+
+def test_fuzzed_bodies_are_read_or_refused_with_a_documented_kind():
+    """Random byte changes, in the header (where names, dtypes, shapes and offsets
+    are) and anywhere: every outcome is valid arrays or a documented refusal."""
+    rng = np.random.default_rng(11)
+    body = save(_cases(3))
+    header_end = 8 + struct.unpack_from("<Q", body)[0]
+    outcomes = set()
+    for trial in range(600):
+        mutated = bytearray(body)
+        end = header_end if trial % 2 else len(body)
+        for _ in range(int(rng.integers(1, 4))):
+            mutated[int(rng.integers(0, end))] = int(rng.integers(0, 256))
+        outcomes.add(_outcome(bytes(mutated)))
+    assert {"read", "safetensors"} <= outcomes
