@@ -136,7 +136,7 @@ def run(quick: bool = False) -> list[Row]:
         hand, hand_note = hand_numba_step(name, spec, data)
         rows.append(Row(SUITE, workload, "hand numba", median_time(hand, repeat=n, warmup=3) * 1e6,
                         note=hand_note))
-    for kind, module in (("torch", "torch"), ("jax", "jax")):
+    for kind, module in (("torch", "torch"), ("jax", "jax"), ("jax1", "jax")):
         if not module_available(module):
             rows.append(Row(SUITE, WORKLOADS["W1"]["title"], f"{kind} (not installed)", 0.0,
                             note="install it to compare"))
