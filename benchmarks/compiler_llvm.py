@@ -212,9 +212,6 @@ def run(quick: bool = False) -> list[Row]:
     return warm_rows(quick) + cold_rows(quick)
 
 
-
-
-
 _LARGE = """
 import json, sys, time
 sys.path.insert(0, {root!r})
