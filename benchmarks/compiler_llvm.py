@@ -254,4 +254,6 @@ def large_plan_rows(quick: bool = False) -> list[Row]:
                                  f"included), decode {data['decode_cpu']:.1f} s CPU "
                                  f"({data['decode_wall']:.1f} s wall)"))
     return rows
+
+
 __all__ = ["run", "cold_rows", "warm_rows", "large_plan_rows"]
