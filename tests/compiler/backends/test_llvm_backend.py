@@ -210,3 +210,39 @@ def test_data_pointers_read_from_the_array_object_match_the_array_interface():
                   np.frombuffer(b"abcdefgh", np.uint8)[3:], np.ones(())):
         assert type(array) is np.ndarray  # what every caller checks before reading
         assert program._address(array) == program._interface_address(array)
+
+
+def test_bound_calls_through_array_objects_equal_calls_through_pointers(monkeypatch):
+    # ``tc_run_objects`` reads each input's and output's data pointer from its array
+    # object; the entry with pointers read in Python must give the same bits, and both
+    # refuse the same wrong inputs
+    import sys
+
+    from tensorcode.compiler.backends.llvm import program
+
+    if sys.implementation.name == "cpython":
+        assert program._OBJECTS
+    network, value, adjoints, syms = mlp_program([3, 8, 1], "tanh", batch=5)
+    plan = network.entry([value]).lower("llvm")
+    compiled, head = plan._program(), plan._arguments(network.parameters())
+    through_objects = compiled.bind(*head)
+    monkeypatch.setattr(program, "_OBJECTS", False)
+    through_pointers = compiled.bind(*head)
+    rng = np.random.default_rng(3)
+    shapes = [plan._input_types[s.index][0] for s in plan.inputs()]
+    for _ in range(3):
+        # an offset view of a larger array: its data pointer is not its buffer's start
+        inputs = [rng.normal(size=(2,) + shape).astype(np.float32)[1] for shape in shapes]
+        got, want = through_objects(*inputs), through_pointers(*inputs)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+        assert got[0] is not through_objects(*inputs)[0]  # fresh outputs per call
+    assert shapes[0] == (5, 3)
+    for call in (through_objects, through_pointers):
+        for wrong in (np.asfortranarray(inputs[0]), inputs[0].astype(np.float64),
+                      list(inputs[0])):
+            with pytest.raises(TypeError, match="input #0"):
+                call(wrong, *inputs[1:])
+        with pytest.raises(ValueError, match="input #0"):
+            call(np.ones((7,) + shapes[0], np.float32), *inputs[1:])
+        with pytest.raises(TypeError, match="takes"):
+            call(*inputs, inputs[0])

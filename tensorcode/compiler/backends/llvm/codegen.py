@@ -7,8 +7,11 @@
   returns 0, or a status (``Layout.errors``) when an index is out of range;
 - ``body(arenas..) -> i32``: every kernel in order, stopping at the first status;
 - the C-ABI entry points, all ``i32 (ptr arrays, ptr extents, double lr)``: ``tc_run``
-  (one call of ``body`` over the pointers in ``arrays``, in ``Layout.arguments`` order)
-  and ``tc_batch`` (``extents[0]`` cases; ``extents[1 + k]`` is input ``k``'s stride
+  (one call of ``body`` over the pointers in ``arrays``, in ``Layout.arguments`` order),
+  ``tc_run_objects`` (the same, with each input's and output's entry the address of its
+  NumPy array object, whose data pointer it reads at ``ARRAY_DATA_OFFSET``: a caller
+  then hands over ``id(array)`` instead of extracting each pointer in Python) and
+  ``tc_batch`` (``extents[0]`` cases; ``extents[1 + k]`` is input ``k``'s stride
   between cases in elements, 0 for an input shared by every case; output arenas hold
   one row per case; one scratch arena).
 
@@ -51,7 +54,7 @@ from ...lower.kernels import (
 from ...lower.layout import coalesce, fused_layout, row_terms, scratch_sizes
 from ...lower.schedule import Schedule, blas_layout
 from . import ops, rows
-from .interface import BLAS_PREFIX, Layout, layout_of, range_error
+from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, Layout, layout_of, range_error
 from .random import RandomFills
 from .types import (
     ENTRY_TYPE,
@@ -131,6 +134,15 @@ class Renderer:
         fn = ir.Function(self.module, ENTRY_TYPE, "tc_run")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         b.ret(b.call(body, self._arguments(b, fn.args[0])))
+        fn = ir.Function(self.module, ENTRY_TYPE, "tc_run_objects")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        arguments = self._arguments(b, fn.args[0])
+        for k, arena in enumerate(self.layout.arguments):
+            if arena.role in ("input", "output"):
+                field = b.gep(arguments[k], [i64(ARRAY_DATA_OFFSET)], inbounds=True,
+                              source_etype=I8)
+                arguments[k] = b.load(field, typ=PTR)
+        b.ret(b.call(body, arguments))
 
     def _entry_batch(self, body: ir.Function) -> None:
         """``tc_batch``: ``body`` once per case over that case's rows."""

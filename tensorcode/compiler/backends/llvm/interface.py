@@ -10,6 +10,7 @@ can be lowered (``rule_api``), but not the code generator: nothing here imports
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,12 @@ from ...lower.kernels import (
 from ...lower.layout import scratch_sizes
 from ...lower.schedule import Schedule
 
-ENTRIES = ("tc_run", "tc_batch")
+ENTRIES = ("tc_run", "tc_batch", "tc_run_objects")
+#: where a NumPy array object keeps its data pointer: ``PyArrayObject`` starts with the
+#: object header (a reference count and a type pointer), then ``data`` (what
+#: ``PyArray_DATA`` reads). ``tc_run_objects`` reads its inputs' and outputs' data there;
+#: ``program`` calls it only where reading there is proven at import
+ARRAY_DATA_OFFSET = 2 * struct.calcsize("P")
 #: a step plan's entry points (``tc_step``: body then update; ``tc_steps``: K of them)
 STEP_ENTRIES = ("tc_step", "tc_steps")
 
@@ -124,5 +130,5 @@ def rule_api() -> Any:
     return update
 
 
-__all__ = ["BLAS_PREFIX", "EAGER_ENTRY", "ENTRIES", "LIBM", "STEP_ENTRIES", "Layout",
-           "categorical_room", "layout_of", "range_error", "rule_api"]
+__all__ = ["ARRAY_DATA_OFFSET", "BLAS_PREFIX", "EAGER_ENTRY", "ENTRIES", "LIBM",
+           "STEP_ENTRIES", "Layout", "categorical_room", "layout_of", "range_error", "rule_api"]
