@@ -1,6 +1,6 @@
 """The documented import path of ``plans_directory`` before the Numba backend became a
-package; the code lives in ``backends.numba.backend``."""
+package; the code lives in ``backends.plan_directory``."""
 
-from .numba.backend import plans_directory
+from .plan_directory import plans_directory
 
 __all__ = ["plans_directory"]

@@ -162,9 +162,9 @@ def _lower(offset: float):
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """The once-per-process warning about an unusable cache, re-armed for this test."""
-    from tensorcode.compiler.backends.numba import backend as numba_cache
+    from tensorcode.compiler.backends import plan_directory
 
-    monkeypatch.setattr(numba_cache, "_WARNED", set())
+    monkeypatch.setattr(plan_directory, "_WARNED", set())
 
 
 def test_a_cache_writable_by_others_is_refused(tmp_path, monkeypatch, fresh_warnings):

@@ -49,9 +49,9 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("TENSORCODE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(secrets.SECRET_ENV, str(tmp_path / "secret" / "key"))
     monkeypatch.setattr(backend, "_PROGRAMS", {})
-    from tensorcode.compiler.backends.numba import backend as numba_cache
+    from tensorcode.compiler.backends import plan_directory
 
-    monkeypatch.setattr(numba_cache, "_WARNED", set())
+    monkeypatch.setattr(plan_directory, "_WARNED", set())
     network, adjoints, loss = _network()
     return tmp_path, network, network.entry(adjoints.roots()), loss
 
@@ -210,6 +210,8 @@ SCRIPT = textwrap.dedent("""
     print(json.dumps({"stats": compile_stats(), "key": plan.key, "value": value,
                       "expected": expected, "numba": "numba" in sys.modules,
                       "generator": "tensorcode.compiler.backends.llvm.codegen" in sys.modules,
+                      "numba backend": sorted(m for m in sys.modules if m.startswith(
+                          "tensorcode.compiler.backends.numba.")),
                       "warnings": [str(w.message) for w in caught]}))
 """)
 
@@ -240,6 +242,11 @@ def test_fresh_processes_compile_once_and_never_import_numba(tmp_path):
     warm = _finish(_process(tmp_path, 7))
     assert warm["stats"]["compiled"] == 0 and warm["stats"]["cache_loaded"] == 2
     assert not warm["numba"] and not any(r["numba"] for r in results)
+    # nor the numba backend's modules (the cache directory's rules have their own home);
+    # only its float32 approximations, which the llvm generator renders too
+    assert warm["numba backend"] == []
+    assert all(set(r["numba backend"]) <= {"tensorcode.compiler.backends.numba.approx"}
+               for r in results)
     # the code generator is imported by a process that compiles, never by one that loads
     assert not warm["generator"]
     assert all(r["generator"] == (r["stats"]["compiled"] > 0) for r in results)

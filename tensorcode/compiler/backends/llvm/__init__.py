@@ -209,7 +209,7 @@ def _entry_addresses(key: str, compile_object: Callable[[], bytes],
     """The entry points' addresses (a plan's by default, else ``entries``): the cache
     entry's object when it is valid, else a fresh compile (written to the cache when it
     can be used)."""
-    from ..numba.backend import locked, plans_directory, warn_once
+    from ..plan_directory import locked, plans_directory, warn_once
     from . import cache
     from .objects import UntrustedObject, load
 

@@ -39,7 +39,7 @@ def entry_path(directory: pathlib.Path, key: str) -> pathlib.Path:
 def read(directory: pathlib.Path, key: str) -> bytes | None:
     """The object of entry ``key`` when its tag is valid; None when the entry is absent;
     ``ValueError`` (saying why) when it exists and must not be used."""
-    from ..numba.backend import Untrusted, check_owned
+    from ..plan_directory import Untrusted, check_owned
 
     path = entry_path(directory, key)
     if not os.path.lexists(path):

@@ -26,11 +26,9 @@ import hashlib
 import json
 import os
 import pathlib
-import stat
 import sys
 import threading
 import types
-import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
@@ -39,7 +37,12 @@ import numpy as np
 from ....errors import CacheError, TensorCodeError
 from ....version import __version__
 from ...lower.program import ir_key
-from ..counters import cache_dir, count
+from ..counters import count
+from ..plan_directory import Untrusted as _Untrusted
+from ..plan_directory import check_owned as _check_owned
+from ..plan_directory import locked as _locked
+from ..plan_directory import plans_directory
+from ..plan_directory import warn_once as _warn_once
 from .loops import CODEGEN_VERSION
 from .module import generate
 from .step import helpers
@@ -100,36 +103,6 @@ def _installed_version(package: str) -> str:
 
 # ---------------------------------------------------------------------------------------
 # files
-
-
-@contextlib.contextmanager
-def _locked(path: pathlib.Path):
-    """An exclusive lock on ``path`` (a lock file) for the duration of the block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        try:
-            import fcntl
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        except ImportError:  # pragma: no cover - not POSIX: atomic renames only
-            pass
-        try:
-            yield
-        finally:
-            try:
-                import fcntl
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            except ImportError:  # pragma: no cover
-                pass
-
-
-_WARNED: set[str] = set()
-
-
-def _warn_once(key: str, message: str) -> None:
-    if key in _WARNED:
-        return
-    _WARNED.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 
 def _purge_numba_cache(directory: pathlib.Path, stem: str) -> None:
@@ -506,51 +479,7 @@ def _jit(module: Any, entries: dict[str, str], cache: bool) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------
-# trust: the cache directory is treated the way ssh treats ~/.ssh
-
-
-class _Untrusted(Exception):
-    """The cache directory (or an entry) cannot be trusted or used; the text says why."""
-
-
-def _check_owned(path: pathlib.Path, directory: bool) -> None:
-    """Refuse ``path`` unless it is a real (not linked) directory or regular file owned
-    by the current user and writable by nobody else."""
-    info = path.lstat()
-    kind = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
-    if not kind:
-        raise _Untrusted(f"{path} is not a {'directory' if directory else 'regular file'}")
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise _Untrusted(f"{path} is owned by uid {info.st_uid}, not by the current user")
-    if info.st_mode & 0o022:
-        raise _Untrusted(f"{path} is writable by its group or by others "
-                         f"(mode {stat.S_IMODE(info.st_mode):o})")
-
-
-def _trusted_directory(path: pathlib.Path) -> pathlib.Path:
-    """``path``, created ``0700`` if missing, checked by ``_check_owned`` and writable."""
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _check_owned(path, directory=True)
-    except OSError as error:
-        raise _Untrusted(f"{path}: {error.strerror or error}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise _Untrusted(f"{path} is not writable")
-    return path
-
-
-def plans_directory() -> pathlib.Path:
-    """The cache's ``plans`` directory, checked: the cache root, ``plans`` and its
-    ``__pycache__`` (Numba's machine code) each a real directory owned by the current
-    user, writable by no one else and writable by us (each created ``0700``). Raises
-    ``CacheError`` saying why the cache cannot be used."""
-    try:
-        root = _trusted_directory(cache_dir())
-        plans = _trusted_directory(root / "plans")
-        _trusted_directory(plans / "__pycache__")
-    except _Untrusted as error:
-        raise CacheError(f"the plan cache cannot be used: {error}") from None
-    return plans
+# trust: the cache directory is treated the way ssh treats ~/.ssh (``plan_directory``)
 
 
 def _digest(path: pathlib.Path) -> str:
@@ -638,9 +567,6 @@ class NumbaBackend:
 
 
 BACKEND = NumbaBackend()
-
-# the cache directory's rules, shared with the llvm backend's cache (``backends/llvm``)
-locked, warn_once, check_owned, Untrusted = _locked, _warn_once, _check_owned, _Untrusted
 
 __all__ = ["NumbaBackend", "BACKEND", "CompiledModule", "compiled_module", "compiled_functions",
            "plans_directory", "environment_key", "ir_key"]
