@@ -1,13 +1,13 @@
 """The guide's parallel examples: what their threads gain over the same work serially.
 
 - ``gradient_descent: 3 what-ifs``: ``examples/guide/gradient_descent.py`` (tanh MLP
-  [1, 64, 1] on 256 samples, 300 SGD steps per what-if, three learning rates): each
+  [1, 64, 1] on 256 samples, 1000 SGD steps per what-if, three learning rates): each
   what-if as one ``run_steps`` call of the shared step plan on its own thread (the
   baseline row) against the same three calls one after another; peer ``guide loop,
   serial`` is the per-step loop (``forward``, ``recorded_gradients``,
-  ``Parameters.step``) the guide writes first. Three equal what-ifs on two cores leave a
-  core idle unless the system time-slices them, so ``gradient_descent: 4 what-ifs``
-  runs the same form with four learning rates (two per core on two cores).
+  ``Parameters.step``) the guide writes first. Three equal what-ifs share two cores
+  only as the system time-slices them, so ``gradient_descent: 4 what-ifs`` runs the
+  same form with four learning rates (two per core on two cores).
 - ``makemore: 4 shards x 512`` and ``x 1024``: ``examples/guide/makemore_mlp_parallel.py``
   (makemore's sizes: embedding 10, hidden 200; SGD steps on minibatches of 4 shards):
   each step's shards split into one group per core, the calling thread running the
@@ -67,7 +67,7 @@ def _alternate(runs: dict[str, Any], repeat: int) -> dict[str, tuple[float, Any]
 def _gradient_descent(repeat: int) -> list[Row]:
     example = _example("gradient_descent")
     problem = example.build()
-    steps = 300
+    steps = example.STEPS
     four = tuple(example.LEARNING_RATES) + (0.02,)
     example.fused(problem, 2)  # start the step plan's threads once
     example.serial(problem, 2)
