@@ -9,7 +9,8 @@ Rows (each peer measured in the same run, alternated, on the same workloads W1..
   backend; with JAX's fresh-process ``jax.jit`` first step for W2 when JAX is installed
   (every fresh process with Python's bytecode cache on and primed, as a user's is);
 - warm start: the same with the cache the cold run filled (W2), and whether Numba was
-  imported;
+  imported; beside it the floor, a fresh process that only imports NumPy and
+  ``llvmlite.binding``;
 - warm speed: one training step per backend in this process (the fused step plan when
   the backend lowers the optimizer's update, else the gradient plan and the optimizer's
   own step; the row says which).
@@ -62,6 +63,15 @@ t3 = time.perf_counter()
 print(json.dumps({{"end": time.time(), "first_step": t3 - t0, "lower": t2 - t1,
                   "cpu": time.process_time() - c0,
                   "fused": fused, "stats": compile_stats(), "numba": "numba" in sys.modules}}))
+"""
+
+
+#: the floor of a warm start: the interpreter, NumPy and LLVM's library (every warm llvm
+#: process loads them to call a cached object), and nothing of TensorCode's
+_FLOOR_SCRIPT = """
+import json, time
+import numpy, llvmlite.binding
+print(json.dumps({"end": time.time()}))
 """
 
 
@@ -137,13 +147,25 @@ def cold_rows(quick: bool = False) -> list[Row]:
                 rows.append(Row(SUITE, f"{title}: cold start to 1st step", backend,
                                 run["to_step"], unit="s", baseline=backend == "numba",
                                 note=f"fresh process, empty cache; {_note(run)}"))
+        # the warm starts and the floor alternated, so load hits them alike
+        warm: dict[str, list[dict]] = {backend: [] for backend in (*BACKENDS, "floor")}
+        for _ in range(1 if quick else 3):
+            for backend in BACKENDS:
+                warm[backend].append(_fresh(backend, "W2", warm_caches[backend]))
+            warm["floor"].append(_spawn(_FLOOR_SCRIPT, environment(), 120))
+        middle = {backend: sorted(runs, key=lambda r: r["to_step"])[len(runs) // 2]
+                  for backend, runs in warm.items()}
         for backend in BACKENDS:
-            runs = sorted((_fresh(backend, "W2", warm_caches[backend])
-                           for _ in range(1 if quick else 3)), key=lambda r: r["to_step"])
-            run = runs[len(runs) // 2]
+            run = middle[backend]
             rows.append(Row(SUITE, "W2: warm start to 1st step (llvm vs numba)", backend,
                             run["to_step"], unit="s", baseline=backend == "numba",
                             note=f"fresh process, warm cache; {_note(run)}"))
+        floor = "W2: warm start, llvm over its floor"
+        rows += [Row(SUITE, floor, "llvm", middle["llvm"]["to_step"], unit="s",
+                     baseline=True, note="the llvm row above"),
+                 Row(SUITE, floor, "imports only", middle["floor"]["to_step"], unit="s",
+                     note="fresh process importing NumPy and llvmlite.binding (LLVM's "
+                          "library) and nothing else; the ratio is its share of llvm's")]
     if module_available("jax"):
         from .compiler_workloads import jax_fresh_process_script
 
