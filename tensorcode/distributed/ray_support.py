@@ -39,7 +39,8 @@ def check_timeout(timeout_s: Any) -> float:
 def gather(refs: Sequence[Any], names: Sequence[str], timeout_s: float) -> list[Any]:
     """The results of ``refs`` (one per worker, named by ``names``), waiting at most
     ``timeout_s`` seconds in all. A failure raises ``WorkerError`` naming the first
-    worker that failed and what it failed with; the other results are dropped."""
+    worker that failed and what it failed with; the other results are dropped
+    (``settle``)."""
     ray = require("ray", "tensorcode.distributed")
     exceptions = require("ray.exceptions", "tensorcode.distributed")
 
@@ -47,26 +48,41 @@ def gather(refs: Sequence[Any], names: Sequence[str], timeout_s: float) -> list[
     if pending:
         _cancel(ray, pending)
     results = []
-    for ref, name in zip(refs, names):
-        if ref in pending:
-            raise WorkerError(f"{name} did not answer within {timeout_s:g} s; it may be stuck "
-                              "or starved of CPUs (raise timeout_s, or check the cluster)")
-        try:
-            results.append(ray.get(ref, timeout=timeout_s))
-        except exceptions.RayActorError as error:
-            if getattr(error, "actor_init_failed", False):  # raised in its constructor
-                raise WorkerError(f"{name} failed while starting: {_last_line(error)}"
-                                  ) from error
-            raise WorkerError(f"{name} died: {_first_line(error)}") from error
-        except exceptions.WorkerCrashedError as error:
-            raise WorkerError(f"{name} crashed: {_first_line(error)}") from error
-        except exceptions.RayTaskError as error:
-            cause = error.as_instanceof_cause()
-            raise WorkerError(f"{name} failed: {type(cause).__name__}: "
-                              f"{_cause_message(error)}") from cause
-        except exceptions.RayError as error:
-            raise WorkerError(f"{name} failed in Ray: {_first_line(error)}") from error
+    try:
+        for ref, name in zip(refs, names):
+            if ref in pending:
+                raise WorkerError(f"{name} did not answer within {timeout_s:g} s; it may be stuck "
+                                  "or starved of CPUs (raise timeout_s, or check the cluster)")
+            try:
+                results.append(ray.get(ref, timeout=timeout_s))
+            except exceptions.RayActorError as error:
+                if getattr(error, "actor_init_failed", False):  # raised in its constructor
+                    raise WorkerError(f"{name} failed while starting: {_last_line(error)}"
+                                      ) from error
+                raise WorkerError(f"{name} died: {_first_line(error)}") from error
+            except exceptions.WorkerCrashedError as error:
+                raise WorkerError(f"{name} crashed: {_first_line(error)}") from error
+            except exceptions.RayTaskError as error:
+                cause = error.as_instanceof_cause()
+                raise WorkerError(f"{name} failed: {type(cause).__name__}: "
+                                  f"{_cause_message(error)}") from cause
+            except exceptions.RayError as error:
+                raise WorkerError(f"{name} failed in Ray: {_first_line(error)}") from error
+    except WorkerError:
+        settle(ray, refs)
+        raise
     return results
+
+
+def settle(ray: ModuleType, refs: Sequence[Any]) -> None:
+    """Account for every result of a batch being abandoned after one worker failed:
+    stop the tasks still running and read the errors of those that ended, so Ray does
+    not log each one again as an unhandled error beside the ``WorkerError`` raised."""
+    ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=0)
+    _cancel(ray, pending)
+    for ref in ready:
+        with contextlib.suppress(Exception):
+            ray.get(ref, timeout=0)
 
 
 def _cancel(ray: ModuleType, refs: Sequence[Any]) -> None:

@@ -23,9 +23,15 @@ import numpy as np
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
 from ..compiler.plans.network import Network
 from ..compiler.plans.tables import Parameters
-from ..errors import FeedError, TensorCodeError
+from ..errors import FeedError, TensorCodeError, WorkerError
 from ..runtime import optim
-from .ray_support import DEFAULT_TIMEOUT_S, check_timeout, gather, require_initialized
+from .ray_support import (
+    DEFAULT_TIMEOUT_S,
+    check_timeout,
+    gather,
+    require_initialized,
+    settle,
+)
 from .recording import Buffers, Build, Lowered, buffers_of, check_signature, record
 
 #: optimizer names a configuration may give, and the ``tc.optim`` class each names
@@ -54,12 +60,14 @@ class Config:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise TensorCodeError(f"Config.seed must be a non-negative integer, got "
                                   f"{self.seed!r}")
+        self.make_optimizer()  # its options checked here, on the driver, not in a task
+
 
     def make_optimizer(self) -> Any:
         kind = {"sgd": optim.Sgd, "adam": optim.Adam, "adamw": optim.AdamW}[self.optimizer]
         try:
             return kind(**dict(self.options))
-        except TypeError as error:
+        except (TypeError, ValueError) as error:
             raise TensorCodeError(f"{self.optimizer} options {dict(self.options)}: "
                                   f"{error}") from None
 
@@ -183,8 +191,12 @@ def sweep(build: Build, configs: Sequence[Config | Mapping[str, Any]], steps: in
         refs = [task.remote(build, c, steps, shared, shared_data, backend, signature)
                 for c in chosen]
         names = [f"the task for {c.describe()}" for c in chosen]
-        losses = gather([r[0] for r in refs], names, timeout_s)
-        curves = gather([r[1] for r in refs], names, timeout_s)
+        try:
+            losses = gather([r[0] for r in refs], names, timeout_s)
+            curves = gather([r[1] for r in refs], names, timeout_s)
+        except WorkerError:
+            settle(ray, [ref for task_refs in refs for ref in task_refs])
+            raise
         best = _best(losses)
         trained = gather([refs[best][2]], [names[best]], timeout_s)[0]
     else:

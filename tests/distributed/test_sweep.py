@@ -51,9 +51,18 @@ def test_a_sweep_equals_the_configurations_run_one_by_one():
 
 
 def test_a_failing_configuration_is_reported_by_name():
-    with pytest.raises(WorkerError, match=r"sgd momentum=-1 lr=0\.1 seed=0.*failed"):
-        sweep(functools.partial(regression, 8),
-              [Config(0.1, options={"momentum": -1})], 2, timeout_s=120)
+    build = functools.partial(regression, 8, misbehave="raise")  # raises in a worker only
+    with pytest.raises(WorkerError, match=r"sgd momentum=0\.5 lr=0\.1 seed=0.*failed.*"
+                                          r"cannot record"):
+        sweep(build, [Config(0.1, options={"momentum": 0.5})], 2, timeout_s=120)
+
+
+def test_optimizer_options_are_checked_before_any_task_runs():
+    with pytest.raises(TensorCodeError, match=r"sgd options \{'momentum': -1\}: momentum "
+                                              r"must be non-negative"):
+        Config(0.1, options={"momentum": -1})
+    with pytest.raises(TensorCodeError, match=r"adam options \{'beta': 0\.9\}: .*beta"):
+        Config(0.1, "adam", options={"beta": 0.9})
 
 
 def test_configurations_are_validated_on_the_driver():
