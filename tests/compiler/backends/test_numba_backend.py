@@ -287,6 +287,46 @@ def test_threads_share_one_plan(classifier):
     assert not errors, errors[0]
 
 
+def test_a_step_plan_compiles_its_forward_when_first_called():
+    """A numba step plan trained through its fused entry points never compiles ``run``
+    (a third Numba entry point costs seconds); its first ``forward``, from four threads
+    at once, compiles it once and every thread gets the reference's numbers."""
+    from tensorcode.compiler.plans.plan import compile_stats
+
+    network, value, adjoints, syms = mlp_program([3, 7, 2], batch=13, seed=11)
+    entry = network.entry(adjoints.roots())
+
+    def built() -> int:
+        stats = compile_stats()
+        return stats["compiled"] + stats["cache_loaded"]
+
+    before = built()
+    plan = entry.lower("numba", optimizer=tc.optim.Sgd())
+    lowered = built()
+    parameters = network.parameters()
+    plan.step(parameters, tc.optim.Sgd(), None, 0.1)
+    stepped = built()
+    assert stepped > lowered >= before  # the update helpers and run_step, not run
+    expected = entry.lower("reference").forward(parameters).of(value)
+    results, errors = [], []
+
+    def forward():
+        try:
+            results.append(plan.forward(parameters).of(value))
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=forward) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert built() == stepped + 1  # run, once
+    for got in results:
+        assert_close(got, expected, "float32")
+
+
 def test_bind_and_bad_indices(classifier):
     network, value, adjoints, syms, plan = classifier
     parameters = network.parameters()

@@ -174,11 +174,28 @@ class CompiledModule:
         self._entries: dict[str, Any] = {}
         self.run_signature = signature(program.run)
         self._options = options
-        before = _dispatcher_counts(self._helpers)
         self._scratch = [(a.size, np.dtype(a.dtype)) for a in program.scratch]
         self._outputs = [(a.size, np.dtype(a.dtype)) for a in program.outputs]
         self._local = threading.local()
         self.run: Callable[..., Any]
+        self._run_lock = threading.Lock()
+        self._run_ready = program.step is None
+        if self._run_ready:
+            self._compile_run()
+        else:  # a step plan's calls are its fused entry points: ``run`` waits for a forward
+            self.run = self._run_on_first_use
+        self._scalars: Any = None
+        self._batch: Any = None
+        self._batch_lock = threading.Lock()
+        self.output_dtypes = [a.dtype for a in program.outputs]
+
+    def _compile_run(self) -> None:
+        """Compile (or load) ``run`` for the plan's exact argument types: through
+        ``run_into`` and this thread's reused scratch when the arenas are large."""
+        import numba
+
+        program, module, options = self.program, self.module, self._options
+        before = _dispatcher_counts(self._helpers)
         run = program.run.name
         if program.scratch_bytes + program.output_bytes >= REUSE_BYTES:
             self._run_into = numba.njit(signature(program.run_into), **options)(
@@ -191,10 +208,20 @@ class CompiledModule:
             self.run = numba.njit(self.run_signature, **options)(getattr(module, run))
             setattr(module, run, self.run)  # run_scalars calls it
             self._account([self.run], before)
-        self._scalars: Any = None
-        self._batch: Any = None
-        self._batch_lock = threading.Lock()
-        self.output_dtypes = [a.dtype for a in program.outputs]
+
+    def _run_on_first_use(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
+        """A step plan's ``run`` (its forward call), compiled when first called: a step
+        plan trained through ``run_step``/``run_steps`` never pays for it (with Numba a
+        third entry point costs seconds)."""
+        self._ensure_run()
+        return self.run(*args)
+
+    def _ensure_run(self) -> None:
+        if not self._run_ready:
+            with self._run_lock:
+                if not self._run_ready:
+                    self._compile_run()
+                    self._run_ready = True
 
     def _run_reusing(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
         """``run`` of a plan with large arenas: this thread's scratch, reused from call
@@ -222,6 +249,7 @@ class CompiledModule:
         entry = self.program.run_scalars
         if entry is None:
             raise TypeError("only a plan whose every root is a scalar has run_scalars")
+        self._ensure_run()  # run_scalars calls it
         with self._batch_lock:
             if self._scalars is None:
                 import numba
