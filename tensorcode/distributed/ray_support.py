@@ -51,8 +51,9 @@ def gather(refs: Sequence[Any], names: Sequence[str], timeout_s: float) -> list[
     try:
         for ref, name in zip(refs, names):
             if ref in pending:
-                raise WorkerError(f"{name} did not answer within {timeout_s:g} s; it may be stuck "
-                                  "or starved of CPUs (raise timeout_s, or check the cluster)")
+                raise WorkerError(f"{name} did not answer within {timeout_s:g} s; it may be "
+                                  "stuck or starved of CPUs (raise timeout_s, or check the "
+                                  "cluster)")
             try:
                 results.append(ray.get(ref, timeout=timeout_s))
             except exceptions.RayActorError as error:

@@ -62,7 +62,6 @@ class Config:
                                   f"{self.seed!r}")
         self.make_optimizer()  # its options checked here, on the driver, not in a task
 
-
     def make_optimizer(self) -> Any:
         kind = {"sgd": optim.Sgd, "adam": optim.Adam, "adamw": optim.AdamW}[self.optimizer]
         try:
