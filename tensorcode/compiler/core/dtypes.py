@@ -26,12 +26,17 @@ FLOAT_DTYPES = frozenset({"float32", "float64"})
 INT_DTYPES = frozenset({"int32", "int64"})
 #: each dtype's NumPy dtype object (comparing against it costs no string)
 NUMPY: dict[str, np.dtype] = {name: np.dtype(name) for name in DTYPES}
+#: the name of each of those dtype objects (a dict lookup where ``dtype.name`` costs
+#: microseconds); a byte-swapped or otherwise different dtype is not in it
+NAME_OF_NUMPY: dict[np.dtype, str] = {dtype: name for name, dtype in NUMPY.items()}
 #: each dtype's NumPy scalar type as generated source (``np.float32``)
 NUMPY_SOURCE: dict[str, str] = {name: f"np.{name}" for name in DTYPES}
 
 
 def canonical_dtype(dtype: Any) -> str:
     """Return the dtype's canonical name, or raise ``DTypeError`` for unsupported ones."""
+    if type(dtype) is str and dtype in DTYPES:  # already canonical: every Type the passes
+        return dtype  # build, where asking NumPy would cost microseconds each
     try:
         name = np.dtype(dtype).name
     except TypeError as error:
@@ -41,5 +46,5 @@ def canonical_dtype(dtype: Any) -> str:
     return name
 
 
-__all__ = ["DTYPES", "SHORT_DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "NUMPY", "NUMPY_SOURCE",
-           "canonical_dtype"]
+__all__ = ["DTYPES", "SHORT_DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "NUMPY", "NAME_OF_NUMPY",
+           "NUMPY_SOURCE", "canonical_dtype"]

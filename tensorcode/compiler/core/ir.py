@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import DTYPES, FLOAT_DTYPES, canonical_dtype
+from .dtypes import DTYPES, FLOAT_DTYPES, NAME_OF_NUMPY, canonical_dtype
 
 SOURCE_OPS = frozenset({"parameter", "input", "leaf"})
 
@@ -55,7 +55,8 @@ class Type:
 
     @staticmethod
     def of(array: np.ndarray) -> Type:
-        return Type(tuple(array.shape), array.dtype.name)
+        name = NAME_OF_NUMPY.get(array.dtype)
+        return Type(array.shape, name if name is not None else array.dtype.name)
 
 
 def freeze_attrs(attrs: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:

@@ -90,3 +90,19 @@ def test_verifier_rejects_dangling_outputs():
 def test_unsupported_dtype_is_a_dtype_error():
     with pytest.raises(tc.DTypeError, match="complex128"):
         tc.Tape().parameter(np.zeros(2, np.complex128))
+
+
+def test_dtypes_are_named_one_way_whatever_spelling_they_arrive_in():
+    from tensorcode.compiler.core.dtypes import canonical_dtype
+    from tensorcode.compiler.core.ir import Type
+
+    for spelling in ("float32", "f4", np.float32, np.dtype("float32"), np.dtype(">f4")):
+        assert canonical_dtype(spelling) == "float32"
+    assert canonical_dtype("int64") == "int64" and canonical_dtype(np.int32) == "int32"
+    for unsupported in ("int8", np.float16, "complex64", "not-a-dtype"):
+        with pytest.raises(tc.DTypeError):
+            canonical_dtype(unsupported)
+    assert Type.of(np.zeros((2, 3), ">f4")) == Type((2, 3), "float32")
+    assert Type.of(np.float64(1.0)) == Type((), "float64")
+    with pytest.raises(tc.DTypeError, match="int8 is not supported"):
+        Type.of(np.zeros(2, np.int8))
