@@ -8,6 +8,7 @@ same lowered graph interpreted) and against ``network.forward`` / ``run.backward
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -308,20 +309,8 @@ def test_a_step_plan_compiles_its_forward_when_first_called():
     stepped = built()
     assert stepped > lowered >= before  # the update helpers and run_step, not run
     expected = entry.lower("reference").forward(parameters).of(value)
-    results, errors = [], []
-
-    def forward():
-        try:
-            results.append(plan.forward(parameters).of(value))
-        except Exception as error:  # reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=forward) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    with ThreadPoolExecutor(max_workers=4) as pool:  # an error in a thread raises here
+        results = list(pool.map(lambda _: plan.forward(parameters).of(value), range(4)))
     assert built() == stepped + 1  # run, once
     for got in results:
         assert_close(got, expected, "float32")
