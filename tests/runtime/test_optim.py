@@ -9,6 +9,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from promised import assert_promised_equal
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
@@ -125,23 +126,34 @@ NUMBA_CASES = ("sgd-nesterov", "adam-amsgrad", "adamw-ams")
                          + [(case, "numba") for case in NUMBA_CASES],
                          ids=[f"llvm-{c}" for c in OPTIMIZER_CASES]
                          + [f"numba-{c}" for c in NUMBA_CASES])
-def test_compiled_loop_equals_reference_bit_for_bit(case, backend):
+def test_compiled_loop_equals_reference_as_promised(case, backend):
+    """Bit for bit where the rule is correctly rounded arithmetic (SGD), within a few ulps
+    where it calls ``pow`` (Adam's bias corrections): NumPy's ``power`` is CPU-dispatched
+    (``promised.py``). On Numba, the llvm backend's trajectory too, bit for bit."""
     make = OPTIMIZER_CASES[case]
     # float32 and float64 slots interleaved: one buffer (and one loop call) per dtype
     network, _, start = table([((4, 3), "float32"), ((7,), "float64"), ((2,), "float32"),
                                ((3, 3), "float64")])
     compiled, reference = make(backend), make("reference")
-    a = b = start
+    twin = make("llvm") if backend != "llvm" else None
+    exact = compiled.recorded_rule(["float32", "float64"]).exact
+    assert exact == case.startswith("sgd")   # Adam's rule reads beta ** step
+    a = b = c = start
     rng = np.random.default_rng(1)
     for t in range(12):
         grads = random_gradients(a, rng)
         a = compiled.step(a, grads, 0.01 + 0.001 * t)
         b = reference.step(b, gradients_like(b, grads.payloads()), 0.01 + 0.001 * t)
-        assert a.equals(b), f"step {t}"
+        for k, (ours, theirs) in enumerate(zip(a.payloads(), b.payloads())):
+            assert_promised_equal(ours, theirs, exact, f"step {t}, slot {k}")
+        if twin is not None:
+            c = twin.step(c, gradients_like(c, grads.payloads()), 0.01 + 0.001 * t)
+            assert a.equals(c), f"step {t}: {backend} and llvm differ"
     sa, sb = compiled.state_dict(), reference.state_dict()
     for index in sa["state"]:
         for key in sa["state"][index]:
-            assert np.array_equal(sa["state"][index][key], sb["state"][index][key])
+            assert_promised_equal(sa["state"][index][key], sb["state"][index][key], exact,
+                                  f"state[{index}].{key}")
 
 
 def test_float32_stays_float32():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from promised import assert_promised_equal
 
 import tensorcode as tc
 from tensorcode.compiler.plans.tables import Gradients
@@ -82,7 +83,9 @@ def test_unreached_slots_match_torch_grad_none(name, backend):
 
 @pytest.mark.parametrize("name", ["sgd-momentum-dampening-decay", "adam-amsgrad-decay",
                                   "adamw"])
-def test_compiled_and_reference_skip_alike_bit_for_bit(name):
+def test_compiled_and_reference_skip_alike(name):
+    """The same slots skipped and the same step counts; values as promised
+    (``promised.py``: bit for bit for SGD, within a few ulps through Adam's ``pow``)."""
     ours_kwargs, _ = CONFIGS[name]
     ours_cls, _ = classes(name)
     rng = np.random.default_rng(4)
@@ -98,7 +101,9 @@ def test_compiled_and_reference_skip_alike_bit_for_bit(name):
         grads = [rng.standard_normal(p.shape).astype(p.dtype) for p in start.payloads()]
         table = Gradients.from_payloads(start.layout, grads).mark_reached(reached)
         a, b = compiled.step(a, table, 0.05), interpreted.step(b, table, 0.05)
-        assert a.equals(b)
+        exact = compiled.recorded_rule(["float32", "float64"]).exact
+        for ours, theirs in zip(a.payloads(), b.payloads()):
+            assert_promised_equal(ours, theirs, exact, name)
     assert np.array_equal(compiled.steps, interpreted.steps)
     assert np.array_equal(compiled.present, interpreted.present)
 

@@ -93,6 +93,14 @@ class OpDef:
     #: attributes that may hold floats; every other attribute number is an integer
     #: (a saved graph with a float where an integer belongs is refused when loaded)
     float_attrs: frozenset[str] = frozenset()
+    #: the op calls a math-library function (exp, log, pow, tanh, sin, ...): the reference
+    #: computes it with NumPy, which dispatches such ufuncs to CPU-specific SIMD kernels
+    #: (AVX-512 differs from AVX2 and from the C library), while the compiled backends
+    #: call the C library or TensorCode's own approximations. Results through such an op
+    #: are promised equal between compiled backends bit for bit, and equal to the
+    #: reference only within a few ulps; every other op is correctly rounded IEEE
+    #: arithmetic (or exact) and held to the reference bit for bit.
+    transcendental: bool = False
 
     @property
     def differentiable(self) -> bool:
@@ -111,7 +119,8 @@ def register(name: str, kind: str, infer: InferRule, reference: ReferenceRule,
              vjp: VjpRule | None, *,
              arity: int | None = None, view: bool = False, method: bool = False,
              operator: str | None = None, subset: bool = False,
-             foldable: bool = True, prepare: PrepareRule | None = None) -> OpDef:
+             foldable: bool = True, prepare: PrepareRule | None = None,
+             transcendental: bool = False) -> OpDef:
     """Add a primitive. How a backend lowers it is the backend's own table, keyed by
     ``name`` (``backends/numba/lowerings.py``); the keyword facts are ``OpDef``'s
     fields."""
@@ -120,7 +129,8 @@ def register(name: str, kind: str, infer: InferRule, reference: ReferenceRule,
     if kind not in KINDS:
         raise ValueError(f"op {name!r}: kind {kind!r} is not one of {KINDS}")
     op = OpDef(name, kind, infer, reference, vjp, view=view, arity=arity, method=method,
-               operator=operator, subset=subset, foldable=foldable, prepare=prepare)
+               operator=operator, subset=subset, foldable=foldable, prepare=prepare,
+               transcendental=transcendental)
     REGISTRY[name] = op
     return op
 
@@ -140,14 +150,14 @@ def _unary_infer(name: str, floats_only: bool) -> InferRule:
 
 def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], vjp: VjpRule | None,
            floats_only: bool = True, method: bool = True,
-           subset: bool = False, view: bool = False) -> None:
+           subset: bool = False, view: bool = False, transcendental: bool = False) -> None:
     """An elementwise op of one operand; by default also the method ``x.name()``."""
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         (x,) = arrays
         with np.errstate(all="ignore"):
             return np.asarray(fn(x)).astype(x.dtype, copy=False)
     register(name, "elementwise", _unary_infer(name, floats_only), reference, vjp, arity=1,
-             method=method, subset=subset, view=view)
+             method=method, subset=subset, view=view, transcendental=transcendental)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -164,24 +174,27 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 # neg is recorded by unary minus (``-x``), not a method
 _unary("neg", np.negative, lambda g, i, o, a, w: [-g], floats_only=False, method=False)
-_unary("exp", np.exp, lambda g, i, o, a, w: [g * o], subset=True)
-_unary("log", np.log, lambda g, i, o, a, w: [g / i[0]], subset=True)
-_unary("log1p", np.log1p, lambda g, i, o, a, w: [g / (1 + i[0])])
-_unary("tanh", np.tanh, lambda g, i, o, a, w: [g * (1 - o * o)], subset=True)
-_unary("sigmoid", _sigmoid, lambda g, i, o, a, w: [g * o * (1 - o)], subset=True)
+_unary("exp", np.exp, lambda g, i, o, a, w: [g * o], subset=True, transcendental=True)
+_unary("log", np.log, lambda g, i, o, a, w: [g / i[0]], subset=True, transcendental=True)
+_unary("log1p", np.log1p, lambda g, i, o, a, w: [g / (1 + i[0])], transcendental=True)
+_unary("tanh", np.tanh, lambda g, i, o, a, w: [g * (1 - o * o)], subset=True,
+       transcendental=True)
+_unary("sigmoid", _sigmoid, lambda g, i, o, a, w: [g * o * (1 - o)], subset=True,
+       transcendental=True)
 _unary("relu", lambda x: np.maximum(x, 0), lambda g, i, o, a, w: [g * (i[0] > 0)],
        floats_only=False, subset=True)
 _unary("sqrt", np.sqrt, lambda g, i, o, a, w: [g * 0.5 / o], subset=True)
 _unary("abs", np.abs, lambda g, i, o, a, w: [g * ((i[0] > 0) - (i[0] < 0))],
        floats_only=False, subset=True)
-_unary("sin", np.sin, lambda g, i, o, a, w: [g * i[0].cos()], subset=True)
-_unary("cos", np.cos, lambda g, i, o, a, w: [-(g * i[0].sin())], subset=True)
+_unary("sin", np.sin, lambda g, i, o, a, w: [g * i[0].cos()], subset=True, transcendental=True)
+_unary("cos", np.cos, lambda g, i, o, a, w: [-(g * i[0].sin())], subset=True, transcendental=True)
 # d/dx erf(x) = 2/sqrt(pi) * exp(-x^2)
-_unary("erf", _erf, lambda g, i, o, a, w: [g * (2 / math.sqrt(math.pi)) * (-(i[0] * i[0])).exp()])
+_unary("erf", _erf, lambda g, i, o, a, w: [g * (2 / math.sqrt(math.pi)) * (-(i[0] * i[0])).exp()],
+       transcendental=True)
 # softplus = log(1 + exp(x)), written log1p(exp(-|x|)) + max(x, 0) so exp never overflows;
 # its derivative is sigmoid(x)
 _unary("softplus", lambda x: np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0),
-       lambda g, i, o, a, w: [g * i[0].sigmoid()])
+       lambda g, i, o, a, w: [g * i[0].sigmoid()], transcendental=True)
 # detach: identity whose gradient is zero (JAX's stop_gradient); keeps composites such
 # as logsumexp from differentiating their stabilizing max. The schedule reads it as a
 # view of its input.
@@ -204,7 +217,7 @@ def _binary_infer(name: str, floats_only: bool) -> InferRule:
 
 def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], vjp: VjpRule | None,
             floats_only: bool = False, operator: str | None = None,
-            subset: bool = False) -> None:
+            subset: bool = False, transcendental: bool = False) -> None:
     """An elementwise op of two broadcasting operands."""
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         a, b = arrays
@@ -214,7 +227,7 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray], vjp: 
     def prepare(attrs: Attrs) -> Callable[[Sequence[np.ndarray]], Any]:
         return lambda arrays: fn(arrays[0], arrays[1])
     register(name, "elementwise", _binary_infer(name, floats_only), reference, vjp, arity=2,
-             operator=operator, subset=subset, prepare=prepare)
+             operator=operator, subset=subset, prepare=prepare, transcendental=transcendental)
 
 
 def _vjp_add(g, i, o, a, w):
@@ -266,7 +279,7 @@ _binary("add", np.add, _vjp_add, operator="+")
 _binary("sub", np.subtract, _vjp_sub, operator="-")
 _binary("mul", np.multiply, _vjp_mul, operator="*")
 _binary("div", _true_divide, _vjp_div, floats_only=True, operator="/")
-_binary("pow", np.power, _vjp_pow, floats_only=True, operator="**")
+_binary("pow", np.power, _vjp_pow, floats_only=True, operator="**", transcendental=True)
 _binary("maximum", np.maximum, _vjp_maximum, subset=True)
 _binary("minimum", np.minimum, _vjp_minimum, subset=True)
 
@@ -804,6 +817,13 @@ def is_reduction(op: str) -> bool:
     """The op reduces its input over the ``axis`` attr (sum, mean, max, min)."""
     entry = _entry(op)
     return entry is not None and entry.kind == "reduction"
+
+
+def is_transcendental(op: str) -> bool:
+    """The op calls a math-library function, so its results are held to the reference
+    within a few ulps rather than bit for bit (see ``OpDef.transcendental``)."""
+    entry = _entry(op)
+    return entry is not None and entry.transcendental
 
 
 def is_view(op: str) -> bool:

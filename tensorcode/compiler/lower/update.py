@@ -107,6 +107,16 @@ class UpdateRule:
             self._key = "\n".join(parts)
         return self._key
 
+    @property
+    def exact(self) -> bool:
+        """Whether every op of the rule is correctly rounded IEEE arithmetic, so the
+        reference backend reproduces a compiled update bit for bit on any CPU; a rule
+        with a transcendental op (Adam's ``beta ** step``) is held to it within a few ulps
+        (``registry.is_transcendental``)."""
+        return not any(primitives.is_transcendental(nodes[i].op)
+                       for nodes, _, outputs in self.graphs.values()
+                       for i in closure(nodes, outputs))
+
     def graph(self, dtype: str) -> tuple[list[Any], list[int | None], list[int]]:
         if dtype not in self.graphs:
             raise DTypeError(f"update rule {self.name} was not recorded for {dtype}")
