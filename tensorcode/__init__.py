@@ -31,6 +31,7 @@ from .errors import (
 
 if TYPE_CHECKING:  # pragma: no cover - what mypy and readers see; loaded lazily below
     from . import checkpoint, functional, init, nn, optim, random, tools, training
+    from .compiler.backends.threads import get_num_threads, set_num_threads
     from .compiler.plans.network import Backward, Network, Run
     from .compiler.plans.plan import Plan
     from .compiler.plans.tables import Gradients, Parameters
@@ -70,6 +71,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "trace": ("tensorcode.runtime.experience", "trace"),
     "OutputRef": ("tensorcode.runtime.experience", "OutputRef"),
     "InputRef": ("tensorcode.runtime.experience", "InputRef"),
+    **{name: ("tensorcode.compiler.backends.threads", name)
+       for name in ("set_num_threads", "get_num_threads")},
 }
 
 
@@ -96,7 +99,7 @@ __all__ = [
     "Tape", "Expr", "Adjoints", "Network", "Run", "Backward", "Parameters", "Gradients", "Plan",
     *_FUNCTIONAL, "functional",
     "nn", "init", "checkpoint", "random", "optim", "training", "tools",
-    "trace", "OutputRef", "InputRef",
+    "trace", "OutputRef", "InputRef", "set_num_threads", "get_num_threads",
     "TensorCodeError", "ShapeError", "DTypeError", "FeedError", "CompileError",
     "ArtifactError", "PatchError", "DistillationError", "TrainingError", "__version__",
 ]

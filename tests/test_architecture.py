@@ -266,10 +266,10 @@ def test_compiler_layers_import_downward_only():
 
 def test_concrete_backends_are_reached_only_through_get():
     """Outside ``compiler/backends`` a backend is ``backends.get(name)``: only the
-    package itself (names, the protocol, ``get``) and its shared ``counters`` and
-    ``secret`` modules are imported."""
+    package itself (names, the protocol, ``get``) and its shared ``counters``,
+    ``secret`` and ``threads`` (the thread knob) modules are imported."""
     shared = {"tensorcode.compiler.backends", "tensorcode.compiler.backends.counters",
-              "tensorcode.compiler.backends.secret"}
+              "tensorcode.compiler.backends.secret", "tensorcode.compiler.backends.threads"}
     direct = [f"{module}:{line} imports {target}" for module, path in _MODULES.items()
               if not module.startswith("tensorcode.compiler.backends")
               for line, target, _ in _edges(path)
@@ -405,8 +405,9 @@ def test_file_headers_are_checked_in_one_place():
 
 #: lines per layer (the compiler's top-level re-exports count as "shims")
 #: (plans: 2375 for the lean feed path of plans called from threads and the bound step
-#: call that keeps its fixed buffers' pointers)
-LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6000, "plans": 2375,
+#: call that keeps its fixed buffers' pointers; backends: 6500 for the native worker pool
+#: and the thread knob, ``backends/pool.py`` and ``threads.py``)
+LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6500, "plans": 2375,
                "subset": 1750, "shims": 40}
 
 

@@ -16,14 +16,12 @@ are produced and loaded.
 
 from __future__ import annotations
 
-import glob
-import importlib.util
-import pathlib
 import struct
 import threading
 from typing import Any
 
 from ....errors import CompileError
+from ..threads import scipy_openblas
 from .interface import BLAS_PREFIX, ENTRIES, LIBM, STEP_ENTRIES
 
 #: the optimization level plans compile at (measured: see docs/compiler.md)
@@ -128,17 +126,6 @@ def runtime() -> _Runtime:
         if _RUNTIME is None:
             _RUNTIME = _Runtime()
         return _RUNTIME
-
-
-def scipy_openblas() -> str | None:
-    """The OpenBLAS that SciPy's wheel bundles (``scipy.libs/libscipy_openblas*``),
-    found without importing SciPy, or None."""
-    spec = importlib.util.find_spec("scipy")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    libs = pathlib.Path(next(iter(spec.submodule_search_locations))).parent / "scipy.libs"
-    found = sorted(glob.glob(str(libs / "libscipy_openblas*.so*")))
-    return found[0] if len(found) == 1 else None
 
 
 def compile_object(module: Any) -> bytes:

@@ -1,0 +1,359 @@
+"""One native worker pool per process: threads parked between calls, woken to run the
+chunks of a partitioned loop, with no Python and no GIL on the way.
+
+Why native, and why this way: a plan's kernels run inside one compiled call with the GIL
+released, so the threads that share a loop's chunks must be native threads running
+native code. The pool is a small module of LLVM IR (written here as text, compiled once
+per process by llvmlite, which is already a dependency) over the C library's POSIX
+threads: ``pthread_create`` to start the workers, a mutex and two condition variables
+to park and wake them, and atomic counters to hand out chunks. No OpenMP runtime (none
+of our wheels ships one we could rely on) and no Python thread per chunk.
+
+``tc_pool_run(fn, ctx, n)`` calls ``fn(ctx, i)`` once for every chunk ``i < n`` and
+returns when all have returned. The calling thread takes chunks too, so one thread
+(``set_num_threads(1)``) runs every chunk itself in order. Which thread runs a chunk
+never changes what it computes: a partitioned loop's chunks are fixed by the loop
+program (a fixed chunk size), not by the thread count, and a reduction combines its
+per-chunk partials in chunk order afterwards, so results are bit-identical for any
+number of threads.
+
+Several Python threads may call plans at once: one run holds the pool at a time
+(``busy``, taken with a compare-and-swap); a caller that finds it busy runs its chunks
+on its own thread, so the process never has more runnable threads than the pool's plus
+the callers'. After ``fork`` the child has no workers: ``os.register_at_fork`` resets
+the pool's state in the child, which starts fresh workers on its first parallel run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from typing import Any
+
+#: the pool's module: globals, the worker loop, the run, start and stop. pthread_mutex_t
+#: and pthread_cond_t are opaque 64-byte, zero-initialized blocks (glibc's static
+#: initializers are all zeros; both types are at most 48 bytes on x86-64).
+_IR = r"""
+%fn = type void (i8*, i64)*
+
+@mu = internal global [64 x i8] zeroinitializer, align 16
+@wake = internal global [64 x i8] zeroinitializer, align 16
+@done = internal global [64 x i8] zeroinitializer, align 16
+@gen = internal global i64 0
+@quit = internal global i32 0
+@working = internal global i64 0
+@busy = internal global i32 0
+@job_fn = internal global %fn null
+@job_ctx = internal global i8* null
+@job_n = internal global i64 0
+@next = internal global i64 0
+@workers = internal global i64 0
+@threads = internal global [256 x i64] zeroinitializer
+
+declare i32 @pthread_mutex_lock(i8*)
+declare i32 @pthread_mutex_unlock(i8*)
+declare i32 @pthread_cond_wait(i8*, i8*)
+declare i32 @pthread_cond_broadcast(i8*)
+declare i32 @pthread_create(i64*, i8*, i8* (i8*)*, i8*)
+declare i32 @pthread_join(i64, i8**)
+declare void @llvm.memset.p0i8.i64(i8*, i8, i64, i1)
+
+define private i8* @mu_p() {
+  %p = getelementptr [64 x i8], [64 x i8]* @mu, i64 0, i64 0
+  ret i8* %p
+}
+define private i8* @wake_p() {
+  %p = getelementptr [64 x i8], [64 x i8]* @wake, i64 0, i64 0
+  ret i8* %p
+}
+define private i8* @done_p() {
+  %p = getelementptr [64 x i8], [64 x i8]* @done, i64 0, i64 0
+  ret i8* %p
+}
+
+; take chunks of the current job until none is left
+define private void @take(%fn %f, i8* %ctx, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = atomicrmw add i64* @next, i64 1 seq_cst
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %body, label %out
+body:
+  call void %f(i8* %ctx, i64 %i)
+  br label %loop
+out:
+  ret void
+}
+
+define private i8* @worker(i8* %unused) {
+entry:
+  %mu = call i8* @mu_p()
+  %wake = call i8* @wake_p()
+  %done = call i8* @done_p()
+  br label %park
+park:
+  %seen = phi i64 [ 0, %entry ], [ %g, %finish ]
+  call i32 @pthread_mutex_lock(i8* %mu)
+  br label %check
+check:
+  %q = load i32, i32* @quit
+  %stop = icmp ne i32 %q, 0
+  br i1 %stop, label %leave, label %same
+same:
+  %g0 = load i64, i64* @gen
+  %idle = icmp eq i64 %g0, %seen
+  br i1 %idle, label %sleep, label %work
+sleep:
+  call i32 @pthread_cond_wait(i8* %wake, i8* %mu)
+  br label %check
+work:
+  %g = load i64, i64* @gen
+  %w = load i64, i64* @working
+  %w1 = add i64 %w, 1
+  store i64 %w1, i64* @working
+  %f = load %fn, %fn* @job_fn
+  %ctx = load i8*, i8** @job_ctx
+  %n = load i64, i64* @job_n
+  call i32 @pthread_mutex_unlock(i8* %mu)
+  call void @take(%fn %f, i8* %ctx, i64 %n)
+  call i32 @pthread_mutex_lock(i8* %mu)
+  %x = load i64, i64* @working
+  %x1 = sub i64 %x, 1
+  store i64 %x1, i64* @working
+  call i32 @pthread_cond_broadcast(i8* %done)
+  call i32 @pthread_mutex_unlock(i8* %mu)
+  br label %finish
+finish:
+  br label %park
+leave:
+  call i32 @pthread_mutex_unlock(i8* %mu)
+  ret i8* null
+}
+
+; start k workers (at most 256); 0 on success, else the failing pthread_create's code
+define i32 @tc_pool_start(i64 %k) {
+entry:
+  store i32 0, i32* @quit
+  store i64 0, i64* @workers
+  br label %loop
+loop:
+  %j = phi i64 [ 0, %entry ], [ %j1, %made ]
+  %more = icmp slt i64 %j, %k
+  br i1 %more, label %make, label %out
+make:
+  %slot = getelementptr [256 x i64], [256 x i64]* @threads, i64 0, i64 %j
+  %rc = call i32 @pthread_create(i64* %slot, i8* null, i8* (i8*)* @worker, i8* null)
+  %ok = icmp eq i32 %rc, 0
+  br i1 %ok, label %made, label %fail
+made:
+  %j1 = add i64 %j, 1
+  store i64 %j1, i64* @workers
+  br label %loop
+fail:
+  ret i32 %rc
+out:
+  ret i32 0
+}
+
+; wake every worker to leave and join them
+define void @tc_pool_stop() {
+entry:
+  %mu = call i8* @mu_p()
+  %wake = call i8* @wake_p()
+  call i32 @pthread_mutex_lock(i8* %mu)
+  store i32 1, i32* @quit
+  call i32 @pthread_cond_broadcast(i8* %wake)
+  call i32 @pthread_mutex_unlock(i8* %mu)
+  %k = load i64, i64* @workers
+  br label %loop
+loop:
+  %j = phi i64 [ 0, %entry ], [ %j1, %join ]
+  %more = icmp slt i64 %j, %k
+  br i1 %more, label %join, label %out
+join:
+  %slot = getelementptr [256 x i64], [256 x i64]* @threads, i64 0, i64 %j
+  %t = load i64, i64* %slot
+  call i32 @pthread_join(i64 %t, i8** null)
+  %j1 = add i64 %j, 1
+  br label %loop
+out:
+  store i64 0, i64* @workers
+  ret void
+}
+
+; the child after fork: no workers exist there, and the locks may be in any state
+define void @tc_pool_forget() {
+  %mu = call i8* @mu_p()
+  call void @llvm.memset.p0i8.i64(i8* %mu, i8 0, i64 64, i1 false)
+  %wake = call i8* @wake_p()
+  call void @llvm.memset.p0i8.i64(i8* %wake, i8 0, i64 64, i1 false)
+  %done = call i8* @done_p()
+  call void @llvm.memset.p0i8.i64(i8* %done, i8 0, i64 64, i1 false)
+  store i64 0, i64* @workers
+  store i64 0, i64* @working
+  store i32 0, i32* @busy
+  store i32 0, i32* @quit
+  ret void
+}
+
+; fn(ctx, i) for every i < n, on the pool's workers and this thread
+define void @tc_pool_run(%fn %f, i8* %ctx, i64 %n) {
+entry:
+  %k = load i64, i64* @workers
+  %alone = icmp eq i64 %k, 0
+  %few = icmp sle i64 %n, 1
+  %serial0 = or i1 %alone, %few
+  br i1 %serial0, label %serial, label %claim
+claim:
+  %pair = cmpxchg i32* @busy, i32 0, i32 1 seq_cst seq_cst
+  %got = extractvalue { i32, i1 } %pair, 1
+  br i1 %got, label %shared, label %serial
+serial:
+  %i = phi i64 [ 0, %entry ], [ 0, %claim ], [ %i1, %step ]
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %step, label %back
+step:
+  call void %f(i8* %ctx, i64 %i)
+  %i1 = add i64 %i, 1
+  br label %serial
+back:
+  ret void
+shared:
+  %mu = call i8* @mu_p()
+  %wake = call i8* @wake_p()
+  %done = call i8* @done_p()
+  call i32 @pthread_mutex_lock(i8* %mu)
+  br label %drain
+drain:
+  %w = load i64, i64* @working
+  %stale = icmp ne i64 %w, 0
+  br i1 %stale, label %wait_stale, label %post
+wait_stale:
+  call i32 @pthread_cond_wait(i8* %done, i8* %mu)
+  br label %drain
+post:
+  store %fn %f, %fn* @job_fn
+  store i8* %ctx, i8** @job_ctx
+  store i64 %n, i64* @job_n
+  store atomic i64 0, i64* @next seq_cst, align 8
+  %g = load i64, i64* @gen
+  %g1 = add i64 %g, 1
+  store i64 %g1, i64* @gen
+  call i32 @pthread_cond_broadcast(i8* %wake)
+  call i32 @pthread_mutex_unlock(i8* %mu)
+  call void @take(%fn %f, i8* %ctx, i64 %n)
+  call i32 @pthread_mutex_lock(i8* %mu)
+  br label %settle
+settle:
+  %w2 = load i64, i64* @working
+  %busy2 = icmp ne i64 %w2, 0
+  br i1 %busy2, label %wait_done, label %finish
+wait_done:
+  call i32 @pthread_cond_wait(i8* %done, i8* %mu)
+  br label %settle
+finish:
+  call i32 @pthread_mutex_unlock(i8* %mu)
+  store atomic i32 0, i32* @busy seq_cst, align 4
+  ret void
+}
+"""
+
+#: the C library symbols the pool's module calls (the plan loader's allowlist names the
+#: pool's own entry points, not these: plans reach the pool only through ``tc_pool_run``)
+PTHREAD_SYMBOLS = ("pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_wait",
+                   "pthread_cond_broadcast", "pthread_create", "pthread_join")
+#: the entry point generated code calls
+RUN_SYMBOL = "tc_pool_run"
+#: the most worker threads the pool starts (the size of its thread table)
+MAX_WORKERS = 256
+
+ChunkFunction = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
+
+
+class _Pool:
+    """The compiled module and its entry points, built once per process."""
+
+    def __init__(self) -> None:
+        import llvmlite.binding as llvm
+
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        module = llvm.parse_assembly(_IR)
+        module.verify()
+        machine = llvm.Target.from_default_triple().create_target_machine(opt=2)
+        self.engine = llvm.create_mcjit_compiler(module, machine)
+        self.engine.finalize_object()
+        address = self.engine.get_function_address
+        self.run_address = int(address("tc_pool_run"))
+        self.start = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64)(address("tc_pool_start"))
+        self.stop = ctypes.CFUNCTYPE(None)(address("tc_pool_stop"))
+        self.forget = ctypes.CFUNCTYPE(None)(address("tc_pool_forget"))
+        self.run = ctypes.CFUNCTYPE(None, ChunkFunction, ctypes.c_void_p, ctypes.c_int64)(
+            self.run_address)
+        self.workers = 0
+
+
+_POOL: _Pool | None = None
+_LOCK = threading.Lock()
+
+
+def _pool() -> _Pool:
+    global _POOL
+    with _LOCK:
+        if _POOL is None:
+            _POOL = _Pool()
+        return _POOL
+
+
+def resize(workers: int) -> None:
+    """Run with ``workers`` threads beside the caller's (0: every chunk on the caller).
+
+    Stops the current workers (each finishes the chunk it holds; ``tc_pool_stop`` joins
+    them) and starts the new ones. Called by ``threads.set_num_threads``."""
+    workers = max(0, min(int(workers), MAX_WORKERS))
+    pool = _pool()
+    with _LOCK:
+        if workers == pool.workers:
+            return
+        if pool.workers:
+            pool.stop()
+            pool.workers = 0
+        if workers:
+            code = pool.start(workers)
+            if code != 0:  # some started: stop those too, so the count is exact
+                pool.stop()
+                raise OSError(code, f"pthread_create failed ({os.strerror(code)}) starting "
+                                    f"{workers} worker threads; set fewer threads")
+        pool.workers = workers
+
+
+def workers() -> int:
+    """How many worker threads run beside a caller now (0 before the first resize)."""
+    return _POOL.workers if _POOL is not None else 0
+
+
+def run_address() -> int:
+    """The address of ``tc_pool_run`` for generated code (the pool is built on first
+    ask)."""
+    return _pool().run_address
+
+
+def parallel_for(function: Any, context: int, chunks: int) -> None:
+    """``function(context, i)`` for each chunk (a ``ChunkFunction``), through the pool:
+    what generated code does, callable from Python for tests."""
+    _pool().run(function, context, int(chunks))
+
+
+def _after_fork_in_child() -> None:
+    """The child of a fork has the pool's memory but none of its threads."""
+    if _POOL is not None:
+        _POOL.forget()
+        _POOL.workers = 0
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+__all__ = ["ChunkFunction", "MAX_WORKERS", "PTHREAD_SYMBOLS", "RUN_SYMBOL", "parallel_for",
+           "resize", "run_address", "workers"]
