@@ -147,7 +147,7 @@ def tensorcode_fused_step(spec: dict, data: dict, steps: int = 0, shared: bool =
         return many, note, step_plan
 
     def step():
-        bound(lr, *inputs)
+        return bound(lr, *inputs)
     return step, note, step_plan
 
 

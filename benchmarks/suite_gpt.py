@@ -116,6 +116,7 @@ def _alternating(shape: dict, directory: pathlib.Path, quick: bool
     best: dict = {}
     best_numba: dict = {}
     peer: dict | None = None
+    onnx: dict | None = None
     for _ in range(rounds):
         for side, kept in ((ours, best), (numba, best_numba), (numba, best_numba),
                            (ours, best)):
@@ -128,9 +129,26 @@ def _alternating(shape: dict, directory: pathlib.Path, quick: bool
             peer = out if peer is None else {
                 **out, "forward": min(peer["forward"], out["forward"]),
                 "decode": min(peer["decode"], out["decode"])}
+        if module_available("torch") and module_available("onnxruntime"):
+            out = run_in_subprocess(_ORT.format(directory=str(directory), t=ours.t,
+                                                cache=ours.cache, quick=quick,
+                                                threads=_blas_threads()), timeout=1800)
+            onnx = out if onnx is None else {**out,
+                                             "forward": min(onnx["forward"], out["forward"])}
     best.update(t=ours.t, cache=ours.cache, rounds=rounds,
                 weight_bytes=4 * config.parameter_count())
+    best["onnx"] = onnx
     return best, peer, best_numba
+
+
+def _blas_threads() -> int:
+    """The threads our plans' BLAS uses here: ``OPENBLAS_NUM_THREADS`` when set, else
+    TensorCode's own setting (every CPU of the process); the peers get the same."""
+    text = os.environ.get("OPENBLAS_NUM_THREADS", "")
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    import tensorcode as tc
+    return tc.get_num_threads()
 
 
 def _speed_rows(label: str, shape: dict, directory: pathlib.Path, quick: bool) -> list[Row]:
@@ -159,6 +177,13 @@ def _speed_rows(label: str, shape: dict, directory: pathlib.Path, quick: bool) -
              Row(SUITE, f"{label} decode (KV cache {cache})", "tensorcode numba",
                  1 / numba["decode"], unit="tok/s", lower_is_better=False,
                  note=f"{same}; llvm/numba speed {numba['decode'] / ours['decode']:.2f}x")]
+    onnx = ours["onnx"]
+    if onnx is not None:
+        rows.append(Row(SUITE, f"{label} forward B=1 T={t}", "onnxruntime",
+                        onnx["forward"] * 1e3, unit="ms",
+                        note=f"onnxruntime {onnx['version']}, all graph optimizations, "
+                             f"{onnx['threads']} intra-op threads; the torch program "
+                             "exported with torch.onnx.export"))
     if peer is not None:
         peer_note = f"torch {peer['version']} eager, {peer['threads']} threads"
         rows += [Row(SUITE, f"{label} forward B=1 T={t}", "torch eager",
@@ -169,7 +194,7 @@ def _speed_rows(label: str, shape: dict, directory: pathlib.Path, quick: bool) -
     return rows
 
 
-_TORCH = textwrap.dedent("""
+_TORCH_MODEL = textwrap.dedent("""
     import json, math, statistics, time, sys
     import torch, torch.nn.functional as F
     from safetensors.numpy import load_file
@@ -214,7 +239,9 @@ _TORCH = textwrap.dedent("""
         for _ in range(repeat):
             start = time.perf_counter(); fn(); samples.append(time.perf_counter() - start)
         return statistics.median(samples)
+""")
 
+_TORCH = _TORCH_MODEL + textwrap.dedent("""
     torch.manual_seed(1)
     ids = torch.randint(0, config["vocab_size"], (1, t))
     with torch.inference_mode():
@@ -233,6 +260,35 @@ _TORCH = textwrap.dedent("""
         dec = median(step, 20 if quick else 40, 2)
     print(json.dumps({{"forward": fwd, "decode": dec, "threads": torch.get_num_threads(),
                       "version": torch.__version__}}))
+""")
+
+
+#: ONNX Runtime's forward of the same model: the PyTorch program above exported with
+#: ``torch.onnx.export`` (the TorchScript exporter, which needs no onnxscript) and run with
+#: every graph optimization, ``threads`` intra-op threads (ours: the BLAS threads)
+_ORT = _TORCH_MODEL + textwrap.dedent("""
+    import os, tempfile
+    import onnxruntime as ort
+
+    class Forward(torch.nn.Module):
+        def forward(self, ids):
+            return forward(ids)
+
+    torch.manual_seed(1)
+    ids = torch.randint(0, config["vocab_size"], (1, t))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "gpt2.onnx")
+        with torch.inference_mode():
+            torch.onnx.export(Forward(), (ids,), path, dynamo=False, input_names=["ids"],
+                              output_names=["logits"])
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = {threads}
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    feed = {{"ids": ids.numpy()}}
+    fwd = median(lambda: session.run(None, feed), 3 if quick or L >= 12 else 10, 1)
+    print(json.dumps({{"forward": fwd, "threads": {threads}, "version": ort.__version__}}))
 """)
 
 
