@@ -337,7 +337,9 @@ def _field(value: Any, shape: tuple[int, ...] | None, field: str) -> np.ndarray:
         try:  # a flat list or a number: summed without a temporary array
             finite = math.isfinite(math.fsum(value) if type(value) in (list, tuple)
                                    else value)
-        except (TypeError, OverflowError):  # nested, or finite numbers whose sum overflows
+        except (TypeError, OverflowError, ValueError):
+            # nested; finite numbers whose sum overflows; or infinities of both signs,
+            # which fsum refuses (``-inf + inf``) rather than sums to NaN
             finite = bool(np.isfinite(array).all())
     if shape is not None and array.shape != shape:
         if array.size == 1 and math.prod(shape) == 1:

@@ -213,6 +213,12 @@ def contiguous(array: np.ndarray) -> np.ndarray:
     return array if array.flags.c_contiguous else np.array(array, order="C")
 
 
+def _signature(info: os.stat_result) -> tuple[int, int, int, int]:
+    """What identifies a file's contents without reading them: its device, inode, size
+    and modification time (what a writer in place or a truncation changes)."""
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+
 class TensorFile:
     """A safetensors file whose header has been read and validated; ``read`` then
     streams the tensors into arrays (the caller's, where given) while hashing them.
@@ -223,8 +229,9 @@ class TensorFile:
         self.path = pathlib.Path(path)
         path = self.path
         try:
-            size = path.stat().st_size
             with open(path, "rb") as handle:
+                info = os.fstat(handle.fileno())  # the file read here, whatever the path
+                size = info.st_size              # names later
                 prefix = handle.read(8)
                 if len(prefix) < 8:
                     raise ArtifactError(f"truncated: {size} bytes is shorter than the 8-byte "
@@ -240,6 +247,9 @@ class TensorFile:
                                 path=path) from error
         self.header_bytes = prefix + text
         self.data_size = size - 8 - length
+        #: the file whose header this is, as it was read: ``(device, inode, size,
+        #: modification time in ns)``; a map is made only of this file, unchanged
+        self.signature: tuple[int, int, int, int] = _signature(info)
         try:
             header = decode(text, JsonLimits(max_bytes=MAX_HEADER_BYTES, max_depth=8))
         except ValueError as error:
@@ -338,7 +348,12 @@ class TensorFile:
         pages come from the operating system's file cache, and a write (after making the
         array writable) changes a private copy of that page, never the file. The file
         must not be truncated in place while the map lives (replacing it atomically, as
-        every TensorCode writer does, is safe)."""
+        every TensorCode writer does, is safe).
+
+        The map is made of the file whose header was read, unchanged since (same
+        identity, size and modification time, checked on the open file before and after
+        mapping): a file truncated or replaced since is an ``ArtifactError``, never a map
+        past its end (whose pages would end the process with ``SIGBUS`` when read)."""
         dtypes = {self.entries[n][0] for n in names if n in self.entries}
         if len(dtypes) != 1 or len(names) != len(set(names)) or \
                 any(n not in self.entries for n in names):
@@ -352,9 +367,22 @@ class TensorFile:
             position += math.prod(self.entries[name][1]) * kind.itemsize
         if begin % kind.itemsize or position == begin:
             return None
-        mapped: np.ndarray = np.memmap(self.path, dtype=kind, mode="c", offset=begin,
-                                       shape=((position - begin) // kind.itemsize,))
+        try:
+            with open(self.path, "rb") as handle:
+                self._check_unchanged(os.fstat(handle.fileno()))
+                mapped: np.ndarray = np.memmap(handle, dtype=kind, mode="c", offset=begin,
+                                               shape=((position - begin) // kind.itemsize,))
+                self._check_unchanged(os.fstat(handle.fileno()))
+        except (OSError, ValueError) as error:  # gone, or shorter than the map (mmap's
+            raise ArtifactError(f"cannot map the tensor file: {error}",  # ValueError)
+                                path=self.path, field="data") from None
         return mapped.view(np.ndarray)
+
+    def _check_unchanged(self, info: os.stat_result) -> None:
+        if _signature(info) != self.signature:
+            raise ArtifactError("the tensor file changed since its header was read (it was "
+                                "truncated, rewritten in place or replaced); read it again",
+                                path=self.path, field="data")
 
     def _starts(self) -> dict[str, int]:
         """Where each entry's bytes begin in the file."""

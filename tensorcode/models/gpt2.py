@@ -606,11 +606,15 @@ def load(directory: str | os.PathLike, *, mapped: bool | None = None, **options:
     (as ``save`` writes them) becomes the table without a copy: a copy-on-write map of
     the file, read on first use. The contract: the file must not be rewritten in place
     or truncated while the model lives (replacing it atomically, as every TensorCode
-    writer does, is safe). Each use (``logits``, a decode step, training) checks the
-    file's size, modification time, identity and header, and refuses a changed file
-    with ``ArtifactError`` (load it again); a truncation *during* a call cannot be
-    caught and ends the process with ``SIGBUS``. ``None`` (the default) maps a file
-    whose permissions allow no writes and copies any other; ``False`` always copies."""
+    writer does, is safe). The map is made only of the file whose header was checked,
+    unchanged since (a file truncated before or while loading is an ``ArtifactError``),
+    and each use (``logits``, a decode step, training) checks the file's size,
+    modification time, identity and header against what they were then, refusing a
+    changed file with ``ArtifactError`` (load it again). A truncation *during* a call is
+    the caller's error that no check can catch: reading a page past the new end ends the
+    process with ``SIGBUS``. ``None`` (the default) maps a file whose permissions allow
+    no writes and copies any other; ``False`` always copies (use it where the file may
+    be changed in place)."""
     directory = pathlib.Path(directory)
     config = read_config(directory)
     weights = directory / WEIGHTS_FILE
@@ -637,7 +641,7 @@ def load(directory: str | os.PathLike, *, mapped: bool | None = None, **options:
         _check_tied(tied, parameters.of(model.gpt.wte.weights), weights)
     model.set_parameters(parameters)
     if any(not buffer.flags.owndata for buffer in parameters.buffers().values()):
-        model._mapped_file = MappedFile(weights, source.header_bytes)
+        model._mapped_file = MappedFile(weights, source.header_bytes, source.signature)
     return model
 
 
@@ -679,12 +683,15 @@ def check_config_against_header(config: GptConfig, source: TensorFile,
 
 class MappedFile:
     """What a mapped model checks before each use: its file's identity, size,
-    modification time and header, as they were when it was mapped."""
+    modification time and header, as they were when its header was read (the map is
+    made of that file, unchanged: ``TensorFile.map_run``), so a truncation at any moment
+    after the header was read is refused at the next use."""
 
-    def __init__(self, path: pathlib.Path, header: bytes) -> None:
+    def __init__(self, path: pathlib.Path, header: bytes,
+                 signature: tuple[int, int, int, int]) -> None:
         self.path = path
         self.header = header
-        self.signature = self._signature()
+        self.signature = signature
 
     def _signature(self) -> tuple[int, int, int, int] | None:
         try:

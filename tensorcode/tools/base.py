@@ -41,6 +41,7 @@ Experiences and training checkpoints are separate files with their own formats.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 from collections.abc import Mapping
@@ -58,6 +59,11 @@ CONFIG_FILE = "tool.json"
 WEIGHTS_FILE = "weights.safetensors"
 #: a pretrained tool's JSON is small: refuse anything larger before reading it
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+#: the most bytes ``from_pretrained`` reads as tensors, or builds as the parameters a
+#: config's sizes describe, unless the caller passes a larger ``max_bytes``
+MAX_PRETRAINED_BYTES = 1 << 30
+#: the bytes of one parameter value (every tool's parameters are float32)
+PARAMETER_BYTES = 4
 
 T = TypeVar("T", bound="Tool")
 
@@ -91,15 +97,7 @@ class Tool:
         #: the backend the operations' plans run on (not part of the config: it changes
         #: how predictions are computed, not what they are)
         self.backend = backend
-        merged = dict(config or {})
-        merged.update(overrides)
-        unknown = sorted(set(merged) - set(self.defaults))
-        if unknown:
-            raise ConfigError(unknown[0], f"unknown key; {type(self).__name__} takes "
-                              f"{sorted(self.defaults)}")
-        full = {**self.defaults, **merged}
-        self.config: dict[str, Any] = self.check_config(full)
-        canonical_json(self.config)  # JSON-safe, or fail now rather than at save time
+        self.config: dict[str, Any] = self._checked_config(config, overrides)
         self.operations: dict[str, Operation] = dict(self.build_operations())
         for name, op in self.operations.items():
             if not isinstance(name, str) or not name or "/" in name or not isinstance(
@@ -107,6 +105,20 @@ class Tool:
                 raise TensorCodeError(f"{type(self).__name__}.build_operations must map "
                                       f"names without '/' to operations, got {name!r}")
         self.train(False)
+
+    def _checked_config(self, config: Mapping[str, Any] | None,
+                        overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """The defaults, updated by ``config`` and ``overrides``, through ``check_config``
+        (``ConfigError`` for an unknown key or a bad value)."""
+        merged = dict(config or {})
+        merged.update(overrides)
+        unknown = sorted(set(merged) - set(self.defaults))
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown key; {type(self).__name__} takes "
+                              f"{sorted(self.defaults)}")
+        checked = self.check_config({**self.defaults, **merged})
+        canonical_json(checked)  # JSON-safe, or fail now rather than at save time
+        return checked
 
     # -- the subclass contract ------------------------------------------------------------
     def check_config(self, config: dict[str, Any]) -> dict[str, Any]:
@@ -116,6 +128,14 @@ class Tool:
     def build_operations(self) -> Mapping[str, Operation]:
         """The operations holding the tool's parameters, by stable name."""
         raise NotImplementedError(f"{type(self).__name__} builds no operations")
+
+    def planned_parameters(self) -> int | None:
+        """How many parameter values the operations of ``self.config`` (already checked)
+        hold, computed from its sizes without building anything; ``None`` when the class
+        does not say (then ``from_pretrained`` bounds only each of ``size_keys``).
+        ``from_pretrained`` refuses a config that asks for more values than the tensor
+        file holds, or more bytes than its ``max_bytes``, before building the tool."""
+        return None
 
     def supervised_output(self, inputs: Any) -> Any:
         """The output the objective supervises, computed by calling the operations (item
@@ -216,9 +236,16 @@ class Tool:
 
     @classmethod
     def from_pretrained(cls: type[T], directory: str | os.PathLike,
-                        backend: str | None = None) -> T:
+                        backend: str | None = None, *,
+                        max_bytes: int = MAX_PRETRAINED_BYTES) -> T:
         """A ``cls`` restored from ``save_pretrained``'s directory, every field checked
-        first (``ArtifactError`` naming the file and field); nothing is half-loaded."""
+        first (``ArtifactError`` naming the file and field); nothing is half-loaded.
+
+        What loading allocates is bounded before anything is read or built: the tensor
+        file's data and the parameters the config's sizes describe (their products, such
+        as ``buckets * dim``, from ``planned_parameters``) may each take at most
+        ``max_bytes`` (``MAX_PRETRAINED_BYTES`` unless raised), and the config may not
+        describe more parameter values than the tensor file holds."""
         directory = pathlib.Path(directory)
         path = directory / CONFIG_FILE
         if not path.is_file():
@@ -240,6 +267,7 @@ class Tool:
                                 path=weights_path)
         tensor_file = TensorFile(weights_path)
         _check_sizes(cls, config, tensor_file, r)
+        _check_planned(cls, config, tensor_file, r, backend, max_bytes)
         tensors_doc = r.object(document["tensors"], "tensors")
         r.keys(tensors_doc, "tensors", ("file", "sha256"))
         if tensors_doc["file"] != WEIGHTS_FILE:
@@ -320,4 +348,37 @@ def _check_sizes(cls: type[Tool], config: dict, tensor_file: TensorFile, r: Fiel
                          f"the tensor file holds (at most {largest})")
 
 
-__all__ = ["Tool", "ConfigError", "FORMAT", "VERSION", "CONFIG_FILE", "WEIGHTS_FILE"]
+def _check_planned(cls: type[Tool], config: dict, tensor_file: TensorFile, r: Fields,
+                   backend: str | None, max_bytes: int) -> None:
+    """Refuse, before anything is read or built, a tensor file or a config that would
+    make loading allocate more than ``max_bytes``, or a config whose sizes describe more
+    parameter values than the tensor file holds (the load would fail on the first
+    mismatched tensor anyway, after allocating them all)."""
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+        raise TypeError(f"max_bytes must be a positive int, got {max_bytes!r}")
+    probe = cls.__new__(cls)  # the config checked as the constructor checks it, unbuilt
+    probe.backend = backend
+    try:
+        probe.config = probe._checked_config(config, {})
+    except ConfigError as error:
+        raise r.fail(at("config", error.key), str(error)) from None
+    except (TensorCodeError, TypeError, ValueError) as error:
+        raise r.fail("config", str(error)) from None
+    planned = probe.planned_parameters()
+    if planned is not None:
+        held = sum(math.prod(shape) for _, shape in tensor_file.entries.values())
+        if planned > held:
+            raise r.fail("config", f"its sizes describe {planned} parameter values, but the "
+                                   f"tensor file holds {held}")
+        if planned * PARAMETER_BYTES > max_bytes:
+            raise r.fail("config", f"its sizes describe {planned * PARAMETER_BYTES} bytes of "
+                                   f"parameters, more than max_bytes={max_bytes}; pass a "
+                                   "larger max_bytes to from_pretrained to load it")
+    if tensor_file.data_size > max_bytes:
+        raise ArtifactError(f"holds {tensor_file.data_size} bytes of tensors, more than "
+                            f"max_bytes={max_bytes}; pass a larger max_bytes to "
+                            "from_pretrained to load it", path=tensor_file.path, field="data")
+
+
+__all__ = ["Tool", "ConfigError", "FORMAT", "VERSION", "CONFIG_FILE", "WEIGHTS_FILE",
+           "MAX_PRETRAINED_BYTES"]

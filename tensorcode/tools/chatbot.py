@@ -52,7 +52,7 @@ from ..operations.layers import checked_seed, positive_int
 from ..runtime.random import Generator, sample
 from ..text import ROLES, Message
 from . import checks
-from .base import CONFIG_FILE, MAX_CONFIG_BYTES, ConfigError, Tool
+from .base import CONFIG_FILE, MAX_CONFIG_BYTES, MAX_PRETRAINED_BYTES, ConfigError, Tool
 
 #: the default alphabet: every character a text may hold
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789 .,!?'-_"
@@ -181,18 +181,23 @@ class Chatbot(Tool):
         """The number of ids: the alphabet plus the padding and the four end marks."""
         return SPECIAL + len(self.config["alphabet"])
 
+    def planned_parameters(self) -> int:
+        c = self.config
+        return GptConfig(vocab_size=self.vocab, block_size=c["context"], n_layer=c["layers"],
+                         n_head=c["heads"], n_embd=c["dim"]).parameter_count()
+
     def build_operations(self) -> Mapping[str, Operation]:
         c = self.config
         return {"model": ChatTransformer(self.vocab, c["context"], c["dim"], c["heads"],
                                          c["layers"], seed=c["seed"], backend=self.backend)}
 
     @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike,
-                        backend: str | None = None) -> Chatbot:
+    def from_pretrained(cls, directory: str | os.PathLike, backend: str | None = None, *,
+                        max_bytes: int = MAX_PRETRAINED_BYTES) -> Chatbot:
         """``Tool.from_pretrained``, refusing first, by name, a directory saved by the
         earlier character-window Chatbot (``ArtifactError``: retrain and save again)."""
         _refuse_earlier_model(pathlib.Path(directory))
-        return super().from_pretrained(directory, backend=backend)
+        return super().from_pretrained(directory, backend=backend, max_bytes=max_bytes)
 
     # -- texts and conversations ----------------------------------------------------------
     def encode(self, text: Any, where: str = "text") -> list[int]:

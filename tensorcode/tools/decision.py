@@ -80,6 +80,10 @@ class Decision(Tool):
                                      buckets=c["buckets"], mask="logits", seed=c["seed"],
                                      backend=self.backend)}
 
+    def planned_parameters(self) -> int:
+        c = self.config
+        return PairScorer.parameter_count(None, None, c["dim"], c["hidden"], c["buckets"])
+
     # -- inputs ---------------------------------------------------------------------------
     def _parse(self, inputs: Any) -> tuple[list[str], list[list[str]], list[list[str]], bool]:
         items, batch = checks.one_or_batch(inputs, "Decision")

@@ -91,6 +91,12 @@ class EpisodicEncoder(Operation):
         return _Built(tape, self.buckets, self.dim, fresh, self.seed)
 
     @staticmethod
+    def parameter_count(dim: int, buckets: int) -> int:
+        """The parameter values an encoder of these sizes holds (the embedding table and
+        the projection), computed without building it."""
+        return buckets * dim + dim * dim + dim
+
+    @staticmethod
     def _texts(value: Any, what: str) -> list[str]:
         if not isinstance(value, (list, tuple)) or not value or not all(
                 isinstance(t, str) for t in value):

@@ -157,6 +157,14 @@ class Investigator(Tool):
             ops["episodic_encoder"] = self.episodic_encoder
         return ops
 
+    def planned_parameters(self) -> int:
+        c = self.config
+        count = 3 * PairScorer.parameter_count(None, None, c["dim"], c["hidden"], c["buckets"])
+        encoder = c["retrieval_encoder"]
+        if encoder is not None:
+            count += EpisodicEncoder.parameter_count(encoder["dim"], encoder["buckets"])
+        return count
+
     # -- the envelope ---------------------------------------------------------------------
     @staticmethod
     def mode_of(inputs: Any) -> tuple[str, Any]:

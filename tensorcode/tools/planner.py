@@ -77,6 +77,11 @@ class Planner(Tool):
                                      hidden=c["hidden"], buckets=c["buckets"], mask="zero",
                                      seed=c["seed"], backend=self.backend)}
 
+    def planned_parameters(self) -> int:
+        c = self.config
+        return PairScorer.parameter_count(c["state_size"], c["candidate_size"], c["dim"],
+                                          c["hidden"], c["buckets"])
+
     def _parse(self, inputs: Any) -> tuple[list[Any], list[list[Any]], list[list[str]], bool]:
         items, batch = checks.one_or_batch(inputs, "Planner")
         size, csize = self.config["state_size"], self.config["candidate_size"]

@@ -81,6 +81,11 @@ class Scene(Tool):
                                      hidden=c["hidden"], buckets=c["buckets"], mask="logits",
                                      seed=c["seed"], backend=self.backend)}
 
+    def planned_parameters(self) -> int:
+        c = self.config
+        return PairScorer.parameter_count(c["observation_size"], None, c["dim"], c["hidden"],
+                                          c["buckets"])
+
     def _parse(self, inputs: Any) -> tuple[list[list[float]], list[list[str]], bool]:
         items, batch = checks.one_or_batch(inputs, "Scene")
         observations, descriptions = [], []

@@ -158,6 +158,16 @@ class PairScorer(Operation):
         self._calls: dict[tuple, _BoundCall | None] = {}
         self._buffers = threading.local()
 
+    @staticmethod
+    def parameter_count(query_size: int | None, item_size: int | None, dim: int,
+                        hidden: int, buckets: int) -> int:
+        """The parameter values a scorer of these sizes holds (what ``_Built`` records),
+        computed without building it: a loader bounds a file's config by it first."""
+        query, item = query_size or dim, item_size or dim
+        text = query_size is None or item_size is None
+        return ((buckets * dim if text else 0) + query * hidden + hidden + item * hidden
+                + query * item + item * hidden + hidden + 1)
+
     @property
     def uses_text(self) -> bool:
         return self.query_size is None or self.item_size is None

@@ -103,3 +103,23 @@ def test_metadata_must_map_strings_to_strings(tmp_path, metadata):
     with pytest.raises(ArtifactError) as caught:
         files.TensorFile(_with_header(tmp_path, header, b"\x00" * 4))
     assert caught.value.field == "__metadata__"
+
+
+def test_a_map_is_made_only_of_the_file_whose_header_was_read(tmp_path):
+    """``map_run`` maps the file as its header was read: one rewritten since (same
+    size, another modification time) or truncated is an ``ArtifactError``, never a map
+    of other bytes or past the file's end."""
+    path = tmp_path / "w.safetensors"
+    files.save_tensors(path, {"a": np.arange(6, dtype=np.float32),
+                              "b": np.ones(4, np.float32)})
+    source = files.TensorFile(path)
+    mapped = source.map_run(["a", "b"])
+    assert mapped is not None and mapped.tolist() == [0, 1, 2, 3, 4, 5, 1, 1, 1, 1]
+    os.utime(path, ns=(0, 0))
+    with pytest.raises(ArtifactError, match="changed since its header was read"):
+        source.map_run(["a", "b"])
+    again = files.TensorFile(path)
+    os.truncate(path, path.stat().st_size - 8)
+    with pytest.raises(ArtifactError, match="changed since its header was read") as caught:
+        again.map_run(["a", "b"])
+    assert caught.value.field == "data"

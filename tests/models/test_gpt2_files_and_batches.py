@@ -94,6 +94,43 @@ def test_a_mapped_model_refuses_its_file_once_rewritten_in_place(saved, tmp_path
         mapped.decoder().step(np.array([1, 2]))
 
 
+def _read_only_copy(saved, directory):
+    directory.mkdir()
+    (directory / "config.json").write_text((saved / "config.json").read_text())
+    weights = directory / "model.safetensors"
+    weights.write_bytes((saved / "model.safetensors").read_bytes())
+    weights.chmod(stat.S_IRUSR | stat.S_IRGRP)
+    return weights
+
+
+def test_a_file_truncated_in_place_before_a_mapped_load_is_refused(saved, tmp_path):
+    weights = _read_only_copy(saved, tmp_path / "short")
+    size = weights.stat().st_size
+    weights.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    os.truncate(weights, size - 4)
+    with pytest.raises(ArtifactError, match="truncated or padded"):
+        gpt2.load(weights.parent, mapped=True, **OPTIONS)
+
+
+def test_a_file_truncated_between_its_header_and_its_map_is_refused(saved, tmp_path,
+                                                                     monkeypatch):
+    """The map is made of the file whose header was checked, unchanged: a truncation
+    after the header was read (here, just before the map) is an ``ArtifactError``
+    naming the file, never a map past its end that a first read turns into SIGBUS."""
+    weights = _read_only_copy(saved, tmp_path / "raced")
+    weights.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    size = weights.stat().st_size
+    real = tc.files.TensorFile.map_run
+
+    def truncating(self, names):
+        os.truncate(weights, size - 64)
+        return real(self, names)
+    monkeypatch.setattr(tc.files.TensorFile, "map_run", truncating)
+    with pytest.raises(ArtifactError, match="changed since its header was read") as caught:
+        gpt2.load(weights.parent, mapped=True, **OPTIONS)
+    assert str(caught.value.path) == str(weights)
+
+
 def _alone(model, prompt, new, **options):
     return np.stack([gpt2.generate(model, row, new, **options) for row in prompt])
 

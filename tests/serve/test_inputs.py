@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from tensorcode.distill import Router
-from tensorcode.distill.inputs import InputError, check_batch, check_case, read_document
+from tensorcode.distill.inputs import (
+    InputError,
+    check_batch,
+    check_case,
+    check_value,
+    check_values,
+    read_batch,
+    read_document,
+)
 from tensorcode.errors import FeedError
 
 CONTRACT = {"x": (3,), "s": ()}
@@ -38,6 +46,8 @@ def test_a_valid_case_becomes_read_only_float64_arrays():
     ({"x": [[1], 2, 3], "s": 1}, "shape", "x"),
     ({"x": [1, 2, float("nan")], "s": 1}, "not_finite", "x"),
     ({"x": [1, 2, 10 ** 400], "s": 1}, "not_finite", "x"),
+    ({"x": [1e309, -1e309, 0], "s": 1}, "not_finite", "x"),  # fsum: -inf + inf
+    ({"x": [1, 2, 3], "s": [float("-inf")]}, "not_finite", "s"),
     ([1, 2, 3], "not_object", None),
 ])
 def test_refusals_name_the_field(case, kind, field):
@@ -80,6 +90,20 @@ def test_a_batch_is_stacked_and_a_bad_case_is_named():
         assert caught.value.field == field
     with pytest.raises(InputError):
         check_batch({"x": [1, 2, 3], "s": 1}, CONTRACT)
+
+
+def test_infinities_of_both_signs_are_refused_as_not_finite_on_every_reader():
+    """``1e309`` and ``-1e309`` read as the two infinities, whose exact sum does not
+    exist: the refusal is ``not_finite``, never the summing routine's own error."""
+    body = b'{"x": [1e309, -1e309, 0], "s": 1}'
+    for read in (lambda: check_case(read_document(body), CONTRACT),
+                 lambda: read_batch(b"[" + body + b"]", CONTRACT),
+                 lambda: check_batch([read_document(body)], CONTRACT),
+                 lambda: check_values(read_document(body)),
+                 lambda: check_value([-1e309, 1e309], (2,), "v")):
+        with pytest.raises(InputError) as caught:
+            read()
+        assert caught.value.kind == "not_finite"
 
 
 def test_router_validates_before_the_program_and_records_no_refusal():

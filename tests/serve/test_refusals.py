@@ -147,3 +147,17 @@ def test_10_to_the_30_is_one_rule_everywhere(ticket_dir, monkeypatch, capsys):
     with pytest.raises(Exception, match="too large for float64"):
         router({"features": [10 ** 400] + [0] * 11})
     assert np.isfinite(float(in_process["route"]))
+
+
+def test_infinities_of_both_signs_are_a_422_on_the_single_and_batch_endpoints(ticket_dir):
+    features = "[1e309, -1e309" + ", 0" * 10 + "]"
+    single = f'{{"features": {features}}}'.encode()
+    with TestClient(create_app({"tickets": ticket_dir})) as client:
+        for path, body, field in [("/v1/routers/tickets", single, "features"),
+                                  ("/v1/routers/tickets/batch", b"[" + single + b"]",
+                                   "[0].features")]:
+            response = client.post(path, content=body)
+            assert response.status_code == 422, response.text
+            assert response.json()["error"]["kind"] == "not_finite"
+            assert response.json()["error"]["field"] == field
+        assert 'kind="internal"' not in client.get("/metrics").text

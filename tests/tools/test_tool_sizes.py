@@ -1,15 +1,21 @@
 """A pretrained tool's config is bounded by its tensor file before anything is built:
-a size key asking for a dimension larger than any the file holds is refused, naming it."""
+a size key asking for a dimension larger than any the file holds is refused, naming it;
+a config whose products of sizes (``buckets * dim``) describe more parameter values than
+the file holds, or more bytes than ``max_bytes``, is refused in well under a second."""
 
 from __future__ import annotations
 
 import json
+import math
+import time
+import tracemalloc
 
 import numpy as np
 import pytest
 
 from tensorcode.errors import ArtifactError
 from tensorcode.tools import Decision, Investigator, Planner, Scene
+from tensorcode.tools.base import MAX_PRETRAINED_BYTES
 from tensorcode.tools.chatbot import Chatbot
 
 SMALL = [(Decision, {"dim": 2, "hidden": 3, "buckets": 8}),
@@ -58,3 +64,68 @@ def test_a_long_alphabet_is_bounded_by_its_length(tmp_path):
     (directory / "tool.json").write_text(json.dumps(document))
     with pytest.raises(ArtifactError, match=r"config\.alphabet.*larger than any dimension"):
         Chatbot.from_pretrained(directory, backend="reference")
+
+
+def _built_parameters(tool) -> int:
+    return sum(math.prod(shape) for op in tool.operations.values()
+               for _, shape, _ in op.parameter_signature())
+
+
+@pytest.mark.parametrize("cls, config", SMALL + [
+    (Decision, {}), (Planner, {"state_size": 3}), (Planner, {"candidate_size": 4}),
+    (Investigator, {"dim": 5, "hidden": 7}), (Scene, {"observation_size": 2, "dim": 3}),
+    (Chatbot, {"context": 5, "dim": 12, "heads": 3, "layers": 3, "alphabet": "abc"})],
+    ids=lambda value: value.__name__ if isinstance(value, type) else "")
+def test_planned_parameters_are_the_parameters_built(cls, config):
+    """The count a loader bounds before building is the count the tool builds."""
+    tool = cls(config, backend="reference")
+    assert tool.planned_parameters() == _built_parameters(tool)
+
+
+def _crafted(tmp_path, change, cls=Decision, config=None):
+    tool = cls(config or {"dim": 8, "hidden": 3, "buckets": 4096}, backend="reference")
+    directory = tool.save_pretrained(tmp_path / "tool")
+    document = json.loads((directory / "tool.json").read_text())
+    document["config"].update(change)
+    (directory / "tool.json").write_text(json.dumps(document))
+    return directory
+
+
+@pytest.mark.parametrize("change", [{"dim": 4096}, {"dim": 1000}, {"hidden": 4096}])
+def test_a_product_of_sizes_beyond_the_file_is_refused_fast_and_small(tmp_path, change):
+    """Each size is a dimension the file holds (4096 buckets), but ``buckets * dim``
+    asks for 16.8 million values where the file holds about 33 thousand: refused before
+    the table is built, in well under a second and a few MiB."""
+    directory = _crafted(tmp_path, change)
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ArtifactError, match=r"field 'config'.*parameter values, but "
+                                                r"the tensor file holds") as caught:
+            Decision.from_pretrained(directory, backend="reference")
+        elapsed = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert caught.value.field == "config"
+    assert elapsed < 1.0 and peak < 100 * 2 ** 20, (elapsed, peak)
+
+
+def test_max_bytes_bounds_the_config_and_the_file_and_can_be_raised(tmp_path):
+    directory = _crafted(tmp_path, {})
+    planned = Decision({"dim": 8, "hidden": 3, "buckets": 4096}).planned_parameters() * 4
+    header = json.loads((directory / "weights.safetensors").read_bytes()[8:][:int.from_bytes(
+        (directory / "weights.safetensors").read_bytes()[:8], "little")])
+    data = max(end for key, entry in header.items() if key != "__metadata__"
+               for end in entry["data_offsets"])
+    assert planned < data  # the file holds the calibration buffer too
+    with pytest.raises(ArtifactError, match=r"field 'config'.*more than max_bytes"):
+        Decision.from_pretrained(directory, backend="reference", max_bytes=planned - 1)
+    with pytest.raises(ArtifactError, match=r"bytes of tensors, more than max_bytes") as caught:
+        Decision.from_pretrained(directory, backend="reference", max_bytes=data - 1)
+    assert caught.value.field == "data"
+    loaded = Decision.from_pretrained(directory, backend="reference", max_bytes=data)
+    assert loaded.config["buckets"] == 4096 and MAX_PRETRAINED_BYTES == 1 << 30
+    chatbot = _crafted(tmp_path / "chat", {}, Chatbot, SMALL[4][1])
+    with pytest.raises(ArtifactError, match="max_bytes=100"):
+        Chatbot.from_pretrained(chatbot, backend="reference", max_bytes=100)

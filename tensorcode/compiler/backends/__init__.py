@@ -80,9 +80,9 @@ class Backend(Protocol):
     ``prepare(program, approximate)`` does the backend's ahead-of-time work and returns
     the ``Compiled`` entry points the plan calls. ``approximates`` says whether
     ``approximate`` means anything to it (only generated float32 code approximates).
-    A backend may also offer ``update(rule, dtype)``, an optimizer's eager update
-    (``lower/update.py``; the ``numba`` and ``reference`` backends do); ``opt.step`` on a
-    backend without one uses the ``numba`` backend's."""
+    Every backend also offers ``update(rule, dtype)``, an optimizer's eager update
+    (``lower/update.py``), which ``opt.step`` runs on the optimizer's own backend
+    (``DEFAULT_BACKEND``, ``llvm``, unless it names another)."""
 
     name: str
     approximates: bool

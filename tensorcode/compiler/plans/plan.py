@@ -5,9 +5,10 @@
 schedules it (``schedule.build``) and builds a ``Plan``, which hands the schedule's
 ``Program`` to a ``Backend`` (``backends.get``):
 
-- ``"numba"`` (default): generated loops compiled by Numba and kept in the on-disk plan
-  cache (``backends/numba/backend.py``), so a second process that lowers the same network
-  loads machine code instead of compiling;
+- ``"llvm"`` (default): the schedule rendered to LLVM IR with llvmlite and kept as
+  native code in the on-disk plan cache (``backends/llvm``), so a second process that
+  lowers the same network loads machine code instead of compiling;
+- ``"numba"``: generated loops compiled by Numba (``backends/numba/backend.py``);
 - ``"reference"``: the NumPy interpreter running the same optimized graph.
 
 ``compile_stats()`` and ``cache_dir()`` (re-exported from the cache) count compilations
@@ -282,13 +283,16 @@ class Plan:
         return save_plan(self, pathlib.Path(directory))
 
     @staticmethod
-    def load(directory: Any, network: Network | None = None, backend: str | None = None
-             ) -> Plan:
+    def load(directory: Any, network: Network | None = None, backend: str | None = None,
+             *, max_graph_bytes: int | None = None) -> Plan:
         """Rebuild a saved plan (validated; hits the plan cache when warm). With
         ``network`` the plan runs on that network's tables; without, on a network
         rebuilt from the artifact (``plan.network``). ``backend`` defaults to the one
-        the plan was saved with."""
-        return load_plan(pathlib.Path(directory), network, backend)
+        the plan was saved with. The graph's values, every node counted at once, may
+        need at most ``max_graph_bytes``; by default ``GRAPH_MULTIPLE`` (256) times the
+        bytes of the file's parameters, inputs and constants, and at least
+        ``GRAPH_FLOOR_BYTES`` (64 MiB), so a small file cannot ask for gigabytes."""
+        return load_plan(pathlib.Path(directory), network, backend, max_graph_bytes)
 
 
 # ---------------------------------------------------------------------------------------

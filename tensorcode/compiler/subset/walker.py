@@ -215,7 +215,7 @@ class Compiler:
         if len(bounds) == 3 and bounds[2] == 0:
             raise self.fail(iterable, "range step must not be zero")
         values = range(*bounds)
-        cost = len(values) * statement.size
+        cost = _length(values) * statement.size
         if self.unrolled + cost > MAX_UNROLLED_STATEMENTS:
             raise self.fail(statement, f"this loop unrolls to {cost} statements, more than "
                             f"the limit {MAX_UNROLLED_STATEMENTS}; use vectorized methods "
@@ -599,6 +599,15 @@ def compile_program(source: str, inputs: Mapping[str, Any], outputs: Mapping[str
     digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
     return CompiledProgram(network, input_symbols, parameter_symbols, output_symbols, digest)
 
+
+
+def _length(values: range) -> int:
+    """How many values ``values`` holds, for any bounds: ``len`` overflows past
+    ``sys.maxsize`` (``range(1e308)``), and the count only has to be compared with the
+    unroll limit."""
+    step = values.step
+    span = values.stop - values.start if step > 0 else values.start - values.stop
+    return max(0, -(-span // abs(step)))
 
 __all__ = ["compile_program", "parse_reply", "CompiledProgram", "normalize_contract",
            "normalize_parameters", "DTYPE", "UNARY_FUNCTIONS", "BINARY_FUNCTIONS",

@@ -279,6 +279,11 @@ REJECTIONS = [
      "step must not be zero", 2),
     ("def f(x):\n    for i in range(100000):\n        y = 1\n    return {'y': 1.0}",
      f"limit {MAX_UNROLLED_STATEMENTS}", 2),
+    # past sys.maxsize iterations: len(range) itself overflows
+    ("def f(x):\n    for i in range(1e308):\n        y = 1\n    return {'y': 1.0}",
+     f"limit {MAX_UNROLLED_STATEMENTS}", 2),
+    ("def f(x):\n    for i in range(1e308, 0, -7):\n        pass\n    return {'y': 1.0}",
+     f"limit {MAX_UNROLLED_STATEMENTS}", 2),
     ("def f(x):\n    y = x.sum() < 1 < 2\n    return {'y': y}", "chained", 2),
     ("def f(x: float):\n    return {'y': 1.0}", "annotations", 1),
     ("def f(x) -> dict:\n    return {'y': 1.0}", "annotations", 1),
