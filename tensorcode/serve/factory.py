@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..compiler.backends import threads
 from ..errors import TensorCodeError
 from .app import create_app
 from .escalations import EscalationLog
@@ -21,6 +22,14 @@ from .fallback import TeacherFallback
 from .rolling import STATE
 
 SETTINGS = "TENSORCODE_SERVE_SETTINGS"
+
+
+def _share_the_cpus(workers: int) -> None:
+    """Each of ``workers`` worker processes runs its plans (and their BLAS) on its share
+    of the CPUs, so N workers never run N times the CPUs' threads; a thread count the
+    environment names (``TENSORCODE_NUM_THREADS``, ``OMP_NUM_THREADS``) is left as it is."""
+    if not threads.configured_by_environment():
+        threads.set_num_threads(max(1, threads.available_cpus() // max(1, int(workers))))
 
 
 def app_from_environment() -> Any:
@@ -49,6 +58,7 @@ def app_from_environment() -> Any:
         if settings.get("workers", 1) > 1:  # one file per worker: appends never interleave
             path = path.with_name(f"{path.stem}-{os.getpid()}{path.suffix}")
         log = EscalationLog(path, max_bytes=settings["log_max_bytes"])
+    _share_the_cpus(settings.get("workers", 1))
     token_variable = settings.get("admin_token_env")
     token = os.environ.get(token_variable) if token_variable else None
     several = settings.get("workers", 1) > 1

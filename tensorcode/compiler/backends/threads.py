@@ -1,9 +1,10 @@
 """The one thread knob: how many threads a plan's partitioned loops and BLAS may use.
 
 ``set_num_threads(n)`` / ``get_num_threads()`` (``tc.set_num_threads``), or
-``TENSORCODE_NUM_THREADS`` read once, at first use; the default is the number of CPUs
-this process may run on (``os.sched_getaffinity``, so a container's or ``taskset``'s
-limit counts, not the machine's core count).
+``TENSORCODE_NUM_THREADS`` read once, at first use; without it ``OMP_NUM_THREADS``, as
+PyTorch and ONNX Runtime read it (Ray sets it to each worker's ``num_cpus``); the default
+is the number of CPUs this process may run on (``os.sched_getaffinity``, so a
+container's or ``taskset``'s limit counts, not the machine's core count).
 
 Setting it sizes the native worker pool (``pool.py``: ``n - 1`` workers beside the
 calling thread) and the BLAS that plans call (SciPy's bundled OpenBLAS, through its own
@@ -27,6 +28,8 @@ from ...errors import TensorCodeError
 
 #: the environment variable read once at first use (an integer >= 1)
 ENV = "TENSORCODE_NUM_THREADS"
+#: read when ``ENV`` is not set (ignored unless a whole number >= 1)
+OMP_ENV = "OMP_NUM_THREADS"
 
 _LOCK = threading.Lock()
 _THREADS: int | None = None
@@ -49,14 +52,16 @@ def _check(n: object, what: str) -> int:
 
 def get_num_threads() -> int:
     """The threads plans may use: ``set_num_threads``'s value, else
-    ``TENSORCODE_NUM_THREADS``, else ``available_cpus()``."""
+    ``TENSORCODE_NUM_THREADS``, else ``OMP_NUM_THREADS``, else ``available_cpus()``."""
     global _THREADS
     if _THREADS is None:
         with _LOCK:
             if _THREADS is None:
                 text = os.environ.get(ENV, "").strip()
+                omp = os.environ.get(OMP_ENV, "").strip()
                 if not text:
-                    _THREADS = available_cpus()
+                    _THREADS = int(omp) if omp.isdigit() and int(omp) >= 1 \
+                        else available_cpus()
                 elif text.isdigit() and int(text) >= 1:
                     _THREADS = int(text)
                 else:
@@ -124,5 +129,11 @@ def set_blas_threads(n: int) -> bool:
     return False
 
 
-__all__ = ["ENV", "available_cpus", "ensure_pool", "get_num_threads", "scipy_openblas",
-           "set_blas_threads", "set_num_threads"]
+def configured_by_environment() -> bool:
+    """Whether the environment names a thread count (``ENV`` or ``OMP_ENV``): a server
+    that splits the CPUs between its workers leaves such a choice alone."""
+    return any(os.environ.get(name, "").strip() for name in (ENV, OMP_ENV))
+
+
+__all__ = ["ENV", "OMP_ENV", "available_cpus", "configured_by_environment", "ensure_pool",
+           "get_num_threads", "scipy_openblas", "set_blas_threads", "set_num_threads"]

@@ -132,11 +132,15 @@ def test_the_knob_is_checked_and_public():
 
 def test_the_environment_variable_sets_the_default():
     code = "import tensorcode as tc; print(tc.get_num_threads())"
-    env = dict(os.environ, TENSORCODE_NUM_THREADS="3")
+    env = dict(os.environ, TENSORCODE_NUM_THREADS="3", OMP_NUM_THREADS="2")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.stdout.strip() == "3", out.stderr
-    env["TENSORCODE_NUM_THREADS"] = "many"
+    del env["TENSORCODE_NUM_THREADS"]  # then OMP_NUM_THREADS, as Ray sets it per worker
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.strip() == "2", out.stderr
+    env = dict(os.environ, TENSORCODE_NUM_THREADS="many")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode != 0 and "TENSORCODE_NUM_THREADS must be" in out.stderr
@@ -153,3 +157,4 @@ def test_blas_follows_the_knob():
     threads.set_num_threads(2)
     assert getter() == 2
     threads.set_num_threads(threads.available_cpus())
+
