@@ -68,7 +68,8 @@ class Library:
     ``output_arenas`` the element count of each scratch and output arena in that order;
     ``errors`` the message of each nonzero status of the plan; ``head`` the parameter and
     constant buffers in argument order; ``covered`` the ``(arena, offset)`` of a router's
-    covered root and ``threshold`` the value it must exceed to claim a case."""
+    covered root (None: it claims every case with finite outputs) and ``threshold`` the
+    value it must exceed to claim a case."""
 
     name: str
     kind: str
@@ -95,8 +96,6 @@ class Library:
         for port in self.inputs + self.outputs:
             if port.dtype not in DTYPE_CODES:
                 raise TensorCodeError(f"{port.name!r}: dtype {port.dtype} has no C type here")
-        if self.kind == "router" and self.covered is None:
-            raise TensorCodeError("a router library needs its covered root")
         if not self.outputs:
             raise TensorCodeError("a library needs at least one output")
         names = [p.name for p in self.inputs] + [p.name for p in self.outputs]
@@ -306,13 +305,13 @@ def render_source(library: Library, content_hash: str) -> str:
         lines.append(f"    memcpy(({c_type} *)outputs[{k}] + c * {port.size}, out{k}, "
                      f"{port.size * np.dtype(port.dtype).itemsize});")
     if lib.kind == "router":
-        assert lib.covered is not None
-        arena, at = lib.covered
-        c_type = C_TYPES[args[output_args[arena]][1]]
-        lines += ["    if (covered) {",
-                  f"        double value = (double)((const {c_type} *)h->arrays"
-                  f"[{output_args[arena]}])[{at}];",
-                  f"        int32_t claims = value > {lib.threshold!r} && value < INFINITY;"]
+        lines += ["    if (covered) {", "        int32_t claims = 1;"]
+        if lib.covered is not None:  # a program that never abstains claims every case
+            arena, at = lib.covered
+            c_type = C_TYPES[args[output_args[arena]][1]]
+            lines += [f"        double value = (double)((const {c_type} *)h->arrays"
+                      f"[{output_args[arena]}])[{at}];",
+                      f"        claims = value > {lib.threshold!r} && value < INFINITY;"]
         for k, port in enumerate(lib.outputs):
             if port.dtype in ("float32", "float64"):
                 lines += [f"        for (int64_t i = 0; claims && i < {port.size}; i++)",
