@@ -21,24 +21,26 @@ from ..compiler.backends import LLVM
 from .cases import CLAIM_THRESHOLD, COVERED
 
 
-def router_library(distillation: Any, name: str) -> Library:
-    """The ``Library`` of a ``Distillation``'s program as a router."""
-    algorithm = distillation.program
+def algorithm_library(algorithm: Any, name: str, router: bool = True) -> Library:
+    """The ``Library`` of a compiled ``Algorithm`` (a ``Distillation``'s program, or a
+    saved algorithm): a router (``router``, see the module docstring) answering the
+    contract's outputs but ``covered``, or a plan answering every output."""
     program = algorithm.program
     names = list(program.outputs)
     plan = program.network.entry([program.outputs[n] for n in names]).lower(LLVM)
     by_index = {symbol.index: name for name, symbol in program.inputs.items()}
     read = [by_index[symbol.index] for symbol in plan.inputs()]
     library = plan_library(plan, algorithm.parameter_table(), name, read, names)
+    inputs = [Port(input_name, "float64", tuple(shape),
+                   slot=read.index(input_name) if input_name in read else None)
+              for input_name, shape in algorithm.inputs.items()]
+    if not router:
+        return dataclasses.replace(library, inputs=inputs)
     ports = {port.name: port for port in library.outputs}
     covered = ports.get(COVERED)
-    inputs = []
-    for input_name, shape in distillation.inputs.items():
-        slot = read.index(input_name) if input_name in read else None
-        inputs.append(Port(input_name, "float64", tuple(shape), slot=slot))
     return dataclasses.replace(
         library, kind="router", inputs=inputs,
-        outputs=[ports[n] for n in distillation.outputs],
+        outputs=[ports[n] for n in names if n != COVERED],
         covered=None if covered is None else (covered.arena, covered.offset),
         threshold=CLAIM_THRESHOLD)
 
@@ -46,7 +48,7 @@ def router_library(distillation: Any, name: str) -> Library:
 def export_router(distillation: Any, directory: str | os.PathLike, name: str = "router",
                   force: bool = False) -> dict:
     """``distillation`` exported as a router library into ``directory``."""
-    return export_library(router_library(distillation, name), directory, force)
+    return export_library(algorithm_library(distillation.program, name), directory, force)
 
 
-__all__ = ["export_router", "router_library"]
+__all__ = ["algorithm_library", "export_router"]
