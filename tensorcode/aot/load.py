@@ -38,6 +38,8 @@ from .library import DTYPE_CODES, STATUS
 _DTYPES = {code: name for name, code in DTYPE_CODES.items()}
 _POINTERS = ctypes.POINTER(ctypes.c_void_p)
 _FLAGS = ctypes.POINTER(ctypes.c_int32)
+#: the descriptors libraries were opened through (see ``load``)
+_OPENED: list[int] = []
 
 
 def _check_owned(path: pathlib.Path, directory: bool) -> None:
@@ -256,23 +258,28 @@ def load(directory: str | os.PathLike, sha256: str | None = None) -> Loaded:
                             "deployed with", directory / manifests.MANIFEST, "export_sha256")
     name = document["name"]
     library_path = directory / f"lib{name}.so"
-    descriptors = []
-    try:
-        for file, digest in sorted(document["files"].items()):
-            _check_owned(directory / file, directory=False)
-            fd, through_fd = _open_verified(directory / file, digest)
-            descriptors.append(fd)
-            if directory / file == library_path:
-                opened = f"/proc/self/fd/{fd}" if through_fd else str(library_path.resolve())
-        try:
-            library = ctypes.CDLL(opened, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-        except OSError as error:
-            raise ArtifactError(f"cannot open the library: {error} (is it for this CPU and "
-                                "system? see the manifest's target and blas)",
-                                library_path) from None
-    finally:
-        for fd in descriptors:
+    kept = None
+    for file, digest in sorted(document["files"].items()):
+        _check_owned(directory / file, directory=False)
+        fd, through_fd = _open_verified(directory / file, digest)
+        if directory / file == library_path and through_fd:
+            kept = fd
+        else:
             os.close(fd)
+    opened = str(library_path.resolve()) if kept is None else f"/proc/self/fd/{kept}"
+    try:
+        library = ctypes.CDLL(opened, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as error:
+        if kept is not None:
+            os.close(kept)
+        raise ArtifactError(f"cannot open the library: {error} (is it for this CPU and "
+                            "system? see the manifest's target and blas)",
+                            library_path) from None
+    if kept is not None:
+        # the library stays loaded for the process's life (ctypes never unloads one), and
+        # so does its descriptor: the name it was opened by is never reused, so a later
+        # load (another export, or this one exported again) is never mistaken for it
+        _OPENED.append(kept)
     return Loaded(directory, document, library)
 
 

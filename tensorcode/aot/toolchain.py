@@ -2,7 +2,7 @@
 
 ``find_compiler()`` returns the command that compiles and links C: ``cc`` on the
 ``PATH`` (gcc or clang), else the ``zig`` the optional ``ziglang`` wheel ships
-(``pip install 'tensorcode[aot]'``), run as ``python -m ziglang cc``; with neither it
+(``pip install 'tensorcode[aot]'``), run as ``zig cc``; with neither it
 raises ``CompileError`` naming both. ``link`` builds the library reproducibly: every
 file is named relative to the build directory, no build id, no symbol table beyond the
 exported interface (a version script keeps only ``<name>_*``), so the same input gives
@@ -11,14 +11,13 @@ the same bytes.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import pathlib
 import shutil
 import subprocess
-import sys
 
 from ..errors import CompileError
+from ..extras import installed
 
 #: the environment variable naming another C compiler (a path or a command name)
 CC_ENV = "TENSORCODE_CC"
@@ -37,8 +36,11 @@ def find_compiler() -> list[str]:
     found = shutil.which("cc")
     if found is not None:
         return [found]
-    if importlib.util.find_spec("ziglang") is not None:
-        return [sys.executable, "-m", "ziglang", "cc"]
+    ziglang = installed("ziglang")
+    if ziglang is not None and ziglang.__file__ is not None:
+        zig = pathlib.Path(ziglang.__file__).parent / "zig"
+        if zig.is_file():
+            return [str(zig), "cc"]
     raise CompileError("exporting a library needs a C compiler and linker: install the "
                        "system's cc (gcc or clang, e.g. apt install gcc), or the zig "
                        "toolchain with pip install 'tensorcode[aot]' (the ziglang wheel, "
@@ -75,7 +77,7 @@ def link(directory: pathlib.Path, name: str, plan_object: str, source: str,
         path = pathlib.Path(blas)
         command += [f"-L{path.parent}", f"-l:{path.name}", f"-Wl,-rpath,{path.parent}"]
     _run(command + ["-lm"], directory)
-    return "zig cc" if cc[-1] == "cc" and len(cc) > 1 else pathlib.Path(cc[0]).name
+    return "zig cc" if len(cc) > 1 else pathlib.Path(cc[0]).name
 
 
 __all__ = ["CC_ENV", "find_compiler", "link"]
