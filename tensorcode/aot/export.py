@@ -52,13 +52,12 @@ def plan_library(plan: Any, parameters: Any, name: str,
         label = input_names[k] if input_names else (node.name or f"input_{k}")
         inputs.append(Port(label, node.type.dtype, tuple(int(d) for d in node.type.shape),
                            slot=k))
-    dtypes = list(layout.outputs)
-    _, roots = plan.bind(parameters).flat
+    dtypes = list(layout.outputs)  # the output arenas, in argument order
     outputs = []
-    for k, (arena, start, _, shape) in enumerate(roots):
+    for k, (dtype, offset, shape) in enumerate(plan.schedule.roots):
         label = output_names[k] if output_names else f"output_{k}"
-        outputs.append(Port(label, dtypes[arena], tuple(int(d) for d in shape),
-                            arena=arena, offset=int(start)))
+        outputs.append(Port(label, dtype, tuple(int(d) for d in shape),
+                            arena=dtypes.index(dtype), offset=int(offset)))
     return Library(
         name=name, kind="plan", object=facts["object"], entry=facts["entry"],
         arguments=[(a.role, a.dtype) for a in layout.arguments],

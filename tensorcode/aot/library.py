@@ -18,22 +18,16 @@ the library's read-only data (``.incbin`` of the exported values, aligned to 64 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import TensorCodeError
 from ..version import __version__
+from .abi import DTYPE_CODES, NAME_PATTERN, STATUS
 
-#: a library's name: the file ``lib<name>.so``, the header ``<name>.h`` and the prefix
-#: of every C symbol
-NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,47}")
-#: the dtype codes of the C interface, and the C type of each dtype
-DTYPE_CODES = {"float32": 1, "float64": 2, "int32": 3, "int64": 4}
+#: the C type of each dtype
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
-#: the status codes of the C interface (the header names them ``<NAME>_OK`` ...)
-STATUS = {"OK": 0, "ERROR_ARGUMENT": 1, "ERROR_MEMORY": 2, "ERROR_INPUT": 3}
 #: the alignment of each embedded buffer in the values blob
 ALIGNMENT = 64
 #: the blob the C source embeds with ``.incbin`` (written beside it when building)

@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import ArtifactError, FeedError, TensorCodeError
 from ..files.ownership import Untrusted, check_owned
 from . import manifest as manifests
-from .library import DTYPE_CODES, STATUS
+from .abi import DTYPE_CODES, STATUS
 
 _DTYPES = {code: name for name, code in DTYPE_CODES.items()}
 _POINTERS = ctypes.POINTER(ctypes.c_void_p)

@@ -20,7 +20,7 @@ import pathlib
 from typing import Any
 
 from ..files import Fields, at, check_header, read_json
-from .library import DTYPE_CODES, NAME_PATTERN
+from .abi import DTYPE_CODES, NAME_PATTERN
 
 FORMAT = "tensorcode.aot"
 VERSION = 1
