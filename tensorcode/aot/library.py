@@ -349,18 +349,18 @@ def render_source(library: Library, content_hash: str) -> str:
               f"    default: return {c_string('not a status of this library')};", "    }", "}",
               ""]
     for kind in ("input", "output"):
-        count = "INPUTS" if kind == "input" else "OUTPUTS"
-        lines += [f"int64_t {n}_{kind}_count(void) {{ return {count}; }}",
+        macro = "INPUTS" if kind == "input" else "OUTPUTS"
+        lines += [f"int64_t {n}_{kind}_count(void) {{ return {macro}; }}",
                   f"const char *{n}_{kind}_name(int64_t k) "
-                  f"{{ return k >= 0 && k < {count} ? {kind}_names[k] : NULL; }}",
+                  f"{{ return k >= 0 && k < {macro} ? {kind}_names[k] : NULL; }}",
                   f"int32_t {n}_{kind}_dtype(int64_t k) "
-                  f"{{ return k >= 0 && k < {count} ? {kind}_dtypes[k] : -1; }}",
+                  f"{{ return k >= 0 && k < {macro} ? {kind}_dtypes[k] : -1; }}",
                   f"int64_t {n}_{kind}_rank(int64_t k) "
-                  f"{{ return k >= 0 && k < {count} ? {kind}_ranks[k] : -1; }}",
+                  f"{{ return k >= 0 && k < {macro} ? {kind}_ranks[k] : -1; }}",
                   f"const int64_t *{n}_{kind}_shape(int64_t k) "
-                  f"{{ return k >= 0 && k < {count} ? {kind}_shapes[k] : NULL; }}",
+                  f"{{ return k >= 0 && k < {macro} ? {kind}_shapes[k] : NULL; }}",
                   f"int64_t {n}_{kind}_size(int64_t k) "
-                  f"{{ return k >= 0 && k < {count} ? {kind}_sizes[k] : -1; }}"]
+                  f"{{ return k >= 0 && k < {macro} ? {kind}_sizes[k] : -1; }}"]
     lines += [f"const char *{n}_version(void) {{ return {c_string(__version__)}; }}",
               f"const char *{n}_content_hash(void) {{ return {c_string(content_hash)}; }}", ""]
     return "\n".join(lines)
