@@ -8,7 +8,7 @@ import re
 
 #: a library's name: the file ``lib<name>.so``, the header ``<name>.h`` and the prefix
 #: of every C symbol
-NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,47}")
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,47}\Z")
 #: the dtype codes of the C interface
 DTYPE_CODES = {"float32": 1, "float64": 2, "int32": 3, "int64": 4}
 #: the status codes of the C interface (the header names them ``<NAME>_OK`` ...)

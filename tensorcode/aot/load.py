@@ -259,13 +259,18 @@ def load(directory: str | os.PathLike, sha256: str | None = None) -> Loaded:
     name = document["name"]
     library_path = directory / f"lib{name}.so"
     kept = None
-    for file, digest in sorted(document["files"].items()):
-        _check_owned(directory / file, directory=False)
-        fd, through_fd = _open_verified(directory / file, digest)
-        if directory / file == library_path and through_fd:
-            kept = fd
-        else:
-            os.close(fd)
+    try:
+        for file, digest in sorted(document["files"].items()):
+            _check_owned(directory / file, directory=False)
+            fd, through_fd = _open_verified(directory / file, digest)
+            if directory / file == library_path and through_fd:
+                kept = fd
+            else:
+                os.close(fd)
+    except BaseException:
+        if kept is not None:
+            os.close(kept)
+        raise
     opened = str(library_path.resolve()) if kept is None else f"/proc/self/fd/{kept}"
     try:
         library = ctypes.CDLL(opened, mode=os.RTLD_NOW | os.RTLD_LOCAL)

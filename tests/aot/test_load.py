@@ -117,3 +117,15 @@ def test_loading_imports_neither_llvmlite_nor_numba(exported):
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["heavy"] == []
     assert result["got"] == expected.tolist()
+
+
+def test_a_manifest_naming_a_path_is_refused(exported, tmp_path):
+    from tensorcode.aot import manifest as manifests
+
+    directory = _copy(exported, tmp_path)
+    document = json.loads((directory / "manifest.json").read_text())
+    document["name"] = "small/../small"
+    document["export_sha256"] = manifests.export_hash(document)
+    (directory / "manifest.json").write_bytes(manifests.canonical(document))
+    with pytest.raises(ArtifactError, match="name"):
+        aot.load(directory)
