@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "render, diff and apply weight patches on safetensors files"),
     "serve": ("tensorcode.commands.serve", "serve saved distilled routers over HTTP"),
     "repair": ("tensorcode.commands.repair", "revise a served router with its escalation log"),
+    "export": ("tensorcode.commands.export",
+               "export a saved router or plan as a shared library with a C header"),
 }
 
 

@@ -25,6 +25,7 @@ EXTRAS: dict[str, str] = {
     "msgspec": "serve",
     "ray": "distributed", "ray.serve": "distributed-serve",
     "torch": "torch",
+    "ziglang": "aot",
 }
 
 

@@ -19,6 +19,9 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "tensorcode"
 LAYERS: dict[str, int] = {
     "errors": 0, "extras": 0, "files": 0, "grammars": 0, "version": 0,
     "compiler": 1,
+    # beside the compiler: ``Plan.export`` writes through it; it imports only the
+    # compiler's backend interface, files and errors, and its loader none of the compiler
+    "aot": 1,
     "runtime": 2, "nn": 2, "text": 2,
     # the public addresses of runtime and nn modules (``import tensorcode.optim``)
     "optim": 2, "checkpoint": 2, "random": 2, "init": 2, "functional": 2,

@@ -24,6 +24,7 @@ from ..files import check_header, read_json
 from . import program as programs
 from .attempts import CaseSet
 from .cases import COVERED, Case, Contract, normalize_case, normalize_contract, to_json
+from .export import export_router
 from .inputs import check_case
 from .router import DEFAULT_MAX_RECORDED, Router
 
@@ -104,6 +105,14 @@ class Distillation:
             return {name: np.array(value, dtype=np.float64) for name, value in inputs.items()}
         except (TypeError, ValueError):
             return dict(inputs)
+
+    def export(self, directory: str | os.PathLike, *, name: str = "router",
+               force: bool = False) -> dict:
+        """Export the program as a router library: ``lib<name>.so``, ``<name>.h`` and
+        ``manifest.json`` in ``directory`` (refused when it is not empty, unless
+        ``force``), answering as ``router(fallback)`` does with the covered flag in place
+        of the fallback (``docs/embedding.md``). Returns the manifest."""
+        return export_router(self, directory, name, force)
 
     # -- saving ---------------------------------------------------------------------------
     def record(self, artifact_sha256: str) -> dict[str, Any]:

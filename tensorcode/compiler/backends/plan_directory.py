@@ -4,7 +4,8 @@ compiled backends' caches follow, in one place.
 Whatever executes from the cache (a Numba module and its machine code, an llvm object)
 is read only from a directory the current user owns and nobody else can write:
 ``plans_directory()`` checks (and creates, ``0700``) the cache root, ``plans`` and its
-``__pycache__`` (Numba's machine code), and ``check_owned`` an entry before it is read.
+``__pycache__`` (Numba's machine code), and ``check_owned`` (``files.ownership``: the rule exported
+libraries follow too) an entry before it is read.
 ``locked`` serializes the processes filling one entry, and ``warn_once`` reports an
 entry that was not used once per process. Importing this module loads neither backend.
 """
@@ -14,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
-import stat
 import warnings
 from collections.abc import Iterator
 
 from ...errors import CacheError
+from ...files.ownership import Untrusted, check_owned
 from .counters import cache_dir
 
 
@@ -52,24 +53,6 @@ def warn_once(key: str, message: str) -> None:
         return
     _WARNED.add(key)
     warnings.warn(message, RuntimeWarning, stacklevel=5)
-
-
-class Untrusted(Exception):
-    """The cache directory (or an entry) cannot be trusted or used; the text says why."""
-
-
-def check_owned(path: pathlib.Path, directory: bool) -> None:
-    """Refuse ``path`` unless it is a real (not linked) directory or regular file owned
-    by the current user and writable by nobody else."""
-    info = path.lstat()
-    kind = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
-    if not kind:
-        raise Untrusted(f"{path} is not a {'directory' if directory else 'regular file'}")
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        raise Untrusted(f"{path} is owned by uid {info.st_uid}, not by the current user")
-    if info.st_mode & 0o022:
-        raise Untrusted(f"{path} is writable by its group or by others "
-                        f"(mode {stat.S_IMODE(info.st_mode):o})")
 
 
 def trusted_directory(path: pathlib.Path) -> pathlib.Path:

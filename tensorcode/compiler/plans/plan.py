@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...aot.export import export_plan
 from ...errors import FeedError, RandomError, TensorCodeError
 from ..backends import BACKENDS, Compiled
 from ..backends import get as get_backend
@@ -133,6 +134,12 @@ class Plan:
     def _check_parameters(self, parameters: Any) -> None:
         if getattr(parameters, "layout", None) is not self._layout:
             self.network.check_parameters(parameters)
+
+    def buffers(self, parameters: Parameters) -> list[np.ndarray]:
+        """The parameter and constant buffers a call passes before its inputs, in the
+        compiled code's argument order (what an exported library embeds)."""
+        self._check_parameters(parameters)
+        return self._arguments(parameters)
 
     def _arguments(self, parameters: Parameters) -> list[np.ndarray]:
         buffers = parameters.buffers()
@@ -281,6 +288,15 @@ class Plan:
         """Write this plan as a portable artifact (``plan.json`` and
         ``values.safetensors``; no pickle, no code)."""
         return save_plan(self, pathlib.Path(directory))
+
+    def export(self, directory: Any, parameters: Parameters | None = None, *,
+               name: str = "plan", force: bool = False) -> dict:
+        """Export the plan with ``parameters`` (default: the recorded initials) as a
+        shared library: ``lib<name>.so``, ``<name>.h`` and ``manifest.json`` in
+        ``directory`` (refused when it is not empty, unless ``force``); the llvm
+        backend's code, bit for bit. Returns the manifest (see ``docs/embedding.md``)."""
+        table = self.parameters() if parameters is None else parameters
+        return export_plan(self, pathlib.Path(directory), table, name, force)
 
     @staticmethod
     def load(directory: Any, network: Network | None = None, backend: str | None = None,

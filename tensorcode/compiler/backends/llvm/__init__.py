@@ -110,6 +110,24 @@ class LlvmBackend:
         """An optimizer's eager update for ``dtype``, compiled (``eager_update``)."""
         return eager_update(rule, dtype)
 
+    def shared_object(self, program: Program, approximate: bool) -> dict[str, Any]:
+        """What ``tensorcode export`` links into a library (``shared_object.py``):
+        ``object`` the plan's code, position-independent; ``entry`` the symbol to call;
+        ``layout`` its argument layout; ``blas`` the BLAS symbols it calls; ``target``
+        the triple, CPU and features it was compiled for."""
+        from .shared_object import RUN_ENTRY, plan_facts, position_independent_object, target_facts
+
+        data = position_independent_object(program, approximate)
+        layout, blas = plan_facts(program, data)
+        return {"object": data, "entry": RUN_ENTRY, "layout": layout, "blas": blas,
+                "target": target_facts()}
+
+    def blas_library(self) -> str | None:
+        """The path of the BLAS plan objects call (``threads.scipy_openblas``), or None."""
+        from ..threads import scipy_openblas
+
+        return scipy_openblas()
+
 
 def prepared(program: Program, approximate: bool) -> LlvmProgram:
     """The loaded program of ``program`` (a step plan's with its update; see the module

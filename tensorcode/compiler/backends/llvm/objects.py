@@ -128,9 +128,11 @@ def runtime() -> _Runtime:
         return _RUNTIME
 
 
-def compile_object(module: Any) -> bytes:
-    """The module optimized at ``OPT_LEVEL`` and emitted as an object for this CPU."""
+def compile_object(module: Any, machine: Any = None) -> bytes:
+    """The module optimized at ``OPT_LEVEL`` and emitted as an object for this CPU (by
+    ``machine`` when given: the export's position-independent one)."""
     rt = runtime()
+    machine = rt.machine if machine is None else machine
     llvm = rt.llvm
     module.triple = rt.triple
     parsed = llvm.parse_assembly(str(module))
@@ -139,10 +141,10 @@ def compile_object(module: Any) -> bytes:
     tuning.loop_vectorization = True
     tuning.slp_vectorization = True
     tuning.loop_unrolling = LOOP_UNROLLING
-    builder = llvm.create_pass_builder(rt.machine, tuning)
+    builder = llvm.create_pass_builder(machine, tuning)
     manager = builder.getModulePassManager()
     manager.run(parsed, builder)
-    return bytes(rt.machine.emit_object(parsed))
+    return bytes(machine.emit_object(parsed))
 
 
 def load(data: bytes, entries: tuple[str, ...] = ENTRIES,
