@@ -94,7 +94,7 @@ def _answer(program: Any, outputs: list[str], line: str | bytes, counts: dict[st
 
     # the line's own end is not part of its document, so a syntax error's position is
     # the one the HTTP service gives for the same body
-    text: Any = line.rstrip(b"\r\n" if isinstance(line, bytes) else "\r\n")
+    text = line.rstrip(b"\r\n") if isinstance(line, bytes) else line.rstrip("\r\n")
     inputs = program.check_inputs(read_document(text, MAX_LINE_CHARS))
     answer, reason = decide(program, outputs, inputs)
     if answer is None:
