@@ -129,13 +129,18 @@ GRAPH_FLOOR_BYTES = 64 << 20
 _RULES = Rules(max_rank=32, max_elements=2 ** 40)
 
 
+def _source_bytes(graph: ir.Graph) -> int:
+    """The bytes of a graph's sources: parameters, inputs and constants, every one of
+    them held in the values file."""
+    return sum(node.type.size * np.dtype(node.type.dtype).itemsize
+               for node in graph.nodes if node.op in ir.SOURCE_OPS)
+
+
 def graph_limit(graph: ir.Graph) -> int:
     """The most bytes a saved plan's graph may ask for when the caller does not say:
-    ``GRAPH_MULTIPLE`` times the bytes of its sources (parameters, inputs and constants,
-    every one of them held in the values file), but never less than ``GRAPH_FLOOR_BYTES``."""
-    sources = sum(node.type.size * np.dtype(node.type.dtype).itemsize
-                  for node in graph.nodes if node.op in ir.SOURCE_OPS)
-    return max(GRAPH_FLOOR_BYTES, GRAPH_MULTIPLE * sources)
+    ``GRAPH_MULTIPLE`` times the bytes of its sources, but never less than
+    ``GRAPH_FLOOR_BYTES``."""
+    return max(GRAPH_FLOOR_BYTES, GRAPH_MULTIPLE * _source_bytes(graph))
 
 
 def _check_graph_fits(r: Fields, graph: ir.Graph, max_graph_bytes: int | None) -> None:
@@ -156,8 +161,8 @@ def _check_graph_fits(r: Fields, graph: ir.Graph, max_graph_bytes: int | None) -
         limit = graph_limit(graph)
     if need > limit:
         how = ("max_graph_bytes" if max_graph_bytes is not None else
-               f"{GRAPH_MULTIPLE} times the {limit // GRAPH_MULTIPLE} bytes of its parameters, "
-               f"inputs and constants (at least {GRAPH_FLOOR_BYTES})")
+               f"{GRAPH_MULTIPLE} times the {_source_bytes(graph)} bytes of its parameters, "
+               f"inputs and constants, and at least {GRAPH_FLOOR_BYTES}")
         raise r.fail("graph", f"its values need up to {need} bytes, more than the limit of "
                               f"{limit} ({how}); pass a larger max_graph_bytes to Plan.load "
                               "if you trust the file")
