@@ -88,7 +88,10 @@ class PatchError(TensorCodeError):
 
 
 class DistillationError(TensorCodeError):
-    """No distillation attempt produced a usable program; carries every attempt."""
+    """No distillation attempt produced a usable program; ``attempts`` holds every
+    attempt as the JSON-ready dict ``Distillation.attempts`` holds (``number``,
+    ``phase``, ``stage``, ``prompt``, ``reply``, ``source``, ``parameters``, ``error``,
+    ``design``, ``abstains``, ``note``)."""
 
     def __init__(self, message: str, attempts: list | None = None) -> None:
         self.attempts = list(attempts or [])

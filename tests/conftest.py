@@ -92,8 +92,9 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
     return FileScheduling(config, log)
 
 
-#: the fuzz harness's counts per surface (tests/files/test_fuzz_*.py record them as the
-#: ``fuzz counts`` user property; under xdist the reports carry them to the controller)
+#: the fuzz harness's counts per surface (tests/files/test_fuzz_*.py and the HTTP fuzz,
+#: tests/serve/test_app_fuzz.py, record them as the ``fuzz counts`` user property; under
+#: xdist the reports carry them to the controller)
 _FUZZ_COUNTS: list[str] = []
 
 

@@ -8,8 +8,10 @@ it claims the input, or ``"escalated": true`` with the outputs ``null`` and a
 ``fallback_error``, ``refused``).
 A line that cannot be read or answered (not UTF-8, not JSON, nested deeper than the
 strict reader's limit, a number out of range, longer than ``MAX_LINE_CHARS`` bytes, a
-case the input contract refuses) gives ``{"error": ...}``, keeping one answer per line;
-the exit status is 1 when any line was refused. A summary goes to stderr at the end.
+case the input contract refuses) gives the HTTP service's refusal body, ``{"error":
+{"kind", "field", "message"}, "path": "refused"}`` with the same ``kind`` and ``field``
+(the message starts with the line number), keeping one answer per line; the exit status
+is 1 when any line was refused. A summary goes to stderr at the end.
 """
 
 from __future__ import annotations
@@ -59,11 +61,13 @@ def main(args: argparse.Namespace) -> int:
             document = _answer(program, outputs, line, counts)
         except TensorCodeError as error:
             counts["refused"] += 1
-            document = {"error": f"line {number}: {error}", "path": REFUSED}
+            kind = getattr(error, "kind", None)
+            document = _refusal(kind if isinstance(kind, str) else "invalid",
+                                f"line {number}: {error}", getattr(error, "field", None))
         except Exception as error:
             counts["refused"] += 1
-            document = {"error": f"line {number}: cannot be answered "
-                                 f"({type(error).__name__}: {error})", "path": REFUSED}
+            document = _refusal("internal", f"line {number}: cannot be answered "
+                                            f"({type(error).__name__}: {error})", None)
         out.write(json.dumps(document) + "\n")
         out.flush()
     if not args.quiet:
@@ -75,13 +79,23 @@ def main(args: argparse.Namespace) -> int:
     return 1 if counts["refused"] else 0
 
 
+def _refusal(kind: str, message: str, field: Any) -> dict[str, Any]:
+    """A refused line: the HTTP service's error body (``kind``, ``field``, ``message``;
+    the message starts with the line number) and the ``refused`` path."""
+    return {"error": {"kind": kind, "field": field if isinstance(field, str) else None,
+                      "message": message}, "path": REFUSED}
+
+
 def _answer(program: Any, outputs: list[str], line: str | bytes, counts: dict[str, int]
             ) -> dict[str, Any]:
     """The output document for one input line (``TensorCodeError`` when it is refused)."""
     from ..distill.inputs import read_document
     from ..distill.router import decide, path_of
 
-    inputs = program.check_inputs(read_document(line, MAX_LINE_CHARS))
+    # the line's own end is not part of its document, so a syntax error's position is
+    # the one the HTTP service gives for the same body
+    text = line.rstrip(b"\r\n") if isinstance(line, bytes) else line.rstrip("\r\n")
+    inputs = program.check_inputs(read_document(text, MAX_LINE_CHARS))
     answer, reason = decide(program, outputs, inputs)
     if answer is None:
         counts["escalated"] += 1

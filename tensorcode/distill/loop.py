@@ -93,7 +93,8 @@ def distill(task: str, inputs: Mapping[str, Any], workload: Sequence[Mapping[str
                   spec=SUBSET_SPEC, deadline=deadline, progress=progress)
     chosen = select(made, min_coverage)
     if chosen is None:
-        raise DistillationError(failure_message(made, min_coverage), made)
+        raise DistillationError(failure_message(made, min_coverage),
+                                [a.to_json() for a in made])
     report = build_report(chosen, made, design, acceptance, outputs, settings)
     report["split"] = {"seed": seed, "holdout": holdout, "by": split,
                        "design": len(design), "acceptance": len(acceptance),

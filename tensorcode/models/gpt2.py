@@ -648,7 +648,9 @@ def load(directory: str | os.PathLike, *, mapped: bool | None = None, **options:
 def check_config_against_header(config: GptConfig, source: TensorFile,
                                 entries: Mapping[str, str], config_path: Any) -> None:
     """Refuse a config whose sizes disagree with the tensors the file holds (before any
-    model is built, so no size is trusted beyond what the file holds)."""
+    model is built, so no size is trusted beyond what the file holds), then a file whose
+    tensors are not the config's: a missing or unexpected tensor (an extra ``h.N`` block
+    too) is named, as a mis-shaped one is, before the totals are compared."""
     def shape_of(path: str) -> tuple[int, ...]:
         if path not in entries:
             raise ArtifactError("is missing from the tensor file", source.path, field=path)
@@ -666,6 +668,11 @@ def check_config_against_header(config: GptConfig, source: TensorFile,
         missing = next(k for k in range(held) if k not in layers)
         raise ArtifactError(f"the tensor file's blocks skip h.{missing}", source.path,
                             field=f"h.{missing}")
+    if held > config.n_layer:  # a block the config does not describe: name its tensor
+        extra = next(path for path in entries if path.startswith(f"h.{config.n_layer}."))
+        raise ArtifactError(f"is not a tensor of this model: config.json's n_layer is "
+                            f"{config.n_layer}, so its blocks are h.0 to "
+                            f"h.{config.n_layer - 1}", source.path, field=entries[extra])
     for field, stated, found, where in (
             ("vocab_size", config.vocab_size, vocab, "the rows of wte.weight"),
             ("n_embd", config.n_embd, width, "the columns of wte.weight"),
@@ -674,8 +681,24 @@ def check_config_against_header(config: GptConfig, source: TensorFile,
         if stated != found:
             raise ArtifactError(f"is {stated}, but the tensor file holds {found} ({where})",
                                 config_path, field=field)
+    # every size is now one the file holds: the expected paths and shapes are recorded
+    # (zero initials one element wide, so this costs no memory) and compared by name
+    expected = {path: symbol.shape for path, symbol in Gpt(
+        Tape(), config, init=initializers.zeros()).named_parameters()}
+    for path in expected:
+        if path not in entries:
+            raise ArtifactError("is missing from the tensor file", source.path, field=path)
+    for path, name in entries.items():
+        if path not in expected:
+            raise ArtifactError("is not a tensor of GPT-2's layout (a model of this config "
+                                f"holds {len(expected)} tensors)", source.path, field=name)
     held_values = sum(math.prod(source.entries[name][1]) for name in entries.values())
     if held_values != config.parameter_count():
+        wrong = next((path for path, shape in expected.items()
+                      if tuple(source.entries[entries[path]][1]) != tuple(shape)), None)
+        if wrong is not None:
+            raise ShapeError(f"{wrong}: has shape {list(source.entries[entries[wrong]][1])} "
+                             f"in {source.path}, the model expects {list(expected[wrong])}")
         raise ArtifactError(f"describes a model of {config.parameter_count()} parameters, but "
                             f"the tensor file holds {held_values} values", config_path,
                             field="(config)")

@@ -57,8 +57,38 @@ def test_D_every_line_gets_an_answer_or_an_error(saved):
     status, answers, err = route(saved, b"\n".join(lines) + b"\n")
     assert len(answers) == len(lines), err
     documents = [json.loads(a) for a in answers]
-    for number, document in enumerate(documents[:-1], start=1):
-        assert document["error"].startswith(f"line {number}: "), document
+    kinds = ["not_finite", "json", "json", "json", "not_finite", "type", "too_large"]
+    for number, (document, kind) in enumerate(zip(documents[:-1], kinds), start=1):
+        assert document["error"]["message"].startswith(f"line {number}: "), document
+        assert document["error"]["kind"] == kind, document
     assert documents[-1] == {"route": 1.0, "escalated": False, "path": "program"}
     assert all(document["path"] == "refused" for document in documents[:-1])
     assert status == 1 and "8 lines, 1 answered, 0 escalated" in err and "7 refused" in err
+
+
+@pytest.mark.parametrize("body", [
+    b'{"features": [1, 0]}',
+    b'{"features": ["1", 0,0,0,0,0,0,0,0,0,0,0]}',
+    b'{"features": [1e309, -1e309, 0,0,0,0,0,0,0,0,0,0]}',
+    b'{"feature": [0,0,0,0,0,0,0,0,0,0,0,0]}',
+    b'{"features": [0,0,0,0,0,0,0,0,0,0,0,0], "extra": 1}',
+    b'[1, 2]',
+    b'{"features": [0, 0',
+    b'{"a": 1, "a": 2}',
+])
+def test_a_refused_line_carries_the_http_bodys_kind_and_field(saved, body):
+    """One refusal format: a line ``tensorcode route`` refuses is the HTTP service's
+    error body for the same request (the message led by the line number)."""
+    from starlette.testclient import TestClient
+
+    from tensorcode.serve import create_app
+
+    status, answers, _ = route(saved, body + b"\n")
+    line = json.loads(answers[0])
+    with TestClient(create_app({"r": saved}, executor="reference")) as client:
+        http = client.post("/v1/routers/r", content=body).json()
+    assert status == 1 and line["path"] == http["path"] == "refused"
+    assert set(line["error"]) == set(http["error"]) == {"kind", "field", "message"}
+    assert (line["error"]["kind"], line["error"]["field"]) == (http["error"]["kind"],
+                                                                http["error"]["field"])
+    assert line["error"]["message"] == "line 1: " + http["error"]["message"]

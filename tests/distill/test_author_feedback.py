@@ -55,8 +55,8 @@ def test_a_backend_failure_is_not_reported_as_a_compile_error(monkeypatch):
         distill("always two", {"x": (2,)}, cases, targets=targets, author=author,
                 attempts=2, executor="numba")
     for attempt in caught.value.attempts:
-        assert attempt.stage == "lower"
-        assert "did not compile" not in attempt.error
-        assert "not a mistake in the program" in attempt.error
+        assert attempt["stage"] == "lower"
+        assert "did not compile" not in attempt["error"]
+        assert "not a mistake in the program" in attempt["error"]
     assert "did not compile" not in prompts[-1]
     assert "compiles" not in str(caught.value).split(";")[0]

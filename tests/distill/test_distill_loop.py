@@ -3,6 +3,8 @@ selection rule, early acceptance, failures and the truth separation."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from distill_fakes import install, threshold_workload
 
@@ -121,9 +123,22 @@ def test_no_compiling_attempt_raises_with_every_attempt(fake_compiler):
     with pytest.raises(DistillationError) as caught:
         run(["bad:first", "bad:second"])
     attempts = caught.value.attempts
-    assert [a.reply for a in attempts] == ["bad:first", "bad:second"]
-    assert all(a.prompt and "did not compile" in a.error for a in attempts)
+    assert [a["reply"] for a in attempts] == ["bad:first", "bad:second"]
+    assert all(a["prompt"] and "did not compile" in a["error"] for a in attempts)
+    assert all(a["stage"] == "compile" for a in attempts)
     assert "no attempt produced a program that compiles" in str(caught.value)
+
+
+def test_the_error_holds_its_attempts_as_the_result_does(fake_compiler):
+    """``DistillationError.attempts`` and ``Distillation.attempts`` are the same
+    records: JSON-ready dicts with the same keys."""
+    result, _, _ = run(["bad:first", "rule:exact"])
+    with pytest.raises(DistillationError) as caught:
+        run(["bad:first", "bad:second"])
+    assert all(type(a) is dict for a in caught.value.attempts + result.attempts)
+    assert {frozenset(a) for a in caught.value.attempts} == {frozenset(result.attempts[0])}
+    assert caught.value.attempts[0] == result.attempts[0]  # the same first reply
+    json.dumps(caught.value.attempts)
 
 
 def test_an_author_failure_ends_the_loop_and_keeps_earlier_attempts(fake_compiler):

@@ -105,8 +105,10 @@ def test_route_command_serves_the_saved_program(example, monkeypatch, capsys):
     assert answers[0] == {"route": 1.0, "escalated": False, "path": "program"}
     assert answers[1] == {"route": None, "escalated": True, "reason": "abstained",
                           "path": "fallback_abstained"}
-    assert "not JSON" in answers[2]["error"] and "line 3" in answers[2]["error"]
-    assert "shape [2]" in answers[3]["error"] and answers[3]["path"] == "refused"
+    assert "not JSON" in answers[2]["error"]["message"] and answers[2]["error"]["kind"] == "json"
+    assert answers[2]["error"]["message"].startswith("line 3: ")
+    assert "shape [2]" in answers[3]["error"]["message"] and answers[3]["path"] == "refused"
+    assert (answers[3]["error"]["kind"], answers[3]["error"]["field"]) == ("shape", "features")
     assert answers[4] == {"route": 3.0, "escalated": False, "path": "program"}
     assert "5 lines, 2 answered, 1 escalated" in captured.err
 

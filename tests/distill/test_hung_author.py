@@ -95,7 +95,7 @@ def test_distill_against_a_hung_author_says_no_attempt_got_an_answer(silent_serv
     message = str(caught.value)
     assert message.startswith("no attempt got an answer from the author")
     assert "did not compile" not in message and "compiles" not in message.split(";")[0]
-    assert caught.value.attempts[0].error.startswith("the author failed: ModelError")
+    assert caught.value.attempts[0]["error"].startswith("the author failed: ModelError")
 
 
 def test_distill_deadline_stops_further_attempts():
@@ -114,7 +114,7 @@ def test_distill_deadline_stops_further_attempts():
     assert time.monotonic() - start < 3.0
     assert 1 <= len(calls) <= 3
     last = caught.value.attempts[-1]
-    assert "deadline of 0.5 s" in last.error and last.reply is None
+    assert "deadline of 0.5 s" in last["error"] and last["reply"] is None
     assert str(caught.value).startswith("no attempt produced a program that compiles")
 
 

@@ -218,6 +218,34 @@ def test_a_wrong_tensor_is_refused_by_name_and_nothing_changes(reference_model, 
     assert reference_model.parameters is before
 
 
+def _block(k: int) -> dict[str, np.ndarray]:
+    return {path.replace("h.0.", f"h.{k}.", 1): value
+            for path, value in released_tensors(CONFIG).items() if path.startswith("h.0.")}
+
+
+@pytest.mark.parametrize("change, error, named", [
+    (lambda t: t.pop("h.1.mlp.c_fc.bias"), ArtifactError, r"field 'h\.1\.mlp\.c_fc\.bias'"
+     r".*missing"),
+    (lambda t: t.pop("wpe.weight"), ArtifactError, r"wpe\.weight.*missing"),
+    (lambda t: t.update({"h.0.attn.extra": np.zeros(3, np.float32)}), ArtifactError,
+     r"field 'transformer\.h\.0\.attn\.extra'.*not a tensor"),
+    (lambda t: t.update(_block(2)), ArtifactError,
+     r"field 'transformer\.h\.2\.[a-z_.0-9]+'.*n_layer is 2"),
+    (lambda t: t.update({"h.1.mlp.c_fc.bias": np.zeros(33, np.float32)}), ShapeError,
+     r"h\.1\.mlp\.c_fc\.bias: has shape \[33\].*expects \[32\]"),
+])
+def test_the_loader_names_a_missing_unexpected_or_misshaped_tensor(tmp_path, tensors, change,
+                                                                    error, named):
+    """A released file with a tensor missing, an extra one or an extra ``h.N`` block is
+    refused naming that tensor, before the parameter count (which would only say the
+    totals differ)."""
+    snapshot = dict(tensors)
+    change(snapshot)
+    directory = write_released(tmp_path, snapshot, CONFIG)
+    with pytest.raises(error, match=named):
+        gpt2.load(directory, backend="reference")
+
+
 def test_the_loader_refuses_an_untied_head_and_a_bad_config(tmp_path, tensors):
     directory = write_released(tmp_path, tensors, CONFIG)
     named = dict(tensors)

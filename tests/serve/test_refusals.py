@@ -143,7 +143,8 @@ def test_10_to_the_30_is_one_rule_everywhere(ticket_dir, monkeypatch, capsys):
     assert answers[0]["path"] in ("program", "fallback_abstained")
     assert answers[0].get("route") == (None if in_process["escalated"]
                                        else float(in_process["route"]))
-    assert "too large for float64" in answers[1]["error"]
+    assert "too large for float64" in answers[1]["error"]["message"]
+    assert answers[1]["error"]["kind"] == "not_finite"
     with pytest.raises(Exception, match="too large for float64"):
         router({"features": [10 ** 400] + [0] * 11})
     assert np.isfinite(float(in_process["route"]))

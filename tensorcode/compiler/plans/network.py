@@ -25,7 +25,7 @@ from ..lower.passes import canonical_order, dce, optimize
 from ..lower.schedule import Sources
 from ..trace.autodiff import gradients as record_gradients
 from ..trace.expr import Expr
-from ..trace.tape import Eager, Recorder
+from ..trace.tape import Eager, Recorder, check_reached
 from .tables import Gradients, Layout, Parameters, check_feed_type, feed_dict, gradients_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -161,10 +161,13 @@ class Run:
         """The value of ``symbol`` in this run (read-only)."""
         return self.value(self.network.node_of(symbol))
 
-    def backward(self, loss: Any) -> Backward:
+    def backward(self, loss: Any, *, allow_disconnected: bool = False) -> Backward:
         """Reverse mode from the scalar ``loss``, evaluated eagerly with the same VJP
-        rules ``tape.differentiate`` records."""
-        return Backward(self, self.network.node_of(loss))
+        rules ``tape.differentiate`` records, and refused as it refuses: asking for the
+        gradients of symbols none of which reaches the loss through differentiable ops
+        (a loss behind ``detach``, a disconnected or nondifferentiable one) is a
+        ``TrainingError`` rather than a table of zeros, unless ``allow_disconnected``."""
+        return Backward(self, self.network.node_of(loss), repr(loss), allow_disconnected)
 
     def recorded_gradients(self, adjoints: Adjoints) -> Gradients:
         """The gradients an ``Adjoints`` recorded, read from this run as a table."""
@@ -174,15 +177,21 @@ class Run:
 class Backward:
     """The runtime twin of ``differentiate``: project gradients onto a table."""
 
-    def __init__(self, run: Run, loss: int) -> None:
+    def __init__(self, run: Run, loss: int, shown: str = "",
+                 allow_disconnected: bool = False) -> None:
         self._run = run
         self._loss = loss
+        self._shown = shown or f"%{loss}"
+        self._allow_disconnected = allow_disconnected
         self._cache: dict[tuple[int, ...], list[np.ndarray]] = {}
 
     def _grads(self, wrt: Sequence[int]) -> list[np.ndarray]:
         key = tuple(wrt)
         if key not in self._cache:
             run = self._run
+            if wrt and not self._allow_disconnected:
+                check_reached(run.network.graph.nodes, self._loss, set(wrt), self._shown,
+                              "run.backward")
             run.value(self._loss)
             eager = Eager()
             wrapped: dict[int, Expr] = {}

@@ -117,11 +117,10 @@ def save_plan(plan: SavablePlan, directory: pathlib.Path) -> pathlib.Path:
 # ---------------------------------------------------------------------------------------
 # loading
 
-#: by default a saved plan's graph may ask for this many times the bytes of its sources
-#: (its values file), every node's value counted at once (the most a backend may hold)
+#: a saved plan's graph may ask for this many times the bytes of its sources (held in
+#: its values file), every node's value counted at once (the most a backend may hold),
 GRAPH_MULTIPLE = 256
-#: ... and at least this much, however small its sources (a plan's intermediates may be
-#: far larger than its inputs: a batch's outer product, attention scores)
+#: and at least this much (intermediates may be far larger than inputs: attention scores)
 GRAPH_FLOOR_BYTES = 64 << 20
 
 #: a plan's graph: any dtype the IR knows, sizes may be 0, fields beyond the known ones
@@ -129,35 +128,25 @@ GRAPH_FLOOR_BYTES = 64 << 20
 _RULES = Rules(max_rank=32, max_elements=2 ** 40)
 
 
-def graph_limit(graph: ir.Graph) -> int:
-    """The most bytes a saved plan's graph may ask for when the caller does not say:
-    ``GRAPH_MULTIPLE`` times the bytes of its sources (parameters, inputs and constants,
-    every one of them held in the values file), but never less than ``GRAPH_FLOOR_BYTES``."""
-    sources = sum(node.type.size * np.dtype(node.type.dtype).itemsize
-                  for node in graph.nodes if node.op in ir.SOURCE_OPS)
-    return max(GRAPH_FLOOR_BYTES, GRAPH_MULTIPLE * sources)
+def _bytes(nodes: Any) -> int:
+    return sum(node.type.size * np.dtype(node.type.dtype).itemsize for node in nodes)
 
 
 def _check_graph_fits(r: Fields, graph: ir.Graph, max_graph_bytes: int | None) -> None:
-    """Refuse, before anything is built, a graph that asks for more than its file can
-    justify: the sources are bounded by the values file, but an op such as
-    ``broadcast_to`` may name any size, and a plan holds at most every node's value at
-    once. The bound is ``max_graph_bytes`` when the caller gives one, else
-    ``graph_limit``; a graph larger than this machine's memory (where the platform says
-    it) is refused either way. A crafted file is an ``ArtifactError`` here, never a
-    ``MemoryError`` or gigabytes allocated in a later call."""
-    need = sum(node.type.size * np.dtype(node.type.dtype).itemsize for node in graph.nodes)
-    if max_graph_bytes is not None:
-        if isinstance(max_graph_bytes, bool) or not isinstance(max_graph_bytes, int) \
-                or max_graph_bytes <= 0:
-            raise TypeError(f"max_graph_bytes must be a positive int, got {max_graph_bytes!r}")
-        limit = max_graph_bytes
-    else:
-        limit = graph_limit(graph)
+    """Refuse, before anything is built, a graph asking for more than ``max_graph_bytes``
+    or, by default, more than ``GRAPH_MULTIPLE`` times its sources (at least
+    ``GRAPH_FLOOR_BYTES``), or more than this machine's memory: ``broadcast_to`` may
+    name any size, so a crafted file is an ``ArtifactError`` here, never gigabytes
+    allocated (or a ``MemoryError``) in a later call."""
+    need, sources = _bytes(graph.nodes), _bytes(n for n in graph.nodes if n.op in ir.SOURCE_OPS)
+    if max_graph_bytes is not None and (isinstance(max_graph_bytes, bool) or not isinstance(
+            max_graph_bytes, int) or max_graph_bytes <= 0):
+        raise TypeError(f"max_graph_bytes must be a positive int, got {max_graph_bytes!r}")
+    limit = max_graph_bytes or max(GRAPH_FLOOR_BYTES, GRAPH_MULTIPLE * sources)
     if need > limit:
-        how = ("max_graph_bytes" if max_graph_bytes is not None else
-               f"{GRAPH_MULTIPLE} times the {limit // GRAPH_MULTIPLE} bytes of its parameters, "
-               f"inputs and constants (at least {GRAPH_FLOOR_BYTES})")
+        how = ("max_graph_bytes" if max_graph_bytes else f"{GRAPH_MULTIPLE} times the "
+               f"{sources} bytes of its parameters, inputs and constants, and at least "
+               f"{GRAPH_FLOOR_BYTES}")
         raise r.fail("graph", f"its values need up to {need} bytes, more than the limit of "
                               f"{limit} ({how}); pass a larger max_graph_bytes to Plan.load "
                               "if you trust the file")
@@ -304,5 +293,4 @@ def _rebuild(graph: ir.Graph, slots: list, origins: dict[int, int], roots: list[
     return network, [exprs[o].index for o in graph.outputs]
 
 
-__all__ = ["save_plan", "load_plan", "graph_limit", "FORMAT", "GRAPH_MULTIPLE",
-           "GRAPH_FLOOR_BYTES"]
+__all__ = ["save_plan", "load_plan", "FORMAT", "GRAPH_MULTIPLE", "GRAPH_FLOOR_BYTES"]

@@ -252,7 +252,8 @@ class Recorder(Builder):
                     f"differentiate: wrt[{k}] {p!r}{name} is {kind}, not a parameter; "
                     "gradients are taken with respect to tape.parameter(...) symbols")
         if (wrt or fed) and not allow_disconnected:
-            _check_reached(self._nodes, loss, {p.index for p in [*wrt, *fed]})
+            check_reached(self._nodes, loss.index, {p.index for p in [*wrt, *fed]},
+                          repr(loss))
         reached: list[bool] = []
         with self.broadcasting("numpy"):  # the rules' broadcasts are their definition
             grads = gradients(self._nodes, loss.index, [p.index for p in [*wrt, *fed]],
@@ -281,34 +282,39 @@ class Recorder(Builder):
 
 
 
-def _check_reached(nodes: Sequence[Node], loss: Expr, wrt: set[int]) -> None:
-    """``TrainingError`` unless some of ``wrt`` reaches ``loss`` through differentiable
-    ops; the message says what cuts the path (a detach, or steps without gradients)."""
-    loss_type = nodes[loss.index].type
+def check_reached(nodes: Sequence[Node], loss: int, wrt: set[int], shown: str,
+                  what: str = "differentiate") -> None:
+    """``TrainingError`` unless some of ``wrt`` (node ids) reaches the loss (node
+    ``loss``, written ``shown`` in messages) through differentiable ops; the message
+    says what cuts the path (a detach, or steps without gradients). ``what`` names the
+    caller: ``tape.differentiate`` and ``run.backward`` refuse alike."""
+    loss_type = nodes[loss].type
     if loss_type.shape != () or not loss_type.is_float or any(
             not nodes[i].type.is_float for i in wrt):
         return  # ``gradients`` refuses these with its own message
-    if needs_gradient(nodes, wrt, loss.index)[loss.index]:
+    if needs_gradient(nodes, wrt, loss)[loss]:
         return
-    reached = set(closure(Graph(tuple(nodes[:loss.index + 1])), [loss.index]))
+    example = ("run.backward(error * error)" if what == "run.backward"
+               else "tape.differentiate(error * error, ...)")
+    reached = set(closure(Graph(tuple(nodes[:loss + 1])), [loss]))
     if not reached & wrt:
         raise TrainingError(
-            f"differentiate: the loss {loss!r} does not depend on any of the symbols "
+            f"{what}: the loss {shown} does not depend on any of the symbols "
             "differentiated against (disconnected), so every gradient would be zero; "
             "differentiate a loss computed from them (or pass allow_disconnected=True)")
     detached = [i for i in sorted(reached) if nodes[i].op == "detach"
                 and needs_gradient(nodes, wrt, nodes[i].inputs[0])[nodes[i].inputs[0]]]
     if detached:
         raise TrainingError(
-            f"differentiate: the loss {loss!r} reaches the parameters only through "
+            f"{what}: the loss {shown} reaches the parameters only through "
             f"detach/stop_gradient (%{detached[0]}), which stops gradients, so every "
             "gradient would be zero. Expr.detach() is JAX's stop_gradient, not the Rust "
             "guide's .detach() (which makes a handle): differentiate the expression "
-            "itself, e.g. tape.differentiate(error * error, ...)")
+            f"itself, e.g. {example}")
     raise TrainingError(
-        f"differentiate: the loss {loss!r} depends on the parameters only through steps "
+        f"{what}: the loss {shown} depends on the parameters only through steps "
         "without gradients (comparisons, integer or recorded values), so every gradient "
         "would be zero: it is nondifferentiable")
 
 
-__all__ = ["Recorder", "Eager", "Adjoints"]
+__all__ = ["Recorder", "Eager", "Adjoints", "check_reached"]

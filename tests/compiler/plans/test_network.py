@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tensorcode as tc
-from tensorcode.errors import FeedError, TensorCodeError
+from tensorcode.errors import FeedError, TensorCodeError, TrainingError
 
 
 def regression(tape):
@@ -94,3 +94,40 @@ def test_twin_expressions_share_parameters():
     network = tape.into_network()
     run = network.forward(network.parameters())
     np.testing.assert_allclose(run.of(batch)[0], run.of(single)[0])
+
+
+def _error_network(loss_of):
+    tape = tc.Tape()
+    w = tape.parameter(0.0)
+    x = tape.input(2.0)
+    y = tape.input(4.0)
+    loss = loss_of(w, x, y, w * x - y)
+    network = tape.into_network()
+    return network, w, loss
+
+
+@pytest.mark.parametrize("loss_of, match", [
+    (lambda w, x, y, e: (e * e).detach(), "detach/stop_gradient"),
+    (lambda w, x, y, e: tc.stop_gradient(e * e), "detach/stop_gradient"),
+    (lambda w, x, y, e: e.detach() * e.detach(), "detach/stop_gradient"),
+    (lambda w, x, y, e: (w > 0.5) * x, "without gradients"),
+    (lambda w, x, y, e: x * y, "disconnected")])
+def test_run_backward_refuses_what_differentiate_refuses(loss_of, match):
+    """``(e * e).detach()`` as a loss: ``tape.differentiate`` refuses it, and so does its
+    runtime twin, rather than handing back zeros to train on."""
+    network, w, loss = _error_network(loss_of)
+    parameters = network.parameters()
+    backward = network.forward(parameters).backward(loss)
+    with pytest.raises(TrainingError, match=f"run.backward: .*{match}"):
+        backward.parameters(parameters)
+    with pytest.raises(TrainingError, match=match):
+        backward.of(w)
+    zeros = network.forward(parameters).backward(loss, allow_disconnected=True)
+    assert np.all(zeros.parameters(parameters).of(w) == 0.0)
+
+
+def test_run_backward_through_one_live_path_still_gives_the_gradient():
+    network, w, loss = _error_network(lambda w, x, y, e: e * e + e.detach())
+    parameters = network.parameters()
+    gradient = network.forward(parameters).backward(loss).parameters(parameters).of(w)
+    assert float(gradient) == pytest.approx(2 * (0.0 * 2.0 - 4.0) * 2.0)

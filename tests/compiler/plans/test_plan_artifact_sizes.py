@@ -73,16 +73,25 @@ def test_max_graph_bytes_raises_the_limit_and_the_machine_still_bounds_it(tmp_pa
         tc.Plan.load(directory, backend="reference", max_graph_bytes=-1)
 
 
-def test_the_default_limit_is_a_multiple_of_the_sources_with_a_floor():
-    from tensorcode.compiler.plans.saved import GRAPH_FLOOR_BYTES, GRAPH_MULTIPLE, graph_limit
+def test_the_default_limit_is_a_multiple_of_the_sources_with_a_floor(tmp_path):
+    """1 MiB of sources allow 256 MiB of values: a graph of 121 MiB (over the 64 MiB
+    floor) loads, one of 401 MiB is refused, naming the file's own source bytes.
+    Lowering and loading record the graph; neither runs it."""
+    from tensorcode.compiler.plans.saved import GRAPH_FLOOR_BYTES, GRAPH_MULTIPLE
 
-    assert graph_limit(_graph((3, 2)).graph) == GRAPH_FLOOR_BYTES == 64 << 20
-    tape = tc.Tape()
-    x = tape.input(np.ones((1 << 20,), np.float32), name="x")  # 4 MiB of sources
-    y = (x * 2.0).sum()
-    plan = tape.into_network().entry([y]).lower("reference")
-    sources = 4 * (1 << 20)  # and the constant 2.0, a few bytes
-    assert GRAPH_MULTIPLE * sources <= graph_limit(plan.graph) <= GRAPH_MULTIPLE * (sources + 8)
+    assert (GRAPH_MULTIPLE, GRAPH_FLOOR_BYTES) == (256, 64 << 20)
+    width = 1 << 18  # float32: 1 MiB of sources
+    for rows, loads in [(60, True), (200, False)]:
+        tape = tc.Tape()
+        x = tape.input(np.ones((width,), np.float32), name="x")
+        y = (x.broadcast_to((rows, width)) * 2.0).sum()
+        directory = tmp_path / f"plan{rows}"
+        tape.into_network().entry([y]).lower("reference").save(directory)
+        if loads:
+            assert tc.Plan.load(directory, backend="reference").roots
+        else:
+            with pytest.raises(ArtifactError, match=r"256 times the 10485\d\d bytes"):
+                tc.Plan.load(directory, backend="reference")
 
 
 def test_a_plan_that_fits_loads_and_runs(tmp_path):
