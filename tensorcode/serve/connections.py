@@ -55,7 +55,7 @@ LOGGER = logging.getLogger("tensorcode.serve")
 
 #: open files kept for what a worker opens besides client connections (its listening
 #: socket, the event loop, the supervisor's pipe, log and metrics files, the teacher's
-#: connections, modules imported late): a worker at rest holds about 30
+#: connections, modules imported late): a worker at rest holds 16
 RESERVED_FILES = 128
 #: the fewest files an explicit ``--max-connections`` must leave for those
 MIN_RESERVED_FILES = 64
