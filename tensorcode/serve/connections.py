@@ -237,6 +237,8 @@ class GuardedProtocol(_httptools_impl.HttpToolsProtocol):
     (see the module's docstring). The limits are the uvicorn ``Config``'s
     ``connection_limits`` attribute (a ``ConnectionLimits``)."""
 
+    timeout_keep_alive_task: asyncio.TimerHandle | None  # uvicorn's keep-alive timer
+
     def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any],
                  _loop: asyncio.AbstractEventLoop | None = None) -> None:
         super().__init__(config, server_state, app_state, _loop)
