@@ -59,6 +59,18 @@ def test_a_cap_at_or_past_the_open_file_limit_is_refused():
         connection_cap(None, 100)
 
 
+def test_the_command_refuses_a_cap_past_the_open_file_limit(ticket_dir, monkeypatch, capsys):
+    from tensorcode.cli import main
+    from tensorcode.serve.factory import SETTINGS
+
+    monkeypatch.setenv(SETTINGS, "")  # the command sets it; restored after the test
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        pytest.skip("no open-file limit to pass")
+    assert main(["serve", str(ticket_dir), "--max-connections", str(soft)]) != 0
+    assert "--max-connections" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("field, value", [("header_timeout", 0), ("body_timeout", -1.0),
                                           ("max_connections", 0)])
 def test_limits_must_be_positive(field, value):
