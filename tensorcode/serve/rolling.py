@@ -71,7 +71,17 @@ def record(path: str | os.PathLike, outcome: dict[str, Any]) -> None:
 
 
 def supervisor(config: Any, sockets: list[Any], state: str | os.PathLike) -> Any:
-    """uvicorn's multi-worker supervisor that records every rolling reload in ``state``."""
+    """uvicorn's multi-worker supervisor that records every rolling reload in ``state``
+    (making it installs the parent's signal handlers)."""
+    recording = supervisor_class()
+    made = recording(config, sockets=sockets)
+    made.state = state
+    return made
+
+
+def supervisor_class() -> Any:
+    """The supervisor's class: uvicorn's, with queued SIGHUPs folded into one reload and
+    every rolling reload's outcome recorded in the instance's ``state`` file."""
     supervisors: Any = require("uvicorn.supervisors", "tensorcode serve --workers")
 
     hup = getattr(signal, "SIGHUP", None)
@@ -79,6 +89,8 @@ def supervisor(config: Any, sockets: list[Any], state: str | os.PathLike) -> Any
              if hasattr(signal, name)}
 
     class RecordingSupervisor(supervisors.Multiprocess):
+        state: str | os.PathLike
+
         def handle_signals(self) -> None:
             """A stop goes before queued reloads, and the SIGHUPs queued while a rolling
             reload ran are served by one more reload (it starts after all of them)."""
@@ -107,12 +119,12 @@ def supervisor(config: Any, sockets: list[Any], state: str | os.PathLike) -> Any
             entry = {"outcome": outcome, "reason": reason, "started": started,
                      "seconds": round(time.monotonic() - clock, 3), "workers": len(before),
                      "replaced": replaced, "ready_timeout": timeout}
-            record(state, entry)
+            record(self.state, entry)
             (LOGGER.info if outcome == "reloaded" else LOGGER.error)(
                 "rolling reload: %s (%d of %d workers replaced)%s", outcome, replaced,
                 len(before), f": {reason}" if reason else "")
 
-    return RecordingSupervisor(config, sockets=sockets)
+    return RecordingSupervisor
 
 
-__all__ = ["OUTCOMES", "STATE", "read_state", "record", "supervisor"]
+__all__ = ["OUTCOMES", "STATE", "read_state", "record", "supervisor", "supervisor_class"]

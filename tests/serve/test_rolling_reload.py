@@ -162,3 +162,25 @@ def test_rolling_reloads_drain_keep_alive_connections(ticket_dir, tmp_path):
     assert seen["errors"] == []
     assert seen["statuses"] and set(seen["statuses"]) == {200}
     assert seen["closes"] >= 1  # the retired workers closed kept-alive connections
+
+
+@pytest.mark.parametrize("queued, reloads, stops", [
+    (["HUP"] * 5, 1, 0),              # SIGHUPs queued during a reload: one more reload
+    (["HUP", "TERM", "HUP"], 0, 1),   # a stop drops the queued reloads
+    (["TTIN", "HUP", "HUP"], 1, 0),   # other signals keep their place
+])
+def test_queued_sighups_are_served_by_one_reload_and_a_stop_goes_first(queued, reloads,
+                                                                       stops):
+    from tensorcode.serve.rolling import supervisor_class
+
+    # made without __init__, which would install the supervisor's signal handlers here
+    instance = object.__new__(supervisor_class())
+    calls = {"reloads": 0, "stops": 0, "other": 0}
+    instance.signal_queue = [getattr(signal, f"SIG{name}") for name in queued]
+    instance.restart_all = lambda: calls.__setitem__("reloads", calls["reloads"] + 1)
+    instance.handle_term = lambda: calls.__setitem__("stops", calls["stops"] + 1)
+    instance.handle_ttin = lambda: calls.__setitem__("other", calls["other"] + 1)
+    instance.handle_signals()
+    assert (calls["reloads"], calls["stops"]) == (reloads, stops)
+    assert calls["other"] == queued.count("TTIN")
+    assert instance.signal_queue == []
