@@ -33,10 +33,12 @@ batch request through the ASGI callable with each body.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import pathlib
+import resource
 import socket
 import statistics
 import subprocess
@@ -51,6 +53,13 @@ SUITE = "serve"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CLIENTS = 8
 BATCH = 1000
+#: the slow-clients row: servers whose open-file limit is 256, held by 300 slow
+#: connections while 20 normal requests are sent (10 s at most)
+SLOW_OPEN_FILES = 256
+SLOW_CONNECTIONS = 300
+SLOW_NORMAL = 20
+SLOW_BUDGET_S = 10.0
+FEATURES = [0.0, 0.0, 0.0, 1.0] + [0.0] * 8
 
 PEER_APP = '''
 import numpy as np
@@ -179,11 +188,13 @@ def _safetensors_body(rows: list[list[int]]) -> bytes:
     return save({"features": np.asarray(rows, dtype=np.float64)})
 
 
-def _start(command: list[str], port: int, cwd: str, log: pathlib.Path) -> subprocess.Popen:
+def _start(command: list[str], port: int, cwd: str, log: pathlib.Path,
+           open_files: int | None = None) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    limit = None if open_files is None else functools.partial(_limit_open_files, open_files)
     with open(log, "wb") as out:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=out,
-                                   stderr=subprocess.STDOUT)
+                                   stderr=subprocess.STDOUT, preexec_fn=limit)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -198,6 +209,42 @@ def _start(command: list[str], port: int, cwd: str, log: pathlib.Path) -> subpro
         time.sleep(0.2)
     process.kill()
     raise RuntimeError("the server was not ready within 180 s")
+
+
+def _limit_open_files(count: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE,
+                       (count, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
+def _answered_beside_slow_clients(port: int) -> float:
+    """The share of normal requests answered 200 while ``SLOW_CONNECTIONS`` connections
+    hold a request's headers and 5 of its 1,000 body bytes (each normal request on a new
+    connection, 2 s at most; ``SLOW_BUDGET_S`` in all)."""
+    slow = []
+    answered = attempted = 0
+    try:
+        for _ in range(SLOW_CONNECTIONS):
+            try:
+                client = socket.create_connection(("127.0.0.1", port), timeout=2)
+                slow.append(client)
+                client.sendall(b"POST /v1/routers/tickets HTTP/1.1\r\nHost: b\r\n"
+                               b"Content-Length: 1000\r\n\r\n{\"fea")
+            except OSError:
+                pass
+        single = _request("/v1/routers/tickets", json.dumps({"features": FEATURES}).encode())
+        deadline = time.monotonic() + SLOW_BUDGET_S
+        while attempted < SLOW_NORMAL and time.monotonic() < deadline:
+            attempted += 1
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2) as client:
+                    client.sendall(single)
+                    answered += client.recv(64).startswith(b"HTTP/1.1 200")
+            except OSError:
+                pass
+    finally:
+        for client in slow:
+            client.close()
+    return answered / max(attempted, 1)
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -463,6 +510,21 @@ def run(quick: bool) -> list[Row]:
             for name, (process, port) in servers.items():
                 measured[name].append(_measure(port, quick, process.pid,
                                                binary=name != "peer"))
+        # slow clients: more held connections than the server may open files
+        answered = {}
+        for name, command in (
+                ("tensorcode", [sys.executable, "-c", ("import sys; from tensorcode.cli import "
+                                                       "main; sys.exit(main())"), "serve",
+                                str(directory)]),
+                ("constant", [sys.executable, "-m", "uvicorn", "constant_app:app",
+                              "--no-access-log", "--log-level", "warning"])):
+            port = _free_port()
+            process = _start([*command, "--port", str(port)], port, work,
+                             pathlib.Path(work) / f"slow-{name}.log", SLOW_OPEN_FILES)
+            try:
+                answered[name] = 100 * _answered_beside_slow_clients(port)
+            finally:
+                _stop(process)
     finally:
         for process, _ in servers.values():
             _stop(process)
@@ -526,4 +588,16 @@ def run(quick: bool) -> list[Row]:
             continue  # the peer reads JSON only; its CPU figures would say nothing new
         rows.append(Row(SUITE, workload, peer_name, median("peer", key), unit,
                         lower_is_better=lower, note=peer_note))
+    slow_workload = (f"requests answered beside {SLOW_CONNECTIONS} slow connections, "
+                     f"open-file limit {SLOW_OPEN_FILES}")
+    slow_note = ("each slow connection sent headers and 5 of 1,000 body bytes; "
+                 f"{SLOW_NORMAL} normal requests on new connections, 2 s each at most")
+    rows.append(Row(SUITE, slow_workload, "tensorcode", answered["tensorcode"], "%",
+                    lower_is_better=False, baseline=True,
+                    note=slow_note + "; tensorcode serve's connection cap (128 here) "
+                    "closes the longest-waiting connection for a new one"))
+    rows.append(Row(SUITE, slow_workload, "Starlette constant", answered["constant"], "%",
+                    lower_is_better=False,
+                    note=slow_note + "; the minimal Starlette app under uvicorn's own "
+                    "protocol, which accepts until the open-file limit"))
     return rows + _in_process(directory, quick)

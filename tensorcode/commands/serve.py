@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ..errors import TensorCodeError
 from . import add_backend_flag
@@ -59,6 +60,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="refuse request bodies larger than this (default 4 MiB)")
     parser.add_argument("--max-batch", type=int, default=10_000,
                         help="most cases in one batch request (default 10000)")
+    parser.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="a request's headers must arrive within this many seconds of "
+                             "the connection opening or of the request's first byte, or the "
+                             "client gets 408 (default 10)")
+    parser.add_argument("--body-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="a request's whole body must arrive within this many seconds "
+                             "of its headers, or the client gets 408 (default 30)")
+    parser.add_argument("--keep-alive-timeout", type=int, default=5, metavar="SECONDS",
+                        help="close a connection idle this long between requests "
+                             "(default 5)")
+    parser.add_argument("--max-connections", type=int, metavar="N",
+                        help="open connections per worker at most (default: the open-file "
+                             "limit, ulimit -n, less 128); past it the connection waiting "
+                             "longest on its client is closed, or the newcomer gets 503 when "
+                             "every connection has a request in progress")
+    parser.add_argument("--drain-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="seconds a stopping or retired worker has to finish its "
+                             "requests and close its connections gracefully (default 30)")
     parser.add_argument("--access-log", action="store_true",
                         help="log every request (off by default: it costs more than a call)")
 
@@ -76,6 +95,10 @@ def settings_of(args: argparse.Namespace) -> dict:
     if args.ready_timeout < 1:
         raise TensorCodeError(f"--ready-timeout must be at least 1 second, got "
                               f"{args.ready_timeout}")
+    for flag in ("keep_alive_timeout", "drain_timeout"):
+        if getattr(args, flag) <= 0:
+            raise TensorCodeError(f"--{flag.replace('_', '-')} must be positive, got "
+                                  f"{getattr(args, flag)}")
     return {
         "routers": [str(Path(d).resolve()) for d in args.directories],
         "executor": args.backend, "workers": args.workers,
@@ -92,6 +115,25 @@ def settings_of(args: argparse.Namespace) -> dict:
     }
 
 
+def server_config(uvicorn: Any, args: argparse.Namespace) -> Any:
+    """uvicorn's ``Config`` for the command: the guarded HTTP protocol with the flags'
+    timeouts and connection cap (checked here, before any worker starts)."""
+    from ..serve.connections import ConnectionLimits, connection_cap
+
+    limits = ConnectionLimits(header_timeout=args.header_timeout,
+                              body_timeout=args.body_timeout,
+                              max_connections=connection_cap(args.max_connections))
+    config = uvicorn.Config("tensorcode.serve.factory:app_from_environment", factory=True,
+                            host=args.host, port=args.port, workers=args.workers,
+                            http="tensorcode.serve.connections:GuardedProtocol", ws="none",
+                            access_log=args.access_log, log_level="info",
+                            timeout_keep_alive=args.keep_alive_timeout,
+                            timeout_graceful_shutdown=args.drain_timeout,
+                            timeout_worker_healthcheck=args.ready_timeout)
+    config.connection_limits = limits  # travels to the workers with the config
+    return config
+
+
 def main(args: argparse.Namespace) -> int:
     from ..extras import require
     from ..serve.factory import SETTINGS
@@ -102,6 +144,7 @@ def main(args: argparse.Namespace) -> int:
     from ..serve.rolling import STATE, supervisor
 
     os.environ[SETTINGS] = json.dumps(settings_of(args))
+    config = server_config(uvicorn, args)
     made = []
     if args.workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # metrics from every worker, aggregated by whichever answers /metrics
@@ -109,19 +152,14 @@ def main(args: argparse.Namespace) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = made[-1]
     try:
         if args.workers == 1:
-            uvicorn.run("tensorcode.serve.factory:app_from_environment", factory=True,
-                        host=args.host, port=args.port, access_log=args.access_log,
-                        log_level="info", timeout_graceful_shutdown=10)
-            return 0
+            server = uvicorn.Server(config)
+            with contextlib.suppress(KeyboardInterrupt):
+                server.run()
+            return 0 if server.started else 3
         # several workers: uvicorn's supervisor, recording every rolling reload's outcome
         # in a file the workers read for /metrics and GET /admin/reload
         made.append(tempfile.mkdtemp(prefix="tensorcode-reloads-"))
         os.environ[STATE] = str(Path(made[-1]) / "reloads.json")
-        config = uvicorn.Config("tensorcode.serve.factory:app_from_environment",
-                                factory=True, host=args.host, port=args.port,
-                                workers=args.workers, access_log=args.access_log,
-                                log_level="info", timeout_graceful_shutdown=10,
-                                timeout_worker_healthcheck=args.ready_timeout)
         with contextlib.suppress(KeyboardInterrupt):
             supervisor(config, [config.bind_socket()], os.environ[STATE]).run()
     finally:

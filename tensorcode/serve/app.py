@@ -421,6 +421,11 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
         detail = getattr(error, "detail", "error")
         return _error(JSONResponse, status, "http", str(detail), None)
 
+    async def client_left(request: Request, error: Exception) -> Response:
+        """A client that left, or was timed out, before its body arrived: nothing reaches
+        it, and it is no fault of the server's (not an ``internal`` error)."""
+        return Response(status_code=400)
+
     async def internal_error(request: Request, error: Exception) -> Response:
         return internal(error, request.url.path)
 
@@ -453,7 +458,8 @@ def create_app(routers: Routers | Mapping[str, Source] | Iterable[str | os.PathL
             Route("/admin/reload", admin_reload, methods=["POST"]),
             Route("/admin/reload", reload_status, methods=["GET"]),
         ],
-        exception_handlers={HTTPException: http_error, Exception: internal_error},
+        exception_handlers={HTTPException: http_error, ClientDisconnect: client_left,
+                            Exception: internal_error},
         lifespan=lifespan)
     app.state.service = service
     app.answer_hot = answer_hot

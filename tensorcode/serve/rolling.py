@@ -4,10 +4,15 @@ With ``tensorcode serve --workers N`` a SIGHUP to the parent replaces the worker
 one (uvicorn's supervisor): each new worker loads and validates the artifacts and must
 answer its readiness check within ``--ready-timeout`` seconds before the old one is
 retired; one that is not ready ends the reload and the remaining old workers keep
-serving. The supervisor here records the outcome of every such reload (``reloaded``,
-``failed`` with the reason, ``interrupted`` by a shutdown) in a small JSON state file
-that the workers read for ``/metrics`` and ``GET /admin/reload``, so the outcome is not
-only a line in the parent's log.
+serving. SIGHUPs that arrive while a reload runs are served by one more reload after it,
+and a stop (SIGTERM, SIGINT) drops any queued reload. The supervisor here records the
+outcome of every such reload (``reloaded``, ``failed`` with the reason, ``interrupted``
+by a shutdown) in a small JSON state file that the workers read for ``/metrics`` and
+``GET /admin/reload``, so the outcome is not only a line in the parent's log.
+
+A retired worker drains rather than drops its connections (``serve.connections``): it
+stops accepting (the new worker already listens on the shared socket), answers what is
+in flight and the next request on each idle connection with ``Connection: close``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -65,10 +71,36 @@ def record(path: str | os.PathLike, outcome: dict[str, Any]) -> None:
 
 
 def supervisor(config: Any, sockets: list[Any], state: str | os.PathLike) -> Any:
-    """uvicorn's multi-worker supervisor that records every rolling reload in ``state``."""
+    """uvicorn's multi-worker supervisor that records every rolling reload in ``state``
+    (making it installs the parent's signal handlers)."""
+    recording = supervisor_class()
+    made = recording(config, sockets=sockets)
+    made.state = state
+    return made
+
+
+def supervisor_class() -> Any:
+    """The supervisor's class: uvicorn's, with queued SIGHUPs folded into one reload and
+    every rolling reload's outcome recorded in the instance's ``state`` file."""
     supervisors: Any = require("uvicorn.supervisors", "tensorcode serve --workers")
 
+    hup = getattr(signal, "SIGHUP", None)
+    stops = {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGBREAK")
+             if hasattr(signal, name)}
+
     class RecordingSupervisor(supervisors.Multiprocess):
+        state: str | os.PathLike
+
+        def handle_signals(self) -> None:
+            """A stop goes before queued reloads, and the SIGHUPs queued while a rolling
+            reload ran are served by one more reload (it starts after all of them)."""
+            queue = self.signal_queue  # appended to by the signal handler: only removes
+            if hup is not None:
+                extra = queue.count(hup) - (0 if any(sig in stops for sig in queue) else 1)
+                for _ in range(max(extra, 0)):
+                    queue.remove(hup)
+            super().handle_signals()
+
         def restart_all(self) -> None:
             started, clock = time.time(), time.monotonic()
             before = [process.pid for process in self.processes]
@@ -87,12 +119,12 @@ def supervisor(config: Any, sockets: list[Any], state: str | os.PathLike) -> Any
             entry = {"outcome": outcome, "reason": reason, "started": started,
                      "seconds": round(time.monotonic() - clock, 3), "workers": len(before),
                      "replaced": replaced, "ready_timeout": timeout}
-            record(state, entry)
+            record(self.state, entry)
             (LOGGER.info if outcome == "reloaded" else LOGGER.error)(
                 "rolling reload: %s (%d of %d workers replaced)%s", outcome, replaced,
                 len(before), f": {reason}" if reason else "")
 
-    return RecordingSupervisor(config, sockets=sockets)
+    return RecordingSupervisor
 
 
-__all__ = ["OUTCOMES", "STATE", "read_state", "record", "supervisor"]
+__all__ = ["OUTCOMES", "STATE", "read_state", "record", "supervisor", "supervisor_class"]

@@ -7,10 +7,12 @@ timeout, kill if it has not gone.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
 import os
 import pathlib
+import resource
 import shutil
 import socket
 import subprocess
@@ -81,7 +83,9 @@ class Server:
 
 @contextmanager
 def running_server(directories: list[pathlib.Path], tmp_path: pathlib.Path,
-                   *extra: str) -> Iterator[Server]:
+                   *extra: str, open_files: int | None = None) -> Iterator[Server]:
+    """``tensorcode serve`` on a free loopback port; ``open_files`` sets the server's
+    open-file limit (``RLIMIT_NOFILE``) before it starts."""
     port = free_port()
     log = tmp_path / f"server-{port}.log"
     env = dict(os.environ, PYTHONPATH=str(ROOT), TENSORCODE_ADMIN_TOKEN=TOKEN)
@@ -90,7 +94,9 @@ def running_server(directories: list[pathlib.Path], tmp_path: pathlib.Path,
                "serve", *map(str, directories), "--host", "127.0.0.1", "--port", str(port), *extra]
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                   cwd=str(ROOT))
+                                   cwd=str(ROOT),
+                                   preexec_fn=None if open_files is None else
+                                   functools.partial(_limit_open_files, open_files))
     server = Server(process, port, log)
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
@@ -125,6 +131,11 @@ def server(ticket_dir, tmp_path_factory) -> Iterator[Server]:
                         "--max-body-bytes", "400000") as running:
         running.escalation_log = tmp / "escalations.jsonl"  # type: ignore[attr-defined]
         yield running
+
+
+def _limit_open_files(count: int) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
 
 
 def copy_router(source: pathlib.Path, target: pathlib.Path) -> pathlib.Path:

@@ -91,3 +91,31 @@ def test_reload_of_an_in_memory_router_says_why_and_without_a_token_is_off(score
         create_app({"scores": scorer}, admin_token="short")
     with pytest.raises(TensorCodeError, match="at least one router"):
         create_app({})
+
+
+def test_a_client_that_leaves_before_its_body_is_not_a_server_error(scorer, caplog):
+    """A reload body that never arrives (the client left, or its body timeout closed it)
+    ends the request quietly: no traceback, no ``internal`` error counted."""
+    import asyncio
+
+    token = "an-admin-token-of-some-length"
+    app = create_app({"scores": scorer}, admin_token=token)
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/admin/reload",
+             "raw_path": b"/admin/reload", "root_path": "", "query_string": b"",
+             "scheme": "http", "http_version": "1.1", "client": ("127.0.0.1", 1),
+             "server": ("127.0.0.1", 2),
+             "headers": [(b"authorization", f"Bearer {token}".encode()),
+                         (b"content-length", b"100")]}
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 400
+    assert "unhandled error" not in caplog.text
+    exposition = app.state.service.metrics.exposition()[0].decode()
+    assert 'kind="internal"' not in exposition
