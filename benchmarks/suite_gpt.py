@@ -16,7 +16,9 @@ one with ``--quick``) so both sides meet the same machine load; each keeps its b
 - for the 124M configuration (12 layers, 12 heads, 768 wide, vocabulary 50,257;
   random weights): the cold lowering of the decode plans (empty plan cache), a fresh
   process's time to the first token with a warm cache (import, load, lower, prompt of
-  one token, one new token), and that process's peak resident memory.
+  one token, one new token), and that process's peak resident memory;
+- ``kernels``: where the small configuration's forward and training step spend their
+  time, per kernel kind, against same-shape sgemm and copy bandwidth (``gpt_kernels``).
 
 On a shared machine, run with ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``: threaded
 BLAS (and PyTorch's threads) spin against other processes and both sides slow down by
@@ -487,4 +489,6 @@ def run(quick: bool) -> list[Row]:
         from .compiler_llvm import large_plan_rows
 
         rows += large_plan_rows(quick)
-    return rows + _train(quick)
+    from .gpt_kernels import kernel_rows
+
+    return rows + _train(quick) + kernel_rows(SUITE, "small 4x128", SMALL, 5 if quick else 20)

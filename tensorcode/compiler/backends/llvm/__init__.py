@@ -89,9 +89,11 @@ def _generator_files() -> list[pathlib.Path]:
     return sorted(files)
 
 
-def plan_key(program: Program, approximate: bool) -> str:
+def plan_key(program: Program, approximate: bool, profile: bool = False) -> str:
     step = program.step
     text = f"llvm\n{environment_key()}\napproximate={approximate}\n{ir_key(program)}"
+    if profile:
+        text += "\nprofile"
     if step is not None:
         text += f"\nstep\n{step.key()}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -133,26 +135,42 @@ def prepared(program: Program, approximate: bool) -> LlvmProgram:
     """The loaded program of ``program`` (a step plan's with its update; see the module
     docstring). The code generator still renders the schedule the program was built from
     (``program.schedule``) and its ``StepSpec``."""
+    from ..profiling import active
     from .interface import layout_of, rule_api
 
     schedule, step = program.schedule, program.step
     if step is not None:
         rule_api()  # a rule this backend can lower, before any work
-    key = plan_key(program, approximate)
+    profile = active()
+    key = plan_key(program, approximate, profile)
     with _LOCK:
         found = _PROGRAMS.get(key)
         if found is not None:
             _count("memory_hits")
             return found
         layout = layout_of(schedule)
-        addresses = _addresses(schedule, approximate, key, step)
-        made = _program(schedule, approximate, key, layout, addresses, step)
+        addresses = _addresses(schedule, approximate, key, step, profile)
+        made = _program(schedule, approximate, key, layout, addresses, step, profile)
         _PROGRAMS[key] = made
-        return made
+    if profile:
+        _register_profile(program, key, addresses)
+    return made
+
+
+def _register_profile(program: Program, key: str, addresses: dict[str, int]) -> None:
+    """Record a profiled plan's counters with ``backends.profiling``."""
+    from ...lower.cost import kernel_cost
+    from ..profiling import register
+    from .program import profile_reader
+
+    costs = [kernel_cost(program.graph, kernel) for kernel in program.kernels]
+    titles = [kernel.title for kernel in program.loops]
+    register(key, titles, costs, profile_reader(addresses, len(costs)))
 
 
 def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
-             addresses: dict[str, int], step: Any = None) -> LlvmProgram:
+             addresses: dict[str, int], step: Any = None, profile: bool = False
+             ) -> LlvmProgram:
     from .program import LlvmProgram
 
     s, g = schedule, schedule.graph
@@ -168,7 +186,7 @@ def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
     def source() -> str:
         from .codegen import render
 
-        return str(render(schedule, approximate, step)[0])
+        return str(render(schedule, approximate, step, profile)[0])
     made = LlvmProgram(key, layout, addresses, input_shapes, head_sizes, picks, source)
     if step is not None:
         slots = list(getattr(step, "updated", step.slots))
@@ -206,25 +224,32 @@ def _compile(render: Callable[[], Any], key: str, what: str) -> bytes:
     return data
 
 
-def _plan_compiler(schedule: Schedule, approximate: bool, key: str, step: Any = None
-                   ) -> Callable[[], bytes]:
+def _plan_compiler(schedule: Schedule, approximate: bool, key: str, step: Any = None,
+                   profile: bool = False) -> Callable[[], bytes]:
     def compile_plan() -> bytes:
         from .codegen import render
 
-        return _compile(lambda: render(schedule, approximate, step)[0], key,
+        return _compile(lambda: render(schedule, approximate, step, profile)[0], key,
                         f"plan ({len(schedule.kernels)} kernels)")
     return compile_plan
 
 
-def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None
-               ) -> dict[str, int]:
-    """A plan's entry points (see ``_entry_addresses``)."""
-    return _entry_addresses(key, _plan_compiler(schedule, approximate, key, step))
+def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None,
+               profile: bool = False) -> dict[str, int]:
+    """A plan's entry points (see ``_entry_addresses``; a profiled plan's adds
+    ``tc_profile``)."""
+    from .interface import ENTRIES, PROFILE_ENTRY, STEP_ENTRIES
+
+    entries = ENTRIES + (PROFILE_ENTRY,) if profile else None
+    return _entry_addresses(key, _plan_compiler(schedule, approximate, key, step, profile),
+                            entries, STEP_ENTRIES)
 
 
 def _entry_addresses(key: str, compile_object: Callable[[], bytes],
-                     entries: tuple[str, ...] | None = None) -> dict[str, int]:
-    """The entry points' addresses (a plan's by default, else ``entries``): the cache
+                     entries: tuple[str, ...] | None = None,
+                     optional: tuple[str, ...] = ()) -> dict[str, int]:
+    """The entry points' addresses (a plan's by default, else ``entries`` and those of
+    ``optional`` the object defines): the cache
     entry's object when it is valid, else a fresh compile (written to the cache when it
     can be used)."""
     from ..plan_directory import locked, plans_directory, warn_once
@@ -232,7 +257,7 @@ def _entry_addresses(key: str, compile_object: Callable[[], bytes],
     from .objects import UntrustedObject, load
 
     def load_entries(data: bytes) -> dict[str, int]:
-        return load(data) if entries is None else load(data, entries, ())
+        return load(data) if entries is None else load(data, entries, optional)
 
     try:
         directory = plans_directory()

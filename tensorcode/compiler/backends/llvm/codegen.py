@@ -37,6 +37,7 @@ from ...lower.loops import LoopKernel
 from ...lower.schedule import Schedule
 from . import ops, rows
 from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, Layout, layout_of
+from .profile import Counters
 from .random import RandomFills
 from .types import (
     ENTRY_TYPE,
@@ -60,8 +61,10 @@ from .types import (
 class Renderer:
     """Builds the module of one schedule (see the module docstring)."""
 
-    def __init__(self, schedule: Schedule, approximate: bool, step: Any = None) -> None:
+    def __init__(self, schedule: Schedule, approximate: bool, step: Any = None,
+                 profile: bool = False) -> None:
         self.step = step
+        self.profile = profile
         self.s = schedule
         self.g = schedule.graph
         self.approximate = approximate
@@ -84,8 +87,14 @@ class Renderer:
         body.linkage = "internal"
         self._noalias(body)
         b = ir.IRBuilder(body.append_basic_block("entry"))
+        counters = Counters(self.module, len(kernels)) if self.profile else None
+        if counters is not None:
+            counters.called(b)
         for k, fn in enumerate(kernels):
+            started = counters.start(b) if counters is not None else None
             status = b.call(fn, body.args)
+            if counters is not None:
+                counters.stop(b, k, started)
             failed = b.icmp_signed("!=", status, i32(0))
             stop = body.append_basic_block(f"stop{k}")
             go = body.append_basic_block(f"k{k}.done")
@@ -98,6 +107,8 @@ class Renderer:
         self._entry_batch(body)
         if self.step is not None:
             self._entry_steps(body)
+        if counters is not None:
+            counters.entry()
         return self.module
 
     def _noalias(self, fn: ir.Function) -> None:
@@ -438,11 +449,12 @@ STATEMENTS: dict[type, Callable[[Renderer, Any], None]] = {
 }
 
 
-def render(schedule: Schedule, approximate: bool, step: Any = None
+def render(schedule: Schedule, approximate: bool, step: Any = None, profile: bool = False
            ) -> tuple[ir.Module, Layout]:
     """The module of ``schedule`` (with a step plan's update and entry points when
-    ``step``, a ``StepSpec``, is given) and its argument layout."""
-    renderer = Renderer(schedule, approximate, step)
+    ``step``, a ``StepSpec``, is given; with kernel counters and ``tc_profile`` when
+    ``profile``) and its argument layout."""
+    renderer = Renderer(schedule, approximate, step, profile)
     module = renderer.render()
     return module, renderer.layout
 

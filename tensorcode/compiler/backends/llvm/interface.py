@@ -26,6 +26,8 @@ ENTRIES = ("tc_run", "tc_batch", "tc_run_objects")
 ARRAY_DATA_OFFSET = 2 * struct.calcsize("P")
 #: a step plan's entry points (``tc_step``: body then update; ``tc_steps``: K of them)
 STEP_ENTRIES = ("tc_step", "tc_steps")
+#: the entry point a profiled plan adds (``profile.py``, ``backends/profiling.py``)
+PROFILE_ENTRY = "tc_profile"
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .interface import ARRAY_DATA_OFFSET, Layout
+from .interface import ARRAY_DATA_OFFSET, PROFILE_ENTRY, Layout
 
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double)
 _ZERO = ctypes.c_double(0.0)  # the learning rate a forward entry point ignores
@@ -454,6 +454,21 @@ class LlvmProgram:
         return ctypes.c_void_p * n
 
 
+def profile_reader(addresses: dict[str, int], n: int
+                   ) -> Callable[[bool], tuple[np.ndarray, int, int]]:
+    """Reads a profiled plan's counters through its ``tc_profile`` entry: ``read(reset)``
+    returns the ``n`` kernels' cycles, the number of calls and the cycle counter now
+    (``reset`` zeroes the counters after reading)."""
+    entry = _ENTRY(addresses[PROFILE_ENTRY])
+    pointers = ctypes.c_void_p * 1
+
+    def read(reset: bool) -> tuple[np.ndarray, int, int]:
+        out = np.zeros(n + 2, np.int64)
+        entry(pointers(out.ctypes.data), None, 1.0 if reset else 0.0)
+        return out[:n].copy(), int(out[n]), int(out[n + 1])
+    return read
+
+
 def eager_call(address: int, dtype: str, states: int) -> Callable[..., None]:
     """The Python side of an optimizer's eager update (``update.eager_module``):
     ``update(P, G, U, S0.., K, PS, N, GS, steps, present, lr)``, each array checked for
@@ -493,4 +508,4 @@ def eager_call(address: int, dtype: str, states: int) -> Callable[..., None]:
     return update
 
 
-__all__ = ["LlvmProgram", "eager_call"]
+__all__ = ["LlvmProgram", "eager_call", "profile_reader"]
