@@ -8,7 +8,7 @@ a ``FusedKernel``. Op facts come from the registry only, through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core import registry as primitives
@@ -69,7 +69,8 @@ def _view_base(graph: Graph, i: int, is_view: Callable[[int], bool]) -> tuple[in
     return i, crossed
 
 
-def fuse(graph: Graph, is_view: Callable[[int], bool] | None = None) -> Fusion:
+def fuse(graph: Graph, is_view: Callable[[int], bool] | None = None,
+         units: Mapping[int, int] | None = None) -> Fusion:
     """Group elementwise nodes of the same shape, and the reductions they feed, into
     kernels, in an order that respects every dependency.
 
@@ -80,7 +81,10 @@ def fuse(graph: Graph, is_view: Callable[[int], bool] | None = None) -> Fusion:
     memory. Other nodes (``barrier``: matmuls, gathers, ...) close nothing: they only
     order themselves after their inputs, so groups they do not depend on stay open.
     ``is_view(i)`` says which nodes are free views (default: every ``primitives.is_view``
-    op); a view the schedule must copy is a barrier like any other kernel."""
+    op); a view the schedule must copy is a barrier like any other kernel. ``units``
+    maps each node of a kernel found by pattern (``patterns.py``) to the group's first
+    node: every member is placed where that first node is, like one barrier."""
+    units = units or {}
     if is_view is None:
         def is_view(i: int) -> bool:
             return primitives.is_view(graph.nodes[i].op)
@@ -110,6 +114,9 @@ def fuse(graph: Graph, is_view: Callable[[int], bool] | None = None) -> Fusion:
 
     for i, node in enumerate(graph.nodes):
         if node.op in SOURCE_OPS or is_view(i):
+            continue
+        if i in units:
+            placed_after[i] = placed_after.get(units[i], len(groups))
             continue
         if is_fusable(node):
             space = loop_space(graph, node)

@@ -395,6 +395,37 @@ class RandomKernel(Kernel):
         return f"random {self.op} at block {self.offset}"
 
 
+@dataclass(eq=False)
+class LayerNormKernel(Kernel):
+    """A layer norm over the last axis of ``x`` (``patterns.LayerNormMatch``: ``match``
+    names its nodes), ``eps`` baked, optional ``gain`` and ``bias`` vectors; ``stores``
+    the members read outside the kernel (node -> location); the rest stay in
+    registers and one row of scratch."""
+
+    kind: ClassVar[str] = "layer_norm"
+    READS: ClassVar[tuple[str, ...]] = ("x", "gain", "bias")
+    WRITES: ClassVar[tuple[str, ...]] = ("stores",)
+
+    x: Loc
+    eps: Scalar
+    gain: Loc | None
+    bias: Loc | None
+    stores: dict[int, Strided]
+    match: Any
+
+    @property
+    def row(self) -> int:
+        """The length of a row (the last axis)."""
+        return int(self.space[-1]) if self.space else 1
+
+    @property
+    def rows(self) -> int:
+        return math.prod(self.space[:-1]) if self.space else 1
+
+    def headline(self) -> str:
+        return f"layer_norm over [{','.join(map(str, self.space))}]"
+
+
 def index_kernel(node_id: int, node: Node, ins: list[Loc], out: Strided) -> Kernel:
     """The kernel of an ``index`` or ``shape`` primitive that computes (``take``,
     ``scatter_add``, ``one_hot``, ``concat``, ``pad``), its attributes as fields."""
@@ -419,6 +450,6 @@ def index_kernel(node_id: int, node: Node, ins: list[Loc], out: Strided) -> Kern
 
 __all__ = ["Arena", "Buffer", "Scalar", "Strided", "Loc", "ROLES", "Kernel", "FusedKernel",
            "MatmulKernel", "TakeKernel", "ScatterAddKernel", "OneHotKernel", "ConcatKernel",
-           "RandomKernel",
+           "RandomKernel", "LayerNormKernel",
            "PadKernel", "CopyKernel", "index_kernel", "c_strides", "contiguous", "view_of",
            "broadcast_access"]

@@ -60,6 +60,7 @@ from .kernels import (
     CopyKernel,
     FusedKernel,
     Kernel,
+    LayerNormKernel,
     MatmulKernel,
     OneHotKernel,
     PadKernel,
@@ -71,7 +72,7 @@ from .kernels import (
     broadcast_access,
     c_strides,
 )
-from .layout import coalesce, fused_layout, row_terms
+from .layout import ROW_REDUCTION_MIN, coalesce, fused_layout, row_terms
 from .schedule import blas_layout
 
 # ---------------------------------------------------------------------------------------
@@ -663,6 +664,83 @@ class Lowering:
             b.close(3)
         b.close(len(batch))
 
+    # a layer norm, found by pattern
+    def k_layer_norm(self, kernel: LayerNormKernel) -> None:
+        """One row at a time: its mean, its variance and the normalized row (times the
+        gain, plus the bias), each member computed as the fused kernels compute it (the
+        same ops, sums in float64, two passes over a row of scratch from
+        ``ROW_REDUCTION_MIN`` terms), so the results are theirs bit for bit; the row is
+        read three times, from cache, and members are stored only where read later."""
+        g, b, match = self.g, self.out, kernel.match
+        dtype = g.nodes[match.normalized].type.dtype
+        n, shape = kernel.row, tuple(kernel.space)
+        two_pass = n >= ROW_REDUCTION_MIN
+        start = self.row_start.get(dtype, 0)
+        if not two_pass:
+            for name in ("am", "av"):
+                self.accumulators.append(Accumulator(name, "float64", Const(0, "float64")))
+        outer = b.nest(shape[:-1], "p")
+        values: dict[int, Expr] = {match.eps: Const(kernel.eps.value, kernel.eps.dtype)}
+
+        def read(loc: Any, i: Expr) -> Expr:
+            if isinstance(loc, Scalar):
+                return Const(loc.value, loc.dtype)
+            return Load(loc.arena, loc.dtype,
+                        _affine(loc.offset, broadcast_access(loc, shape), outer + [i]))
+
+        def compute(node: int, i: Expr | None, store: bool = True) -> None:
+            op = g.nodes[node]
+            value = Apply(op.op, tuple(values[j] for j in op.inputs), dtype, dtype)
+            b.add(Let(f"v{node}", value))
+            values[node] = Ref(f"v{node}")
+            loc = kernel.stores.get(node)
+            if loc is not None and store:
+                names = outer + ([i] if i is not None else [])
+                strides = loc.strides if i is not None else loc.strides[:-1]
+                b.add(Store(loc.arena, dtype, _affine(loc.offset, strides, names),
+                            values[node]))
+
+        def mean(node: int, term: int | None, name: str) -> None:
+            """``node``, the mean of the row of ``term`` (x itself when None)."""
+            if not two_pass:
+                b.add(Init(name))
+            i = b.open("i", n)
+            values[match.x] = read(kernel.x, i)
+            if term is not None:
+                compute(match.centered, i)
+                compute(term, i)
+            value = values[match.x if term is None else term]
+            if two_pass:
+                b.add(Store(Arena("scratch", dtype), dtype, Index(start, ((1, i),)), value))
+            else:
+                b.add(Accumulate(name, "add", value, dtype))
+            b.close()
+            if two_pass:
+                b.add(RowReduce(name, "sum", dtype, start, n))
+            total = Apply("div", (Ref(name), Const(float(n), "float64")), "float64", "float64")
+            b.add(Let(f"v{node}", Apply("astype", (total,), dtype, "float64")))
+            values[node] = Ref(f"v{node}")
+            loc = kernel.stores.get(node)
+            if loc is not None:
+                b.add(Store(loc.arena, dtype, _affine(loc.offset, loc.strides[:-1], outer),
+                            values[node]))
+
+        mean(match.mean, None, "am")
+        mean(match.variance, match.square, "av")
+        compute(match.shifted, None)
+        compute(match.deviation, None)
+        i = b.open("i", n)
+        values[match.x] = read(kernel.x, i)
+        compute(match.centered, i, store=False)  # stored by the variance's pass
+        compute(match.normalized, i)
+        for node, vector in ((match.scaled, kernel.gain), (match.shifted_out, kernel.bias)):
+            if node >= 0:
+                other = match.gain if node == match.scaled else match.bias
+                values[other] = read(vector, i)
+                compute(node, i)
+        b.close()
+        b.close(len(outer))
+
     # random draws
     def k_random(self, kernel: RandomKernel) -> None:
         out, key = kernel.out, kernel.key
@@ -720,6 +798,9 @@ def row_room(graph: Graph, kernels: Sequence[Kernel]) -> dict[str, int]:
     (kernels run one after another, so they share it)."""
     extra: dict[str, int] = {}
     for kernel in kernels:
+        if isinstance(kernel, LayerNormKernel) and kernel.row >= ROW_REDUCTION_MIN:
+            dtype = kernel.x.dtype
+            extra[dtype] = max(extra.get(dtype, 0), kernel.row)
         if isinstance(kernel, FusedKernel):
             layout = fused_layout(graph, kernel)
             need: dict[str, int] = {}

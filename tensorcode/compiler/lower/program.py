@@ -237,10 +237,12 @@ def build(schedule: Schedule, step: StepSpec | None = None) -> Program:
 
 
 def ir_key(program: Program) -> str:
-    """The lowered IR as hashed: text form, parameter offsets, input order, and the
-    contents of the scalars baked into the code (array constants are arguments)."""
+    """The lowered IR as hashed: text form, parameter offsets, input order, the
+    contents of the scalars baked into the code (array constants are arguments), and
+    the kernels found by pattern (a schedule decision the graph does not show)."""
     p = program
     lines = [ir.describe(p.graph)]
+    lines += [f"{k.kind} {list(k.nodes)}" for k in p.kernels if k.kind == "layer_norm"]
     lines.append("parameters " + json.dumps(sorted(p.parameter_nodes)))
     lines.append("parameter_dtypes " + json.dumps([a.dtype for a in p.parameters]))
     lines.append("inputs " + json.dumps(list(p.input_nodes)))

@@ -8,7 +8,8 @@ each a function below, in this order:
    baked ``Scalar``). Reshape, transpose, broadcast, slice and detach compute nothing:
    they are views, and only a reshape of a non-contiguous view is copied;
 2. ``fuse`` (``fusion.py``): elementwise nodes of one shape, and the reductions they
-   feed, share a loop nest;
+   feed, share a loop nest; the layer norms ``patterns.py`` finds are kept out of it,
+   each to be one ``LayerNormKernel``;
 3. ``assign_buffers``: which values need memory (read across kernels, through views, or
    returned), one region of the output arena per root (in root order, so a gradient
    table can view the gradient roots without copying them) and one buffer for each
@@ -42,6 +43,7 @@ from .kernels import (
     CopyKernel,
     FusedKernel,
     Kernel,
+    LayerNormKernel,
     Loc,
     MatmulKernel,
     Scalar,
@@ -52,6 +54,7 @@ from .kernels import (
     index_kernel,
     view_of,
 )
+from .patterns import LayerNormMatch, layer_norms
 
 #: matmuls with at most this many multiply-adds run as generated loops; larger float
 #: matmuls call BLAS through ``np.dot`` on contiguous (or transposed) operands
@@ -59,6 +62,10 @@ LOOP_MATMUL_LIMIT = 1 << 15
 #: arena offsets of buffers of 64 elements or more are rounded up to this many elements
 #: (64 bytes of float32)
 ALIGN = 16
+
+#: whether ``build`` lowers the shapes ``patterns.py`` finds (layer norms) as kernels of
+#: their own (off: every node goes to today's fused kernels)
+FUSED_PATTERNS = True
 
 #: ops lowered to one kernel record each by ``kernels.index_kernel``
 INDEX_KERNEL_OPS = ("take", "scatter_add", "one_hot", "concat", "pad")
@@ -223,21 +230,26 @@ def _base_of(graph: Graph, i: int, is_view: Callable[[int], bool]) -> int:
     return i
 
 
-def assign_buffers(graph: Graph, fusion: Fusion, is_view: Callable[[int], bool]) -> Memory:
+def assign_buffers(graph: Graph, fusion: Fusion, is_view: Callable[[int], bool],
+                   units: dict[int, int] | None = None) -> Memory:
     """Give memory to every value read from memory (across kernels, through a view, or
     by a reduction's store) and to every root. Each root has its own region of the
     output arena of its dtype, in root order; the node computing a root writes there
     directly when the root is that node (or a reshape/detach of all of it), otherwise a
-    copy kernel fills the region. Every other value gets a scratch buffer."""
+    copy kernel fills the region. Every other value gets a scratch buffer. A member of
+    a kernel found by pattern (``units``) reads the other members in registers."""
     nodes = graph.nodes
+    units = units or {}
     needs: set[int] = set()
     for i, node in enumerate(nodes):
         if node.op in SOURCE_OPS or is_view(i):
             continue
         for j in node.inputs:
+            if i in units and units.get(j) == units[i]:
+                continue
             if not fusion.in_register(graph, i, j):
                 needs.add(_base_of(graph, j, is_view))
-        if primitives.is_reduction(node.op):
+        if primitives.is_reduction(node.op) and i not in units:
             needs.add(i)
     for r in graph.outputs:
         needs.add(_base_of(graph, r, is_view))
@@ -373,14 +385,33 @@ def _matmul(i: int, graph: Graph, values: _Values, kernels: list[Kernel]) -> Non
     kernels.append(MatmulKernel([i], node.type.shape, a, b, out, batch, m, kk, n, mode))
 
 
-def lower_kernels(graph: Graph, fusion: Fusion, memory: Memory, values: _Values
-                  ) -> tuple[list[Kernel], dict[int, int]]:
+def _layer_norm(match: LayerNormMatch, graph: Graph, memory: Memory, values: _Values
+                ) -> LayerNormKernel:
+    stores: dict[int, Strided] = {}
+    for i in match.members:
+        if i in memory.needs_memory:
+            loc = values[i]
+            assert isinstance(loc, Strided)
+            stores[i] = loc
+    eps = values[match.eps]
+    assert isinstance(eps, Scalar)  # a one-element leaf is baked
+    gain = values[match.gain] if match.gain >= 0 else None
+    bias = values[match.bias] if match.bias >= 0 else None
+    return LayerNormKernel(list(match.members), graph.nodes[match.x].type.shape,
+                           values[match.x], eps, gain, bias, stores, match)
+
+
+def lower_kernels(graph: Graph, fusion: Fusion, memory: Memory, values: _Values,
+                  norms: Sequence[LayerNormMatch] = ()) -> tuple[list[Kernel], dict[int, int]]:
     """The kernels in a topological order, and the fused values that live only in a
     register (node -> kernel index). Each fusion group is one ``FusedKernel``; each
     other computed node is placed after the groups it follows; a view that must be
-    copied is a ``CopyKernel``; roots that are views, sources or repeats are copied into
-    their output region last."""
+    copied is a ``CopyKernel``; a layer norm found by pattern (``norms``) is one
+    ``LayerNormKernel`` where its first node is; roots that are views, sources or
+    repeats are copied into their output region last."""
     nodes = graph.nodes
+    first = {match.members[0]: match for match in norms}
+    inside = {i for match in norms for i in match.members}
     order = sorted([((k, 1, 0), "group", k) for k in range(len(fusion.groups))]
                    + [((after, 0, i), "node", i) for i, after in fusion.placed_after.items()])
     kernels: list[Kernel] = []
@@ -404,7 +435,11 @@ def lower_kernels(graph: Graph, fusion: Fusion, memory: Memory, values: _Values
             kernels.append(FusedKernel(list(group.members), group.space, loads, stores))
             continue
         i, node = ident, nodes[ident]
-        if primitives.is_view(node.op):  # a reshape of a non-contiguous view: copy it
+        if i in first:
+            kernels.append(_layer_norm(first[i], graph, memory, values))
+        elif i in inside:
+            continue
+        elif primitives.is_view(node.op):  # a reshape of a non-contiguous view: copy it
             dst = values[i]
             in_shape = nodes[node.inputs[0]].type.shape
             assert isinstance(dst, Strided)
@@ -505,10 +540,12 @@ def build(graph: Graph, sources: Sources) -> Schedule:
     def is_view(i: int) -> bool:
         return primitives.is_view(graph.nodes[i].op) and i not in materialize
 
-    fusion = fuse(graph, is_view)
-    memory = assign_buffers(graph, fusion, is_view)
+    norms = layer_norms(graph, is_view) if FUSED_PATTERNS else []
+    units = {i: match.members[0] for match in norms for i in match.members}
+    fusion = fuse(graph, is_view, units)
+    memory = assign_buffers(graph, fusion, is_view, units)
     kernels, registers = lower_kernels(graph, fusion, memory,
-                                       _Values(graph, locs, memory, is_view))
+                                       _Values(graph, locs, memory, is_view), norms)
     liveness(kernels, memory.buffers)
     arena = place_scratch(memory.buffers)
     bind(kernels, locs)

@@ -1,0 +1,122 @@
+"""Layer norms found by pattern: one kernel, whatever wrote the graph, and the same
+numbers as the fused kernels it replaces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorcode as tc
+from tensorcode.compiler.lower import schedule as schedule_module
+
+
+def _program(shape, dtype="float32", how="composite", seed=0):
+    rng = np.random.default_rng(seed)
+    tape = tc.Tape()
+    x = tape.parameter(rng.standard_normal(shape).astype(dtype), name="x")
+    target = tape.input(rng.standard_normal(shape).astype(dtype), name="t")
+    if how == "composite":
+        y = tc.layer_norm(x)
+        params = [x]
+    elif how == "module":
+        norm = tc.nn.LayerNorm(tape, shape[-1], dtype=dtype, name="ln")
+        y = norm(x)
+        params = [x] + norm.parameters()
+    else:  # written by hand, eps first
+        with tape.broadcasting("numpy"):
+            centered = x - x.mean(axis=-1, keepdims=True)
+            variance = (centered * centered).mean(axis=-1, keepdims=True)
+            y = centered / (1e-5 + variance).sqrt()
+        params = [x]
+    loss = (tc.tanh(y) * target).sum()
+    adjoints = tape.differentiate(loss, params)
+    return tape.into_network(), y, loss, adjoints, params
+
+
+def _kinds(plan):
+    return [k.kind for k in plan.schedule.kernels]
+
+
+@pytest.mark.parametrize("how", ["composite", "module", "hand"])
+def test_a_layer_norm_is_one_kernel_whatever_wrote_it(how):
+    network, y, loss, adjoints, _ = _program((6, 40), how=how)
+    plan = network.entry([y]).lower("llvm")
+    assert _kinds(plan).count("layer_norm") == 1
+    (kernel,) = [k for k in plan.schedule.kernels if k.kind == "layer_norm"]
+    assert (kernel.gain is not None) == (how == "module")
+    assert "fused reduction" not in {k.headline() for k in plan.schedule.kernels}
+
+
+def test_near_misses_keep_the_fused_kernels():
+    tape = tc.Tape()
+    x = tape.parameter(np.ones((6, 40), np.float32), name="x")
+    with tape.broadcasting("numpy"):
+        centered = x - x.mean(axis=0, keepdims=True)  # over rows, not the last axis
+        variance = (centered * centered).mean(axis=0, keepdims=True)
+        y = centered / (variance + 1e-5).sqrt()
+        other = x - x.mean(axis=-1, keepdims=True)
+        z = other / ((other * other).sum(axis=-1, keepdims=True) + 1e-5).sqrt()  # a sum
+    network = tape.into_network()
+    plan = network.entry([y, z]).lower("llvm")
+    assert "layer_norm" not in _kinds(plan)
+
+
+def _outputs(plan, network, roots, feeds=None):
+    run = plan.forward(network.parameters(), feeds)
+    return [np.asarray(run.of(r)) for r in roots]
+
+
+@pytest.fixture
+def unfused(monkeypatch):
+    def lower(network, roots, backend):
+        monkeypatch.setattr(schedule_module, "FUSED_PATTERNS", False)
+        try:
+            return network.entry(roots).lower(backend)
+        finally:
+            monkeypatch.setattr(schedule_module, "FUSED_PATTERNS", True)
+    return lower
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (2, 3, 40), (40,)])
+@pytest.mark.parametrize("how", ["composite", "module"])
+def test_the_kernel_computes_the_fused_kernels_bits_on_both_backends(shape, how, unfused):
+    network, y, loss, adjoints, _ = _program(shape, how=how)
+    roots = [y, loss] + adjoints.roots()
+    reference = _outputs(network.entry(roots).lower("reference"), network, roots)
+    found = {}
+    for backend in ("llvm", "numba"):
+        plan = network.entry(roots).lower(backend)
+        assert "layer_norm" in _kinds(plan)
+        before = unfused(network, roots, backend)
+        assert "layer_norm" not in _kinds(before)
+        found[backend] = _outputs(plan, network, roots)
+        for a, b, r in zip(found[backend], _outputs(before, network, roots), reference):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5)
+    for a, b in zip(found["llvm"], found["numba"]):
+        np.testing.assert_array_equal(a, b)
+    again = _outputs(network.entry(roots).lower("llvm"), network, roots)
+    for a, b in zip(found["llvm"], again):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (2, 20)])
+def test_gradients_through_the_kernel_match_finite_differences(shape):
+    network, y, loss, adjoints, params = _program(shape, dtype="float64", how="module", seed=3)
+    plan = network.entry([loss] + adjoints.roots()).lower("llvm")
+    assert "layer_norm" in _kinds(plan)
+    forward = network.entry([loss]).lower("llvm")
+    parameters = network.parameters()
+    run = plan.forward(parameters)
+    for p in params:
+        analytic = np.asarray(run.of(adjoints.of(p)))
+        base = np.array(parameters.of(p))
+        numeric = np.zeros_like(base)
+        h = 1e-6
+        for index in np.ndindex(base.shape):
+            for sign in (1, -1):
+                shifted = base.copy()
+                shifted[index] += sign * h
+                value = forward.forward(parameters.replace({p: shifted})).of(loss)
+                numeric[index] += sign * float(value) / (2 * h)
+        np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-7)
