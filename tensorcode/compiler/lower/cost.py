@@ -13,7 +13,8 @@ machine it runs. ``kernel_cost(graph, kernel)`` counts, from the kernel record a
 ``label`` names the kernel's class for a per-kind table: ``matmul``, ``matmul (loops)``
 for a small product by generated loops, ``fused``, ``fused reduction`` (a fused kernel
 that reduces), and the kind of every other kernel (``layer_norm``, ``take``, ``copy``,
-...; a layer norm counts one flop per element and member, as a fused kernel does).
+...; a layer norm or softmax counts one flop per element and member, as a fused
+kernel does).
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ import numpy as np
 
 from ..core import registry as primitives
 from ..core.ir import Graph
-from .kernels import FusedKernel, Kernel, LayerNormKernel, MatmulKernel, Scalar, Strided
+from .kernels import (
+    FusedKernel,
+    Kernel,
+    LayerNormKernel,
+    MatmulKernel,
+    Scalar,
+    SoftmaxKernel,
+    Strided,
+)
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,7 @@ def kernel_cost(graph: Graph, kernel: Kernel) -> KernelCost:
         reduces = any(primitives.is_reduction(graph.nodes[i].op) for i in kernel.nodes)
         return KernelCost("fused reduction" if reduces else "fused", tuple(kernel.space),
                           size * len(kernel.nodes), traffic)
-    if isinstance(kernel, LayerNormKernel):
+    if isinstance(kernel, (LayerNormKernel, SoftmaxKernel)):
         return KernelCost(kernel.kind, tuple(kernel.space),
                           math.prod(kernel.space) * len(kernel.nodes), traffic)
     return KernelCost(kernel.kind, tuple(kernel.space), 0, traffic)

@@ -426,6 +426,28 @@ class LayerNormKernel(Kernel):
         return f"layer_norm over [{','.join(map(str, self.space))}]"
 
 
+@dataclass(eq=False)
+class SoftmaxKernel(Kernel):
+    """A softmax or log-sum-exp over the last axis of ``z`` (``patterns.SoftmaxMatch``:
+    ``match`` names its nodes); ``stores`` the members read outside the kernel."""
+
+    kind: ClassVar[str] = "softmax"
+    READS: ClassVar[tuple[str, ...]] = ("z",)
+    WRITES: ClassVar[tuple[str, ...]] = ("stores",)
+
+    z: Loc
+    stores: dict[int, Strided]
+    match: Any
+
+    @property
+    def row(self) -> int:
+        return int(self.space[-1]) if self.space else 1
+
+    def headline(self) -> str:
+        form = "softmax" if self.match.probabilities >= 0 else "log-sum-exp"
+        return f"{form} over [{','.join(map(str, self.space))}]"
+
+
 def index_kernel(node_id: int, node: Node, ins: list[Loc], out: Strided) -> Kernel:
     """The kernel of an ``index`` or ``shape`` primitive that computes (``take``,
     ``scatter_add``, ``one_hot``, ``concat``, ``pad``), its attributes as fields."""
@@ -450,6 +472,6 @@ def index_kernel(node_id: int, node: Node, ins: list[Loc], out: Strided) -> Kern
 
 __all__ = ["Arena", "Buffer", "Scalar", "Strided", "Loc", "ROLES", "Kernel", "FusedKernel",
            "MatmulKernel", "TakeKernel", "ScatterAddKernel", "OneHotKernel", "ConcatKernel",
-           "RandomKernel", "LayerNormKernel",
+           "RandomKernel", "LayerNormKernel", "SoftmaxKernel",
            "PadKernel", "CopyKernel", "index_kernel", "c_strides", "contiguous", "view_of",
            "broadcast_access"]

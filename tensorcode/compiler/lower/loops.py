@@ -67,6 +67,7 @@ from .kernels import (
     RandomKernel,
     Scalar,
     ScatterAddKernel,
+    SoftmaxKernel,
     Strided,
     TakeKernel,
     broadcast_access,
@@ -741,6 +742,90 @@ class Lowering:
         b.close()
         b.close(len(outer))
 
+    # a softmax or log-sum-exp, found by pattern
+    def k_softmax(self, kernel: SoftmaxKernel) -> None:
+        """One row at a time: its maximum, the exponentials and their sum, then the
+        probabilities (or ``log(sum) + max``), each member computed as the fused
+        kernels compute it (the same ops and reductions, in two passes over a row of
+        scratch from ``ROW_REDUCTION_MIN`` terms), so the results are theirs bit for
+        bit. With a row in scratch the exponentials stay there for the division."""
+        g, b, match = self.g, self.out, kernel.match
+        dtype = g.nodes[match.total].type.dtype
+        n, shape = kernel.row, tuple(kernel.space)
+        two_pass = n >= ROW_REDUCTION_MIN
+        start = self.row_start.get(dtype, 0)
+        row = Arena("scratch", dtype)
+        if not two_pass:
+            self.accumulators += [Accumulator("am", dtype, identity("max", dtype)),
+                                  Accumulator("at", "float64", Const(0, "float64"))]
+        outer = b.nest(shape[:-1], "p")
+        values: dict[int, Expr] = {}
+
+        def read(i: Expr) -> Expr:
+            loc = kernel.z
+            if isinstance(loc, Scalar):
+                return Const(loc.value, loc.dtype)
+            return Load(loc.arena, loc.dtype,
+                        _affine(loc.offset, broadcast_access(loc, shape), outer + [i]))
+
+        def bind(node: int, value: Expr, i: Expr | None, store: bool = True) -> None:
+            b.add(Let(f"v{node}", value))
+            values[node] = Ref(f"v{node}")
+            loc = kernel.stores.get(node)
+            if loc is not None and store:
+                names = outer + ([i] if i is not None else [])
+                strides = loc.strides if i is not None else loc.strides[:-1]
+                b.add(Store(loc.arena, dtype, _affine(loc.offset, strides, names),
+                            values[node]))
+
+        def compute(node: int, i: Expr | None, store: bool = True) -> None:
+            op = g.nodes[node]
+            bind(node, Apply(op.op, tuple(values[j] for j in op.inputs), dtype, dtype), i,
+                 store)
+
+        def reduce(node: int, term: Expr, i: Expr, op: str, name: str) -> None:
+            if two_pass:
+                b.add(Store(row, dtype, Index(start, ((1, i),)), term))
+            else:
+                b.add(Accumulate(name, COMBINE[op], term, dtype))
+
+        # the maximum
+        if not two_pass:
+            b.add(Init("am"))
+        i = b.open("i", n)
+        values[match.z] = read(i)
+        reduce(match.peak, values[match.z], i, "max", "am")
+        b.close()
+        if two_pass:
+            b.add(RowReduce("am", "max", dtype, start, n))
+        bind(match.peak, Apply("astype", (Ref("am"),), dtype, dtype), None)
+        # the exponentials and their sum
+        if not two_pass:
+            b.add(Init("at"))
+        i = b.open("i", n)
+        values[match.z] = read(i)
+        compute(match.shifted, i)
+        compute(match.exps, i)
+        reduce(match.total, values[match.exps], i, "sum", "at")
+        b.close()
+        if two_pass:
+            b.add(RowReduce("at", "sum", dtype, start, n))
+        bind(match.total, Apply("astype", (Ref("at"),), dtype, "float64"), None)
+        if match.lse >= 0:
+            compute(match.log_total, None)
+            compute(match.lse, None)
+        if match.probabilities >= 0:
+            i = b.open("i", n)
+            if two_pass:  # the row holds the exponentials
+                values[match.exps] = Load(row, dtype, Index(start, ((1, i),)))
+            else:
+                values[match.z] = read(i)
+                compute(match.shifted, i, store=False)
+                compute(match.exps, i, store=False)
+            compute(match.probabilities, i)
+            b.close()
+        b.close(len(outer))
+
     # random draws
     def k_random(self, kernel: RandomKernel) -> None:
         out, key = kernel.out, kernel.key
@@ -798,8 +883,9 @@ def row_room(graph: Graph, kernels: Sequence[Kernel]) -> dict[str, int]:
     (kernels run one after another, so they share it)."""
     extra: dict[str, int] = {}
     for kernel in kernels:
-        if isinstance(kernel, LayerNormKernel) and kernel.row >= ROW_REDUCTION_MIN:
-            dtype = kernel.x.dtype
+        if isinstance(kernel, (LayerNormKernel, SoftmaxKernel)) and \
+                kernel.row >= ROW_REDUCTION_MIN:
+            dtype = kernel.x.dtype if isinstance(kernel, LayerNormKernel) else kernel.z.dtype
             extra[dtype] = max(extra.get(dtype, 0), kernel.row)
         if isinstance(kernel, FusedKernel):
             layout = fused_layout(graph, kernel)

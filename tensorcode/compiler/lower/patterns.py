@@ -9,7 +9,10 @@ row; the division) reading the row three times from memory and writing it once m
 than it must. ``layer_norms(graph, is_view)`` finds each such group of nodes, so the
 schedule can lower it as one ``LayerNormKernel`` (``kernels.py``) that keeps the row
 in cache (``loops.py``); anything that does not match exactly stays with today's
-kernels.
+kernels. ``softmaxes`` finds softmaxes (``max``, ``z - max``, ``exp``, ``sum``, the
+division) and log-sum-exps (the same, then ``log(sum) + max``: the cross-entropy's) over
+the last axis, each one ``SoftmaxKernel``: three kernels today, writing the row of
+exponentials to memory in between.
 
 A match needs: ``m = mean(x, axis=[last], keepdims)``, ``c = x - m``, ``q = c * c``,
 ``v = mean(q, axis=[last], keepdims)``, ``e = v + eps`` (either order; ``eps`` a
@@ -140,4 +143,78 @@ def layer_norms(graph: Graph, is_view: Callable[[int], bool]) -> list[LayerNormM
     return found
 
 
-__all__ = ["LayerNormMatch", "layer_norms"]
+@dataclass(frozen=True)
+class SoftmaxMatch:
+    """A softmax or a log-sum-exp over the last axis of ``z``: ``peak = max(z)``,
+    ``shifted = z - peak``, ``exps = exp(shifted)``, ``total = sum(exps)``, then
+    ``probabilities = exps / total`` or ``log_total = log(total)`` and ``lse =
+    log_total + peak`` (-1 for the form absent). ``members`` in graph order."""
+
+    z: int
+    peak: int
+    shifted: int
+    exps: int
+    total: int
+    probabilities: int = -1
+    log_total: int = -1
+    lse: int = -1
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        found = (self.peak, self.shifted, self.exps, self.total, self.probabilities,
+                 self.log_total, self.lse)
+        return tuple(sorted(i for i in found if i >= 0))
+
+
+def softmaxes(graph: Graph, is_view: Callable[[int], bool],
+              taken: set[int] | None = None) -> list[SoftmaxMatch]:
+    """Every softmax and log-sum-exp over the last axis of ``graph`` (``SoftmaxMatch``),
+    none with a node of ``taken`` (nor two with one node)."""
+    nodes = graph.nodes
+    users = _users(graph)
+    taken = set(taken or ())
+    found: list[SoftmaxMatch] = []
+
+    def last_axis(i: int, op: str, of: int) -> bool:
+        node = nodes[i]
+        rank = nodes[of].type.rank
+        return (node.op == op and node.inputs == (of,) and rank >= 1
+                and list(node.attr("axis")) == [rank - 1] and bool(node.attr("keepdims")))
+
+    for t, node in enumerate(nodes):
+        if node.op != "sum" or node.type.dtype not in ("float32", "float64"):
+            continue
+        e = node.inputs[0]
+        if not last_axis(t, "sum", e) or nodes[e].op != "exp":
+            continue
+        d = nodes[e].inputs[0]
+        if nodes[d].op != "sub":
+            continue
+        z, m = nodes[d].inputs
+        if not last_axis(m, "max", z) or nodes[z].type.dtype != node.type.dtype or \
+                nodes[d].type.shape != nodes[z].type.shape:
+            continue
+        match: dict[str, int] = dict(z=z, peak=m, shifted=d, exps=e, total=t)
+        for u in users[t]:
+            if u >= 0 and nodes[u].op == "div" and nodes[u].inputs == (e, t):
+                match["probabilities"] = u
+                break
+        else:
+            for u in users[t]:
+                if u < 0 or nodes[u].op != "log":
+                    continue
+                adds = [a for a in users[u] if a >= 0 and nodes[a].op == "add"
+                        and set(nodes[a].inputs) == {u, m}]
+                if adds:
+                    match["log_total"], match["lse"] = u, adds[0]
+                    break
+        if "probabilities" not in match and "lse" not in match:
+            continue
+        made = SoftmaxMatch(**match)
+        if taken.isdisjoint(made.members):
+            taken.update(made.members)
+            found.append(made)
+    return found
+
+
+__all__ = ["LayerNormMatch", "layer_norms", "SoftmaxMatch", "softmaxes"]

@@ -242,7 +242,7 @@ def ir_key(program: Program) -> str:
     the kernels found by pattern (a schedule decision the graph does not show)."""
     p = program
     lines = [ir.describe(p.graph)]
-    lines += [f"{k.kind} {list(k.nodes)}" for k in p.kernels if k.kind == "layer_norm"]
+    lines += [f"{k.kind} {list(k.nodes)}" for k in p.kernels if k.kind in ("layer_norm", "softmax")]
     lines.append("parameters " + json.dumps(sorted(p.parameter_nodes)))
     lines.append("parameter_dtypes " + json.dumps([a.dtype for a in p.parameters]))
     lines.append("inputs " + json.dumps(list(p.input_nodes)))

@@ -8,8 +8,8 @@ each a function below, in this order:
    baked ``Scalar``). Reshape, transpose, broadcast, slice and detach compute nothing:
    they are views, and only a reshape of a non-contiguous view is copied;
 2. ``fuse`` (``fusion.py``): elementwise nodes of one shape, and the reductions they
-   feed, share a loop nest; the layer norms ``patterns.py`` finds are kept out of it,
-   each to be one ``LayerNormKernel``;
+   feed, share a loop nest; the layer norms and softmaxes ``patterns.py`` finds are
+   kept out of it, each to be one ``LayerNormKernel`` or ``SoftmaxKernel``;
 3. ``assign_buffers``: which values need memory (read across kernels, through views, or
    returned), one region of the output arena per root (in root order, so a gradient
    table can view the gradient roots without copying them) and one buffer for each
@@ -47,6 +47,7 @@ from .kernels import (
     Loc,
     MatmulKernel,
     Scalar,
+    SoftmaxKernel,
     Strided,
     broadcast_access,
     c_strides,
@@ -54,7 +55,7 @@ from .kernels import (
     index_kernel,
     view_of,
 )
-from .patterns import LayerNormMatch, layer_norms
+from .patterns import LayerNormMatch, SoftmaxMatch, layer_norms, softmaxes
 
 #: matmuls with at most this many multiply-adds run as generated loops; larger float
 #: matmuls call BLAS through ``np.dot`` on contiguous (or transposed) operands
@@ -63,8 +64,8 @@ LOOP_MATMUL_LIMIT = 1 << 15
 #: (64 bytes of float32)
 ALIGN = 16
 
-#: whether ``build`` lowers the shapes ``patterns.py`` finds (layer norms) as kernels of
-#: their own (off: every node goes to today's fused kernels)
+#: whether ``build`` lowers the shapes ``patterns.py`` finds (layer norms, softmaxes and
+#: log-sum-exps) as kernels of their own (off: every node goes to the fused kernels)
 FUSED_PATTERNS = True
 
 #: ops lowered to one kernel record each by ``kernels.index_kernel``
@@ -385,14 +386,25 @@ def _matmul(i: int, graph: Graph, values: _Values, kernels: list[Kernel]) -> Non
     kernels.append(MatmulKernel([i], node.type.shape, a, b, out, batch, m, kk, n, mode))
 
 
-def _layer_norm(match: LayerNormMatch, graph: Graph, memory: Memory, values: _Values
-                ) -> LayerNormKernel:
+def _stores(members: Sequence[int], memory: Memory, values: _Values) -> dict[int, Strided]:
     stores: dict[int, Strided] = {}
-    for i in match.members:
+    for i in members:
         if i in memory.needs_memory:
             loc = values[i]
             assert isinstance(loc, Strided)
             stores[i] = loc
+    return stores
+
+
+def _softmax(match: SoftmaxMatch, graph: Graph, memory: Memory, values: _Values
+             ) -> SoftmaxKernel:
+    return SoftmaxKernel(list(match.members), graph.nodes[match.z].type.shape,
+                         values[match.z], _stores(match.members, memory, values), match)
+
+
+def _layer_norm(match: LayerNormMatch, graph: Graph, memory: Memory, values: _Values
+                ) -> LayerNormKernel:
+    stores = _stores(match.members, memory, values)
     eps = values[match.eps]
     assert isinstance(eps, Scalar)  # a one-element leaf is baked
     gain = values[match.gain] if match.gain >= 0 else None
@@ -402,13 +414,14 @@ def _layer_norm(match: LayerNormMatch, graph: Graph, memory: Memory, values: _Va
 
 
 def lower_kernels(graph: Graph, fusion: Fusion, memory: Memory, values: _Values,
-                  norms: Sequence[LayerNormMatch] = ()) -> tuple[list[Kernel], dict[int, int]]:
+                  norms: Sequence[LayerNormMatch | SoftmaxMatch] = ()
+                  ) -> tuple[list[Kernel], dict[int, int]]:
     """The kernels in a topological order, and the fused values that live only in a
     register (node -> kernel index). Each fusion group is one ``FusedKernel``; each
     other computed node is placed after the groups it follows; a view that must be
-    copied is a ``CopyKernel``; a layer norm found by pattern (``norms``) is one
-    ``LayerNormKernel`` where its first node is; roots that are views, sources or
-    repeats are copied into their output region last."""
+    copied is a ``CopyKernel``; a layer norm or softmax found by pattern (``norms``) is
+    one ``LayerNormKernel`` or ``SoftmaxKernel`` where its first node is; roots that are
+    views, sources or repeats are copied into their output region last."""
     nodes = graph.nodes
     first = {match.members[0]: match for match in norms}
     inside = {i for match in norms for i in match.members}
@@ -436,7 +449,10 @@ def lower_kernels(graph: Graph, fusion: Fusion, memory: Memory, values: _Values,
             continue
         i, node = ident, nodes[ident]
         if i in first:
-            kernels.append(_layer_norm(first[i], graph, memory, values))
+            match = first[i]
+            kernels.append(_layer_norm(match, graph, memory, values)
+                           if isinstance(match, LayerNormMatch)
+                           else _softmax(match, graph, memory, values))
         elif i in inside:
             continue
         elif primitives.is_view(node.op):  # a reshape of a non-contiguous view: copy it
@@ -540,7 +556,10 @@ def build(graph: Graph, sources: Sources) -> Schedule:
     def is_view(i: int) -> bool:
         return primitives.is_view(graph.nodes[i].op) and i not in materialize
 
-    norms = layer_norms(graph, is_view) if FUSED_PATTERNS else []
+    norms: list[LayerNormMatch | SoftmaxMatch] = []
+    if FUSED_PATTERNS:
+        norms += layer_norms(graph, is_view)
+        norms += softmaxes(graph, is_view, {i for m in norms for i in m.members})
     units = {i: match.members[0] for match in norms for i in match.members}
     fusion = fuse(graph, is_view, units)
     memory = assign_buffers(graph, fusion, is_view, units)

@@ -120,3 +120,67 @@ def test_gradients_through_the_kernel_match_finite_differences(shape):
                 value = forward.forward(parameters.replace({p: shifted})).of(loss)
                 numeric[index] += sign * float(value) / (2 * h)
         np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-7)
+
+
+def _softmax_program(shape, dtype="float32", how="softmax", seed=0):
+    rng = np.random.default_rng(seed)
+    tape = tc.Tape()
+    x = tape.parameter(rng.standard_normal(shape).astype(dtype), name="x")
+    if how == "softmax":
+        y = tc.softmax(x * 2.0)
+        target = tape.input(rng.standard_normal(shape).astype(dtype), name="t")
+        loss = (y * target).sum()
+    elif how == "masked":  # attention's scores: scaled, causal mask, softmax
+        mask = np.tril(np.ones(shape[-2:], bool))
+        with tape.broadcasting("numpy"):
+            scores = tc.where(tape.leaf(mask), x * 0.25, -1e9)
+        y = tc.softmax(scores)
+        loss = (y * y).sum()
+    else:  # cross-entropy: a log-sum-exp
+        labels = tape.input(rng.integers(0, shape[-1], shape[:1]), name="labels")
+        y = tc.cross_entropy(x, labels)
+        loss = y
+    adjoints = tape.differentiate(loss, [x])
+    return tape.into_network(), y, loss, adjoints, [x]
+
+
+@pytest.mark.parametrize("shape,how", [((6, 40), "softmax"), ((3, 9), "softmax"),
+                                       ((2, 3, 20, 20), "masked"), ((7, 33), "cross"),
+                                       ((4, 5), "cross")])
+def test_softmaxes_compute_the_fused_kernels_bits_on_both_backends(shape, how, unfused):
+    network, y, loss, adjoints, _ = _softmax_program(shape, how=how)
+    roots = [y, loss] + adjoints.roots()
+    reference = _outputs(network.entry(roots).lower("reference"), network, roots)
+    found = {}
+    for backend in ("llvm", "numba"):
+        plan = network.entry(roots).lower(backend)
+        assert "softmax" in _kinds(plan)
+        before = unfused(network, roots, backend)
+        assert "softmax" not in _kinds(before)
+        found[backend] = _outputs(plan, network, roots)
+        for a, b, r in zip(found[backend], _outputs(before, network, roots), reference):
+            np.testing.assert_array_equal(a, b)
+            np.testing.assert_allclose(a, r, rtol=2e-4, atol=2e-5)
+    for a, b in zip(found["llvm"], found["numba"]):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("how", ["softmax", "cross"])
+def test_gradients_through_a_softmax_match_finite_differences(how):
+    network, y, loss, adjoints, params = _softmax_program((3, 18), "float64", how, seed=5)
+    plan = network.entry([loss] + adjoints.roots()).lower("llvm")
+    assert "softmax" in _kinds(plan)
+    forward = network.entry([loss]).lower("llvm")
+    parameters = network.parameters()
+    (p,) = params
+    analytic = np.asarray(plan.forward(parameters).of(adjoints.of(p)))
+    base = np.array(parameters.of(p))
+    numeric = np.zeros_like(base)
+    h = 1e-6
+    for index in np.ndindex(base.shape):
+        for sign in (1, -1):
+            shifted = base.copy()
+            shifted[index] += sign * h
+            value = forward.forward(parameters.replace({p: shifted})).of(loss)
+            numeric[index] += sign * float(value) / (2 * h)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-7)
