@@ -8,7 +8,9 @@ its rate: GFLOP/s for the BLAS matrix products, against the same shapes through 
 ``@`` (one-thread ``sgemm``) timed in the same process; GB/s for every other kind (each
 operand's bytes once), against the traffic of a large copy measured in the same run.
 The kernels' sum beside the wall time shows what lies outside kernels (Python between
-plans, the optimizer's update).
+plans, the optimizer's update). The same plans are profiled again with the layer norms
+and softmaxes found by pattern as kernels of their own (``schedule.FUSED_PATTERNS``,
+off by default), so the two totals compare in one run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import sys
 import textwrap
 
 from .harness import Row
+
+#: the kernel kinds ``schedule.FUSED_PATTERNS`` adds
+PATTERN_KINDS = ("layer_norm", "softmax")
 
 _SCRIPT = textwrap.dedent("""
     import json, statistics, sys, time
@@ -68,20 +73,26 @@ _SCRIPT = textwrap.dedent("""
             total += statistics.median(samples[3:]) * n
         return total
 
-    with profiling():
-        model = gpt2.GptModel(config, seed=0, context=T)
-        ids = rng.integers(0, V, (1, T))
-        forward = profile(lambda: model.logits(ids))
-        trained = gpt2.GptModel(config, batch=16, context=T)
-        batch, targets = rng.integers(0, V, (16, T)), rng.integers(0, V, (16, T))
-        optimizer = tc.optim.AdamW(weight_decay=0.01)
-        step = profile(lambda: trained.train_step(batch, targets, optimizer, 1e-3))
+    from tensorcode.compiler.lower import schedule
+    ids = rng.integers(0, V, (1, T))
+    batch, targets = rng.integers(0, V, (16, T)), rng.integers(0, V, (16, T))
+    measured = {{}}
+    for patterns in (False, True):  # the default, then with the kernels found by pattern
+        schedule.FUSED_PATTERNS = patterns
+        with profiling():
+            model = gpt2.GptModel(config, seed=0, context=T)
+            trained = gpt2.GptModel(config, batch=16, context=T)
+            optimizer = tc.optim.AdamW(weight_decay=0.01)
+            suffix = "_patterns" if patterns else ""
+            measured["forward" + suffix] = profile(lambda: model.logits(ids))
+            measured["step" + suffix] = profile(
+                lambda: trained.train_step(batch, targets, optimizer, 1e-3))
     a = np.ones(16 << 20, np.float32); b = np.empty_like(a)
     copies = []
     for _ in range(6):
         begin = time.perf_counter(); np.copyto(b, a); copies.append(time.perf_counter() - begin)
     bandwidth = 2 * a.nbytes / statistics.median(copies[1:])
-    print(json.dumps(dict(forward=forward, step=step, bandwidth=bandwidth)))
+    print(json.dumps(dict(measured, bandwidth=bandwidth)))
 """)
 
 
@@ -132,6 +143,15 @@ def kernel_rows(suite: str, label: str, shape: dict, repeat: int) -> list[Row]:
                         unit="ms", note=f"wall {measured['wall'] * 1e3:.2f} ms per call "
                                         f"(profiled plans, one thread); the rest is "
                                         "outside kernels"))
+        patterns = out[part + "_patterns"]
+        found = {k: v for k, v in patterns["kinds"].items() if k in PATTERN_KINDS}
+        with_patterns = sum(k["seconds"] for k in patterns["kinds"].values())
+        rows.append(Row(suite, f"{label} {name}: all kernels", "with FUSED_PATTERNS",
+                        with_patterns * 1e3, unit="ms",
+                        note="the same plans with layer norms and softmaxes as kernels of "
+                             "their own (off by default): " + ", ".join(
+                                 f"{kind} {k['kernels']} kernels {k['seconds'] * 1e3:.3f} ms"
+                                 for kind, k in sorted(found.items()))))
     return rows
 
 

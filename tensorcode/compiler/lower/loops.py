@@ -680,14 +680,14 @@ class Lowering:
         if not two_pass:
             for name in ("am", "av"):
                 self.accumulators.append(Accumulator(name, "float64", Const(0, "float64")))
-        outer = b.nest(shape[:-1], "p")
+        rows = _Rows(shape, [kernel.x, kernel.gain, kernel.bias, *kernel.stores.values()])
+        outer = b.nest(rows.dims, "p")
         values: dict[int, Expr] = {match.eps: Const(kernel.eps.value, kernel.eps.dtype)}
 
         def read(loc: Any, i: Expr) -> Expr:
             if isinstance(loc, Scalar):
                 return Const(loc.value, loc.dtype)
-            return Load(loc.arena, loc.dtype,
-                        _affine(loc.offset, broadcast_access(loc, shape), outer + [i]))
+            return Load(loc.arena, loc.dtype, rows.index(loc, outer, i))
 
         def compute(node: int, i: Expr | None, store: bool = True) -> None:
             op = g.nodes[node]
@@ -696,10 +696,7 @@ class Lowering:
             values[node] = Ref(f"v{node}")
             loc = kernel.stores.get(node)
             if loc is not None and store:
-                names = outer + ([i] if i is not None else [])
-                strides = loc.strides if i is not None else loc.strides[:-1]
-                b.add(Store(loc.arena, dtype, _affine(loc.offset, strides, names),
-                            values[node]))
+                b.add(Store(loc.arena, dtype, rows.index(loc, outer, i), values[node]))
 
         def mean(node: int, term: int | None, name: str) -> None:
             """``node``, the mean of the row of ``term`` (x itself when None)."""
@@ -723,8 +720,7 @@ class Lowering:
             values[node] = Ref(f"v{node}")
             loc = kernel.stores.get(node)
             if loc is not None:
-                b.add(Store(loc.arena, dtype, _affine(loc.offset, loc.strides[:-1], outer),
-                            values[node]))
+                b.add(Store(loc.arena, dtype, rows.index(loc, outer, None), values[node]))
 
         mean(match.mean, None, "am")
         mean(match.variance, match.square, "av")
@@ -758,25 +754,22 @@ class Lowering:
         if not two_pass:
             self.accumulators += [Accumulator("am", dtype, identity("max", dtype)),
                                   Accumulator("at", "float64", Const(0, "float64"))]
-        outer = b.nest(shape[:-1], "p")
+        rows = _Rows(shape, [kernel.z, *kernel.stores.values()])
+        outer = b.nest(rows.dims, "p")
         values: dict[int, Expr] = {}
 
         def read(i: Expr) -> Expr:
             loc = kernel.z
             if isinstance(loc, Scalar):
                 return Const(loc.value, loc.dtype)
-            return Load(loc.arena, loc.dtype,
-                        _affine(loc.offset, broadcast_access(loc, shape), outer + [i]))
+            return Load(loc.arena, loc.dtype, rows.index(loc, outer, i))
 
         def bind(node: int, value: Expr, i: Expr | None, store: bool = True) -> None:
             b.add(Let(f"v{node}", value))
             values[node] = Ref(f"v{node}")
             loc = kernel.stores.get(node)
             if loc is not None and store:
-                names = outer + ([i] if i is not None else [])
-                strides = loc.strides if i is not None else loc.strides[:-1]
-                b.add(Store(loc.arena, dtype, _affine(loc.offset, strides, names),
-                            values[node]))
+                b.add(Store(loc.arena, dtype, rows.index(loc, outer, i), values[node]))
 
         def compute(node: int, i: Expr | None, store: bool = True) -> None:
             op = g.nodes[node]
@@ -855,6 +848,31 @@ class Lowering:
             logits = copy
         self.out.add(RandomFill(kernel.op, out, key, int(kernel.offset), dict(kernel.attrs),
                                 logits, workspace))
+
+
+class _Rows:
+    """The row loops of a kernel over the last axis of ``shape``: the leading axes
+    coalesced where every location walks them contiguously (``coalesce``), and each
+    location's element index from the row loops' names and the position in the row."""
+
+    def __init__(self, shape: tuple[int, ...], locs: Sequence[Any]) -> None:
+        self.shape = shape
+        self.strided = [loc for loc in locs if isinstance(loc, Strided)]
+        vectors = [self._full(loc) for loc in self.strided]
+        self.dims, outer = coalesce(shape[:-1], [v[:-1] for v in vectors])
+        self.outer = {id(loc): o for loc, o in zip(self.strided, outer)}
+        self.last = {id(loc): v[-1] for loc, v in zip(self.strided, vectors)}
+
+    def _full(self, loc: Strided) -> list[int]:
+        if len(loc.shape) == len(self.shape):
+            return [0 if d == 1 and t != 1 else st
+                    for d, t, st in zip(loc.shape, self.shape, loc.strides)]
+        return list(broadcast_access(loc, self.shape))
+
+    def index(self, loc: Strided, names: Sequence[Expr], i: Expr | None) -> Index:
+        """Element ``i`` of ``loc``'s row (its one element per row when ``i`` is None)."""
+        strides = list(self.outer[id(loc)]) + ([self.last[id(loc)]] if i is not None else [])
+        return _affine(loc.offset, strides, list(names) + ([i] if i is not None else []))
 
 
 def _blas_layout(loc: Strided, rows: int, cols: int) -> str:

@@ -10,6 +10,23 @@ import tensorcode as tc
 from tensorcode.compiler.lower import schedule as schedule_module
 
 
+#: the search's default, read before any test turns it on
+DEFAULT = schedule_module.FUSED_PATTERNS
+
+
+@pytest.fixture(autouse=True)
+def patterns_on(monkeypatch):
+    """The search is off by default (``schedule.FUSED_PATTERNS``); these tests turn it on."""
+    monkeypatch.setattr(schedule_module, "FUSED_PATTERNS", True)
+
+
+def test_the_search_is_off_by_default(monkeypatch):
+    assert DEFAULT is False
+    monkeypatch.setattr(schedule_module, "FUSED_PATTERNS", DEFAULT)
+    network, y, loss, adjoints, _ = _program((6, 40))
+    assert "layer_norm" not in _kinds(network.entry([y]).lower("llvm"))
+
+
 def _program(shape, dtype="float32", how="composite", seed=0):
     rng = np.random.default_rng(seed)
     tape = tc.Tape()
