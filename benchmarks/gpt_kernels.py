@@ -36,7 +36,7 @@ _SCRIPT = textwrap.dedent("""
     from tensorcode.nn.transformer import GptConfig
     tc.set_num_threads(1)
     config = GptConfig(**{shape!r})
-    T, V, repeat = config.block_size, config.vocab_size, {repeat}
+    T, V, repeat, train = {context}, config.vocab_size, {repeat}, {train}
     rng = np.random.default_rng(0)
 
     def profile(run):
@@ -82,19 +82,23 @@ _SCRIPT = textwrap.dedent("""
         schedule.FUSED_PATTERNS = patterns
         with profiling():
             model = gpt2.GptModel(config, seed=0, context=T)
-            trained = gpt2.GptModel(config, batch=16, context=T)
-            optimizer = tc.optim.AdamW(weight_decay=0.01)
             model.logits(ids)
-            trained.train_step(batch, targets, optimizer, 1e-3)
+            trained = optimizer = None
+            if train:
+                trained = gpt2.GptModel(config, batch=16, context=T)
+                optimizer = tc.optim.AdamW(weight_decay=0.01)
+                trained.train_step(batch, targets, optimizer, 1e-3)
         sides[patterns] = (model, trained, optimizer)
     schedule.FUSED_PATTERNS = False
     measured = {{}}
     for patterns in (False, True, True, False):  # each side's better of two, alternated
         model, trained, optimizer = sides[patterns]
         suffix = "_patterns" if patterns else ""
-        for part, run in (("forward", lambda: model.logits(ids)),
-                          ("step", lambda: trained.train_step(batch, targets, optimizer,
-                                                              1e-3))):
+        parts = [("forward", lambda: model.logits(ids))]
+        if train:
+            parts.append(("step", lambda: trained.train_step(batch, targets, optimizer,
+                                                             1e-3)))
+        for part, run in parts:
             found = profile(run)
             kept = measured.get(part + suffix)
             if kept is None or sum(k["seconds"] for k in found["kinds"].values()) < \
@@ -109,13 +113,14 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-def profile(shape: dict, repeat: int) -> dict:
-    """The per-kind tables of ``shape``'s forward (B=1) and training step (B=16, AdamW),
-    measured in a fresh one-thread process."""
+def profile(shape: dict, repeat: int, context: int, train: bool = True) -> dict:
+    """The per-kind tables of ``shape``'s forward (B=1, T=``context``) and, with
+    ``train``, its training step (B=16, AdamW), measured in a fresh one-thread process."""
     from .compiler_llvm import environment
     from .suite_gpt import ROOT
 
-    code = _SCRIPT.format(root=str(ROOT), shape=shape, repeat=repeat)
+    code = _SCRIPT.format(root=str(ROOT), shape=shape, repeat=repeat, context=context,
+                          train=train)
     env = environment(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=1800, env=env)
@@ -124,13 +129,17 @@ def profile(shape: dict, repeat: int) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def kernel_rows(suite: str, label: str, shape: dict, repeat: int) -> list[Row]:
-    """One row per kernel kind of the forward and of the training step (see the module
-    doc), largest first, and a total row against the wall time."""
-    out = profile(shape, repeat)
+def kernel_rows(suite: str, label: str, shape: dict, repeat: int, context: int,
+                train: bool = True) -> list[Row]:
+    """One row per kernel kind of the forward and (``train``) of the training step (see
+    the module doc), largest first, and the total rows against the wall time."""
+    out = profile(shape, repeat, context, train)
     bandwidth = out["bandwidth"]
     rows = []
-    for part, name in (("forward", "forward B=1"), ("step", "train step B=16 AdamW")):
+    parts = [("forward", f"forward B=1 T={context}")]
+    if train:
+        parts.append(("step", f"train step B=16 T={context} AdamW"))
+    for part, name in parts:
         measured = out[part]
         kinds = measured["kinds"]
         total = sum(k["seconds"] for k in kinds.values())

@@ -17,8 +17,9 @@ one with ``--quick``) so both sides meet the same machine load; each keeps its b
   random weights): the cold lowering of the decode plans (empty plan cache), a fresh
   process's time to the first token with a warm cache (import, load, lower, prompt of
   one token, one new token), and that process's peak resident memory;
-- ``kernels``: where the small configuration's forward and training step spend their
-  time, per kernel kind, against same-shape sgemm and copy bandwidth (``gpt_kernels``).
+- ``kernels``: where the small configuration's forward and training step (and, without
+  ``--quick``, GPT-2 124M's forward at T = 128) spend their time, per kernel kind,
+  against same-shape sgemm and copy bandwidth (``gpt_kernels``).
 
 On a shared machine, run with ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1``: threaded
 BLAS (and PyTorch's threads) spin against other processes and both sides slow down by
@@ -491,4 +492,8 @@ def run(quick: bool) -> list[Row]:
         rows += large_plan_rows(quick)
     from .gpt_kernels import kernel_rows
 
-    return rows + _train(quick) + kernel_rows(SUITE, "small 4x128", SMALL, 5 if quick else 20)
+    rows += _train(quick) + kernel_rows(SUITE, "small 4x128", SMALL, 5 if quick else 20,
+                                        min(FORWARD_T, SMALL["block_size"]))
+    if not quick:  # GPT-2 124M's forward, kernel by kernel (random weights)
+        rows += kernel_rows(SUITE, "gpt2-124M", GPT2_124M, 3, FORWARD_T, train=False)
+    return rows

@@ -9,6 +9,7 @@ machine it runs. ``kernel_cost(graph, kernel)`` counts, from the kernel record a
 - ``bytes``: what the kernel reads and writes once, each distinct location's elements
   at their dtype's size (a broadcast operand counts the elements it holds, not the
   times it is read): the traffic a kernel that streamed each operand once would move.
+  A gather counts the rows it reads (as many as it writes), not the whole table.
 
 ``label`` names the kernel's class for a per-kind table: ``matmul``, ``matmul (loops)``
 for a small product by generated loops, ``fused``, ``fused reduction`` (a fused kernel
@@ -34,6 +35,7 @@ from .kernels import (
     Scalar,
     SoftmaxKernel,
     Strided,
+    TakeKernel,
 )
 
 
@@ -72,6 +74,8 @@ def _traffic(kernel: Kernel) -> int:
 def kernel_cost(graph: Graph, kernel: Kernel) -> KernelCost:
     """The cost of ``kernel`` (a record of a schedule over ``graph``)."""
     traffic = _traffic(kernel)
+    if isinstance(kernel, TakeKernel):  # a gather reads the rows it writes, not the table
+        traffic = 2 * _held(kernel.out) + _held(kernel.index)
     if isinstance(kernel, MatmulKernel):
         batch = math.prod(kernel.batch)
         label = "matmul" if kernel.mode == "blas" else "matmul (loops)"
