@@ -67,8 +67,9 @@ ALIGN = 16
 #: whether ``build`` lowers the shapes ``patterns.py`` finds (layer norms, softmaxes and
 #: log-sum-exps) as kernels of their own. Off by default: measured against the fused
 #: kernels they replace (same bits), the layer norm ran 15-23% slower on rows of 128 and
-#: 7% faster on rows of 768, the causal softmax over [4, 64, 64] 18% slower (see
-#: docs/benchmarks.md, "Where the time goes, per kernel")
+#: 7% faster on rows of 768, the causal softmax over [4, 64, 64] 18% slower: each row's
+#: scalar work sits between the kernel's loops, where the fused kernels vectorize it
+#: across rows (see docs/benchmarks.md, "Where the time goes, per kernel")
 FUSED_PATTERNS = False
 
 #: ops lowered to one kernel record each by ``kernels.index_kernel``
