@@ -9,7 +9,6 @@ import pytest
 import tensorcode as tc
 from tensorcode.compiler.lower import schedule as schedule_module
 
-
 #: the search's default, read before any test turns it on
 DEFAULT = schedule_module.FUSED_PATTERNS
 
