@@ -413,7 +413,7 @@ def test_file_headers_are_checked_in_one_place():
 #: 5900 with the native worker pool and the thread knob, ``backends/pool.py`` and
 #: ``threads.py``; 6300 with per-kernel profiles, ``profiling.py`` and ``llvm/profile.py``,
 #: and the fused kernels' renderers; lower: 3500 with the kernels found by pattern,
-#: ``patterns.py``, and each kernel's cost, ``cost.py``)
+#: ``row_kernels.py``, and each kernel's cost, ``cost.py``)
 LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 3500, "backends": 6300, "plans": 2400,
                "subset": 1750, "shims": 40}
 

@@ -82,7 +82,7 @@ def fuse(graph: Graph, is_view: Callable[[int], bool] | None = None,
     order themselves after their inputs, so groups they do not depend on stay open.
     ``is_view(i)`` says which nodes are free views (default: every ``primitives.is_view``
     op); a view the schedule must copy is a barrier like any other kernel. ``units``
-    maps each node of a kernel found by pattern (``patterns.py``) to the group's first
+    maps each node of a kernel found by pattern (``row_kernels.py``) to the group's first
     node: every member is placed where that first node is, like one barrier."""
     units = units or {}
     if is_view is None:

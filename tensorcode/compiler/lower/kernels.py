@@ -397,7 +397,7 @@ class RandomKernel(Kernel):
 
 @dataclass(eq=False)
 class LayerNormKernel(Kernel):
-    """A layer norm over the last axis of ``x`` (``patterns.LayerNormMatch``: ``match``
+    """A layer norm over the last axis of ``x`` (``row_kernels.LayerNormMatch``: ``match``
     names its nodes), ``eps`` baked, optional ``gain`` and ``bias`` vectors; ``stores``
     the members read outside the kernel (node -> location); the rest stay in
     registers and one row of scratch."""
@@ -428,7 +428,7 @@ class LayerNormKernel(Kernel):
 
 @dataclass(eq=False)
 class SoftmaxKernel(Kernel):
-    """A softmax or log-sum-exp over the last axis of ``z`` (``patterns.SoftmaxMatch``:
+    """A softmax or log-sum-exp over the last axis of ``z`` (``row_kernels.SoftmaxMatch``:
     ``match`` names its nodes); ``stores`` the members read outside the kernel."""
 
     kind: ClassVar[str] = "softmax"

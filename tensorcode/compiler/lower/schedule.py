@@ -8,7 +8,7 @@ each a function below, in this order:
    baked ``Scalar``). Reshape, transpose, broadcast, slice and detach compute nothing:
    they are views, and only a reshape of a non-contiguous view is copied;
 2. ``fuse`` (``fusion.py``): elementwise nodes of one shape, and the reductions they
-   feed, share a loop nest; the layer norms and softmaxes ``patterns.py`` finds are
+   feed, share a loop nest; the layer norms and softmaxes ``row_kernels.py`` finds are
    kept out of it, each to be one ``LayerNormKernel`` or ``SoftmaxKernel``;
 3. ``assign_buffers``: which values need memory (read across kernels, through views, or
    returned), one region of the output arena per root (in root order, so a gradient
@@ -55,7 +55,7 @@ from .kernels import (
     index_kernel,
     view_of,
 )
-from .patterns import LayerNormMatch, SoftmaxMatch, layer_norms, softmaxes
+from .row_kernels import LayerNormMatch, SoftmaxMatch, layer_norms, softmaxes
 
 #: matmuls with at most this many multiply-adds run as generated loops; larger float
 #: matmuls call BLAS through ``np.dot`` on contiguous (or transposed) operands
@@ -64,7 +64,7 @@ LOOP_MATMUL_LIMIT = 1 << 15
 #: (64 bytes of float32)
 ALIGN = 16
 
-#: whether ``build`` lowers the shapes ``patterns.py`` finds (layer norms, softmaxes and
+#: whether ``build`` lowers the shapes ``row_kernels.py`` finds (layer norms, softmaxes and
 #: log-sum-exps) as kernels of their own. Off by default: measured against the fused
 #: kernels they replace (same bits), the layer norm ran 15-23% slower on rows of 128 and
 #: 7% faster on rows of 768, the causal softmax over [4, 64, 64] 18% slower: each row's
