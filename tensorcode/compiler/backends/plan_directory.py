@@ -21,25 +21,41 @@ from collections.abc import Iterator
 from ...errors import CacheError
 from .counters import cache_dir
 
+#: open flags that refuse a link at the path and never wait on a FIFO's other end
+NO_FOLLOW = (getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_CLOEXEC", 0))
+
 
 @contextlib.contextmanager
 def locked(path: pathlib.Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (a lock file) for the duration of the block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    """An exclusive lock on ``path`` (a lock file, created owner-only) for the duration
+    of the block. Raises ``Untrusted`` when something that is not a regular file of the
+    current user holds the path (a directory, a FIFO, a link): nothing else is opened,
+    or waited on, as a lock."""
+    try:
+        with contextlib.suppress(FileNotFoundError):  # before opening: no FIFO or device
+            _check_lock(path, path.lstat())
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | NO_FOLLOW, 0o600)
+    except OSError as error:
+        raise Untrusted(f"{path}: {error.strerror or error}") from None
+    try:
+        _check_lock(path, os.fstat(descriptor))  # the file opened is the one checked
         try:
             import fcntl
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
         except ImportError:  # pragma: no cover - not POSIX: atomic renames only
             pass
-        try:
-            yield
-        finally:
-            try:
-                import fcntl
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            except ImportError:  # pragma: no cover
-                pass
+        yield
+    finally:
+        os.close(descriptor)  # closing the descriptor releases its lock
+
+
+def _check_lock(path: pathlib.Path, info: os.stat_result) -> None:
+    """A lock file holds nothing: it must be a regular file of ours, whatever its mode."""
+    if not stat.S_ISREG(info.st_mode):
+        raise Untrusted(f"{path} is not a regular file")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise Untrusted(f"{path} is owned by uid {info.st_uid}, not by the current user")
 
 
 _WARNED: set[str] = set()
@@ -60,8 +76,14 @@ class Untrusted(Exception):
 
 def check_owned(path: pathlib.Path, directory: bool) -> None:
     """Refuse ``path`` unless it is a real (not linked) directory or regular file owned
-    by the current user and writable by nobody else."""
-    info = path.lstat()
+    by the current user and writable by nobody else (``OSError`` when it is missing)."""
+    check_status(path, path.lstat(), directory)
+
+
+def check_status(path: pathlib.Path, info: os.stat_result, directory: bool) -> None:
+    """``check_owned`` of ``info``, the status of ``path`` (from ``lstat``, or ``fstat``
+    of a descriptor opened without following links: the file then read is the one
+    checked)."""
     kind = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
     if not kind:
         raise Untrusted(f"{path} is not a {'directory' if directory else 'regular file'}")
@@ -98,5 +120,5 @@ def plans_directory() -> pathlib.Path:
     return plans
 
 
-__all__ = ["Untrusted", "check_owned", "locked", "plans_directory", "trusted_directory",
-           "warn_once"]
+__all__ = ["NO_FOLLOW", "Untrusted", "check_owned", "check_status", "locked",
+           "plans_directory", "trusted_directory", "warn_once"]
