@@ -48,25 +48,32 @@ def read(path: pathlib.Path, magic: bytes, context: Sequence[bytes],
         return None
     except OSError as error:
         raise Untrusted(f"{path}: {error.strerror or error}") from None
-    with io.FileIO(descriptor, "rb") as handle:
+    try:
         info = os.fstat(descriptor)
         check_status(path, info, directory=False)  # the file opened is the one checked
-        head = len(magic) + TAG_BYTES
-        length = info.st_size - head
-        if length < 0:
-            raise Untrusted("too short to be a cache entry")
-        if length > limit:
-            raise Untrusted(f"{info.st_size} bytes, more than a cache entry may hold "
-                            f"({limit})")
-        header = bytearray(head)
-        with memoryview(header) as view:
-            _fill(handle, view, path, None)
-        if header[:len(magic)] != magic:
-            raise Untrusted("not a TensorCode cache entry of this kind")
-        mac = authenticator(magic, *context, length=length)
-        payload = bytearray(length)
-        with memoryview(payload) as view:
-            _fill(handle, view, path, mac)
+    except (OSError, Untrusted) as error:
+        os.close(descriptor)
+        raise Untrusted(str(error)) from None
+    try:
+        with io.FileIO(descriptor, "rb") as handle:
+            head = len(magic) + TAG_BYTES
+            length = info.st_size - head
+            if length < 0:
+                raise Untrusted("too short to be a cache entry")
+            if length > limit:
+                raise Untrusted(f"{info.st_size} bytes, more than a cache entry may hold "
+                                f"({limit})")
+            header = bytearray(head)
+            with memoryview(header) as view:
+                _fill(handle, view, path, None)
+            if header[:len(magic)] != magic:
+                raise Untrusted("not a TensorCode cache entry of this kind")
+            mac = authenticator(magic, *context, length=length)
+            payload = bytearray(length)
+            with memoryview(payload) as view:
+                _fill(handle, view, path, mac)
+    except OSError as error:
+        raise Untrusted(f"{path}: {error.strerror or error}") from None
     if not hmac.compare_digest(header[len(magic):], mac.digest()):
         raise Untrusted("its authentication tag is not valid here")
     return payload

@@ -216,3 +216,50 @@ def test_a_read_only_cache_compiles_in_memory(tmp_path, monkeypatch, fresh_warni
     finally:
         os.chmod(cache, 0o700)
     assert len(caught) == 1 and "compiling plans in memory" in caught[0]
+
+
+@pytest.mark.parametrize("obstacle", ["source-directory", "lock-directory", "lock-fifo",
+                                      "compiled-directory"])
+def test_a_numba_entry_path_that_is_not_a_file_is_refused_once(tmp_path, monkeypatch,
+                                                               fresh_warnings, obstacle):
+    """A directory at a numba entry's source or compiled file, or a directory or FIFO at
+    its lock, is refused (left alone, never opened as a file): the plan compiles (in
+    memory when the entry cannot be used at all) and runs, with one warning."""
+    from tensorcode.compiler.backends.numba import backend
+
+    monkeypatch.setenv("TENSORCODE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(backend, "_MODULES", {})
+    tape = tc.Tape()
+    x = tape.input(np.arange(4, dtype=np.float32), name="x")
+    y = (x * np.float32(0.625) - np.float32(1.5)).sum()
+    network = tape.into_network()
+
+    def lower() -> tuple[dict, list[str]]:
+        before = compile_stats()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = network.entry([y]).lower("numba").forward(network.parameters()).of(y)
+        assert float(value) == pytest.approx(float(np.sum(np.arange(4) * 0.625 - 1.5)))
+        after = compile_stats()
+        return {k: after[k] - before[k] for k in after}, [str(w.message) for w in caught]
+
+    lower()
+    plans = tmp_path / "cache" / "plans"
+    (source,) = plans.glob("p_*.py")
+    if obstacle == "source-directory":
+        path = source
+    elif obstacle == "compiled-directory":
+        (path,) = (plans / "__pycache__").glob(f"{source.stem}.*.tcnb")
+    else:
+        path = plans / f"{source.stem}.lock"
+    path.unlink()
+    os.mkfifo(path) if obstacle == "lock-fifo" else path.mkdir()
+    backend._MODULES.clear()
+    stats, caught = lower()
+    assert len(caught) == 1, caught
+    assert "not a regular file" in caught[0] or "is a directory" in caught[0], caught
+    if obstacle == "compiled-directory":  # that file only: refused, compiled, not cached
+        assert stats["untrusted_entries"] == 1 and "recompiling it" in caught[0]
+    else:
+        assert stats["memory_compiled"] == 1 and "compiling it in memory" in caught[0]
+    assert stats["compiled"] >= 1 and path.exists() and not path.is_file()

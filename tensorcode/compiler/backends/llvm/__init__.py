@@ -225,9 +225,10 @@ def _entry_addresses(key: str, compile_object: Callable[[], bytes],
         _count("memory_compiled")
         return load_entries(compile_object())
 
-    def refused(problem: str) -> None:  # one warning per entry, however it failed
-        _count("untrusted_entries")
-        _count("corrupt_entries")
+    def refused(problem: str, counted: bool = True) -> None:  # one warning per entry
+        if counted:
+            _count("untrusted_entries")
+            _count("corrupt_entries")
         warn_once(key + ":llvm", f"tensorcode: plan cache entry "
                                   f"{cache.entry_path(directory, key)} was not used "
                                   f"({problem}); recompiling it")
@@ -252,7 +253,7 @@ def _entry_addresses(key: str, compile_object: Callable[[], bytes],
             try:
                 cache.write(directory, key, data)
             except ValueError as error:  # a directory at the entry's path: not cached
-                refused(str(error))
+                refused(str(error), counted=False)
             return addresses
     except Untrusted as error:  # the entry's lock: not a regular file of ours
         refused(str(error))

@@ -376,7 +376,10 @@ def _in_memory(error: Exception, key: str) -> None:
 def _numba_module(source: str, key: str, program: Program) -> CompiledModule:
     """The entry's module compiled, or its functions loaded, through the on-disk cache
     (raises ``CacheError``, ``OSError`` or ``Untrusted`` when it cannot be used)."""
+    from ..secret import secret
+
     directory = plans_directory()
+    secret()  # a CacheError now, not when a later entry point is first compiled
     stem = f"p_{key}"
     with _locked(directory / f"{stem}.lock"):
         _prepare_entry(directory, stem, source, key)
@@ -420,12 +423,13 @@ def _read_source(path: pathlib.Path, size: int) -> bytes | None:
         return None
     except OSError:
         return b""
+    try:
+        info = os.fstat(descriptor)
+        check_status(path, info, directory=False)
+    except (OSError, _Untrusted):
+        os.close(descriptor)
+        return b""
     with open(descriptor, "rb") as handle:
-        try:
-            info = os.fstat(descriptor)
-            check_status(path, info, directory=False)
-        except (OSError, _Untrusted):
-            return b""
         return handle.read(size + 1) if info.st_size == size else b""
 
 
@@ -446,7 +450,10 @@ def compiled_functions(source: str, entries: dict[str, str]) -> dict[str, Any]:
             return _FUNCTIONS[key]
         stem = f"u_{key}"
         try:
+            from ..secret import secret
+
             directory = plans_directory()
+            secret()
             with _locked(directory / f"{stem}.lock"):
                 _prepare_entry(directory, stem, source, key)
                 module = _load_module(source, key, str(directory / f"{stem}.py"))

@@ -29,6 +29,7 @@ import numba
 from numba.core import compiler, serialize, typeinfer
 from numba.core.caching import _Cache
 
+from ....errors import CacheError
 from .. import tagged_file
 from ..counters import count
 from ..plan_directory import Untrusted, warn_once
@@ -83,7 +84,7 @@ class SealedCache(_Cache):
         path, identity = self._locate(sig, target_context.codegen())
         try:
             payload = tagged_file.read(path, MAGIC, self._context(path))
-        except Untrusted as error:
+        except (Untrusted, CacheError) as error:
             _refused(path, str(error))
             return None
         if payload is None:
@@ -107,7 +108,7 @@ class SealedCache(_Cache):
         payload = serialize.dumps((identity, data._reduce()))
         try:
             tagged_file.write(path, MAGIC, self._context(path), payload)
-        except (OSError, Untrusted) as error:
+        except (OSError, Untrusted, CacheError) as error:
             warn_once(str(path), f"tensorcode: plan cache file {path} could not be "
                                  f"written ({error}); the code runs, uncached")
 
