@@ -1,12 +1,14 @@
 """The plan cache's directory, trusted the way ssh trusts ``~/.ssh``: the rules both
 compiled backends' caches follow, in one place.
 
-Whatever executes from the cache (a Numba module and its machine code, an llvm object)
-is read only from a directory the current user owns and nobody else can write:
+Whatever executes from the cache (a compiled Numba function, an llvm object) is read
+only from a directory the current user owns and nobody else can write:
 ``plans_directory()`` checks (and creates, ``0700``) the cache root, ``plans`` and its
-``__pycache__`` (Numba's machine code), and ``check_owned`` an entry before it is read.
-``locked`` serializes the processes filling one entry, and ``warn_once`` reports an
-entry that was not used once per process. Importing this module loads neither backend.
+``__pycache__`` (compiled Numba functions), and ``check_owned``/``check_status`` a file
+before and after it is opened (``tagged_file`` then checks its authentication tag).
+``locked`` serializes the processes filling one entry (its lock a regular file of ours,
+nothing else), and ``warn_once`` reports an entry that was not used once per process.
+Importing this module loads neither backend.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def trusted_directory(path: pathlib.Path) -> pathlib.Path:
 
 def plans_directory() -> pathlib.Path:
     """The cache's ``plans`` directory, checked: the cache root, ``plans`` and its
-    ``__pycache__`` (Numba's machine code) each a real directory owned by the current
+    ``__pycache__`` (compiled Numba functions) each a real directory owned by the current
     user, writable by no one else and writable by us (each created ``0700``). Raises
     ``CacheError`` saying why the cache cannot be used."""
     try:

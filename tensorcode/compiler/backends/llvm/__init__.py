@@ -248,10 +248,10 @@ def _entry_addresses(key: str, compile_object: Callable[[], bytes],
                 else:
                     _count("cache_loaded")
                     return addresses
-            data = compile_object()
-            addresses = load_entries(data)
+            compiled = compile_object()
+            addresses = load_entries(compiled)
             try:
-                cache.write(directory, key, data)
+                cache.write(directory, key, compiled)
             except ValueError as error:  # a directory at the entry's path: not cached
                 refused(str(error), counted=False)
             return addresses

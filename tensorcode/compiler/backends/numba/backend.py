@@ -108,10 +108,7 @@ def _installed_version(package: str) -> str:
 
 
 def _purge_numba_cache(directory: pathlib.Path, stem: str) -> None:
-    """Remove entry ``stem``'s compiled files (and those of earlier TensorCode versions:
-    Numba's own index and data files, and the manifest that recorded them)."""
-    with contextlib.suppress(OSError):
-        (directory / f"{stem}.manifest.json").unlink()
+    """Remove entry ``stem``'s compiled files (earlier versions' Numba files too)."""
     pycache = directory / "__pycache__"
     if pycache.is_dir():
         for f in pycache.glob(f"{stem}.*"):

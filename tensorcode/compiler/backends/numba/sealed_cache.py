@@ -14,8 +14,7 @@ not a regular file of ours, too large, or without a valid tag is reported once
 (``RuntimeWarning``), counted (``untrusted_entries``) and compiled again; a file that
 cannot be written is not cached (same warning). ``NUMBA_CACHE_DIR`` and
 ``NUMBA_CACHE_LOCATOR_CLASSES`` play no part: Numba's locators are never consulted.
-
-Importing this module imports Numba (the backend imports it when it compiles).
+Importing this module imports Numba (the backend imports it only to compile).
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from typing import Any
 
 import numba
 from numba.core import compiler, serialize, typeinfer
-from numba.core.caching import _Cache
 
 from ....errors import CacheError
 from .. import tagged_file
@@ -38,10 +36,11 @@ MAGIC = b"tensorcode.numba"  # 16 bytes
 SUFFIX = ".tcnb"
 
 
-class SealedCache(_Cache):
+class SealedCache:
     """The cache of one function of plan module ``stem`` (``p_<key>``, whose key covers
     the module's source) in ``directory``: a file ``<stem>.<function>.<digest>.tcnb`` per
-    signature and CPU (the digest of ``identity``)."""
+    signature and CPU (the digest of ``identity``). It has the methods a Numba
+    dispatcher calls on its cache (``numba.core.caching.Cache``'s)."""
 
     def __init__(self, function: Any, directory: pathlib.Path, stem: str) -> None:
         self._function = function
@@ -59,8 +58,8 @@ class SealedCache(_Cache):
     def disable(self) -> None:
         self._enabled = False
 
-    def flush(self) -> None:
-        """Nothing to drop: a file is only ever used for the identity it records."""
+    def flush(self) -> None:  # nothing to drop: a file is used only for its identity
+        pass
 
     def _locate(self, signature: Any, codegen: Any) -> tuple[pathlib.Path, str]:
         """The file of ``signature`` and what it must hold: Numba's version, the
