@@ -302,9 +302,11 @@ def test_files_planted_before_a_compile_never_run(every_entry, tmp_path, numba_c
     _planted_run_refuses_every_file(fresh, numba_dir, marker, len(compiled))
 
 
-def test_files_planted_while_compiling_never_run(tmp_path, monkeypatch):
+@pytest.mark.parametrize("numba_cache_dir", [False, True], ids=["", "NUMBA_CACHE_DIR"])
+def test_files_planted_while_compiling_never_run(tmp_path, monkeypatch, numba_cache_dir):
     """A hook between Numba's compile and the cache's write plants a bomb where the file
-    is about to be written and at Numba's own index paths (``NUMBA_CACHE_DIR`` set), and
+    is about to be written and at Numba's own index paths (and under ``NUMBA_CACHE_DIR``
+    where it is set), and
     replaces one file just after it was written, behind its genuine header: the write
     tags the bytes in hand (never a file on disk), so the first plant is overwritten and
     the second refused when the next lowering reads it."""
@@ -323,8 +325,8 @@ def test_files_planted_while_compiling_never_run(tmp_path, monkeypatch):
     monkeypatch.setenv(secrets.SECRET_ENV, str(tmp_path / "secret" / "key"))
     monkeypatch.setattr(backend, "_MODULES", {})
     monkeypatch.setattr(plan_directory, "_WARNED", set())
-    numba_dir = tmp_path / "numba"
-    monkeypatch.setattr(numba.config, "CACHE_DIR", str(numba_dir))
+    numba_dir = tmp_path / "numba" if numba_cache_dir else None
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(numba_dir) if numba_dir else "")
     marker = tmp_path / "ran"
     bomb = pickle.dumps(Plant(marker))
     written: list[pathlib.Path] = []
@@ -371,4 +373,7 @@ def test_files_planted_while_compiling_never_run(tmp_path, monkeypatch):
     assert second["cache_loaded"] == 1 and second["compiled"] >= 1
     assert second["untrusted_entries"] == 1 and len(caught) == 1
     assert written[1].name in caught[0] and "authentication tag" in caught[0]
-    assert not [p for p in numba_dir.rglob("*") if p.is_file() and p.suffix != ".nbi"]
+    for place in [tmp_path / "cache" / "plans" / "__pycache__"] + (
+            [numba_dir] if numba_dir is not None else []):  # Numba wrote nothing of its own
+        assert not [p for p in place.rglob("*") if p.is_file() and p.suffix not in
+                    (".nbi", ".tcnb")]
