@@ -1,5 +1,7 @@
 """The ahead-of-time plan cache, observed through compile counters in fresh processes
-(never through timing)."""
+(never through timing), and the numba backend's compiled files: a pickle planted before,
+during or after a compile, at any path Numba's own cache or TensorCode's reads, with or
+without ``NUMBA_CACHE_DIR``, never runs."""
 
 from __future__ import annotations
 
