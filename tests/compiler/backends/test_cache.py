@@ -352,11 +352,12 @@ def test_files_planted_while_compiling_never_run(tmp_path, monkeypatch, numba_ca
     expected = network.entry([y]).lower("reference").forward_batch(
         network.parameters(), cases).of(y)
 
-    def lower() -> tuple[dict, list[str]]:
+    def lower(between=lambda: None) -> tuple[dict, list[str]]:
         before = compile_stats()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             plan = network.entry([y]).lower("numba")
+            between()  # the plan is prepared and its run loaded; run_batch is not yet
             got = plan.forward_batch(network.parameters(), cases).of(y)
             plan.forward(network.parameters())
         np.testing.assert_allclose(got, expected, rtol=1e-5)
@@ -375,6 +376,18 @@ def test_files_planted_while_compiling_never_run(tmp_path, monkeypatch, numba_ca
     assert second["cache_loaded"] == 1 and second["compiled"] >= 1
     assert second["untrusted_entries"] == 1 and len(caught) == 1
     assert written[1].name in caught[0] and "authentication tag" in caught[0]
+    # planted after the plan was prepared, before its run_batch is first needed in the
+    # process: the file is checked when it is read, not when the plan was prepared
+    backend._MODULES.clear()
+    plan_directory._WARNED.clear()
+
+    def plant_batch() -> None:
+        written[1].write_bytes(written[1].read_bytes()[:48] + bomb)
+
+    third, caught = lower(plant_batch)
+    assert not marker.exists(), "planted compiled code ran"
+    assert third["cache_loaded"] == 1 and third["untrusted_entries"] == 1
+    assert len(caught) == 1 and written[1].name in caught[0]
     for place in [tmp_path / "cache" / "plans" / "__pycache__"] + (
             [numba_dir] if numba_dir is not None else []):  # Numba wrote nothing of its own
         assert not [p for p in place.rglob("*") if p.is_file() and p.suffix not in
