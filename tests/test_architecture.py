@@ -409,9 +409,9 @@ def test_file_headers_are_checked_in_one_place():
 #: lines per layer (the compiler's top-level re-exports count as "shims")
 #: (plans: 2400 for the lean feed path of plans called from threads and the bound step
 #: call that keeps its fixed buffers' pointers, then the saved graph's size bound and
-#: Plan.export; backends: 6500 for the native worker pool
+#: Plan.export; backends: 6600 for the native worker pool, the checked Numba cache
 #: and the thread knob, ``backends/pool.py`` and ``threads.py``)
-LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6500, "plans": 2400,
+LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6600, "plans": 2400,
                "subset": 1750, "shims": 40}
 
 

@@ -227,11 +227,11 @@ def _entry_addresses(key: str, compile_object: Callable[[], bytes],
     """The entry points' addresses (a plan's by default, else ``entries``): the cache
     entry's object when it is valid, else a fresh compile (written to the cache when it
     can be used)."""
-    from ..plan_directory import locked, plans_directory, warn_once
+    from ..plan_directory import Untrusted, locked, plans_directory, warn_once
     from . import cache
     from .objects import UntrustedObject, load
 
-    def load_entries(data: bytes) -> dict[str, int]:
+    def load_entries(data: bytes | bytearray) -> dict[str, int]:
         return load(data) if entries is None else load(data, entries, ())
 
     try:
@@ -242,30 +242,41 @@ def _entry_addresses(key: str, compile_object: Callable[[], bytes],
                                       "(see docs/compiler.md, 'Trusting a cache directory')")
         _count("memory_compiled")
         return load_entries(compile_object())
-    with locked(directory / f"l_{key}.lock"):
-        problem = None
-        try:
-            data = cache.read(directory, key)
-        except ValueError as error:
-            data, problem = None, str(error)
-        if data is not None:
-            try:
-                addresses = load_entries(data)
-            except UntrustedObject as error:
-                problem = str(error)
-            else:
-                _count("cache_loaded")
-                return addresses
-        if problem is not None:
+
+    def refused(problem: str, counted: bool = True) -> None:  # one warning per entry
+        if counted:
             _count("untrusted_entries")
             _count("corrupt_entries")
-            warn_once(key + ":llvm", f"tensorcode: plan cache entry "
-                                      f"{cache.entry_path(directory, key)} was not used "
-                                      f"({problem}); recompiling it")
-        data = compile_object()
-        addresses = load_entries(data)
-        cache.write(directory, key, data)
-        return addresses
+        warn_once(key + ":llvm", f"tensorcode: plan cache entry "
+                                  f"{cache.entry_path(directory, key)} was not used "
+                                  f"({problem}); recompiling it")
+
+    try:
+        with locked(directory / f"l_{key}.lock"):
+            try:
+                data = cache.read(directory, key)
+            except ValueError as error:
+                data = None
+                refused(str(error))
+            if data is not None:
+                try:
+                    addresses = load_entries(data)
+                except UntrustedObject as error:
+                    refused(str(error))
+                else:
+                    _count("cache_loaded")
+                    return addresses
+            compiled = compile_object()
+            addresses = load_entries(compiled)
+            try:
+                cache.write(directory, key, compiled)
+            except ValueError as error:  # a directory at the entry's path: not cached
+                refused(str(error), counted=False)
+            return addresses
+    except Untrusted as error:  # the entry's lock: not a regular file of ours
+        refused(str(error))
+        _count("memory_compiled")
+        return load_entries(compile_object())
 
 
 _UPDATES: dict[tuple[str, str], Callable[..., None]] = {}
