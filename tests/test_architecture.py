@@ -230,8 +230,8 @@ def test_the_plans_modules_import_one_way():
 
 #: the compiler's layers, in import order: a module imports its own layer and lower ones
 COMPILER_LAYERS = {"core": 0, "trace": 1, "lower": 2, "backends": 3, "plans": 4, "subset": 5}
-#: import paths documented before the layers, kept as re-exports of their new homes;
-#: nothing in the package imports them
+#: import paths documented before the layers, kept (with a DeprecationWarning) as
+#: re-exports of their new homes until release 0.2.0; nothing in the package imports them
 COMPILER_SHIMS = {"tensorcode.compiler.plan", "tensorcode.compiler.primitives",
                   "tensorcode.compiler.verify", "tensorcode.compiler.autodiff",
                   "tensorcode.compiler.backends.numba_cache"}
@@ -403,11 +403,12 @@ def test_file_headers_are_checked_in_one_place():
 # ---------------------------------------------------------------------------------------
 # a line budget per compiler layer: growth past it is a decision, made here
 
-#: lines per layer (the compiler's top-level re-exports count as "shims")
+#: lines per layer (the compiler's top-level re-exports count as "shims"; 75 for the
+#: deprecation warning each gives until release 0.2.0)
 #: (plans: 2375 for the lean feed path of plans called from threads and the bound step
 #: call that keeps its fixed buffers' pointers)
 LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6000, "plans": 2375,
-               "subset": 1750, "shims": 40}
+               "subset": 1750, "shims": 75}
 
 
 def test_each_compiler_layer_stays_within_its_line_budget():
