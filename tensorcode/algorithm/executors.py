@@ -3,7 +3,7 @@
 An executor is named by its backend (``compiler.backends.BACKENDS``): ``reference``
 evaluates the IR node by node with the NumPy interpreter (the oracle); ``llvm`` (the
 default) and ``numba`` lower the network's output entry once into a compiled plan
-(``network.entry(outputs).lower(backend)``) and call it. A compiled executor never falls
+(``plans.lower(network.entry(outputs), backend)``) and call it. A compiled executor never falls
 back to the reference path: when plans cannot be built it raises, so a result reported
 for ``llvm`` or ``numba`` always came from compiled code.
 
@@ -14,13 +14,13 @@ results are keyed by output name.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from ..compiler.backends import BACKENDS, DEFAULT_BACKEND, REFERENCE, check_backend, interpreter
+from ..compiler.plans import lower
 from ..compiler.plans.tables import Parameters
 from ..compiler.subset import CompiledProgram
 from ..errors import FeedError, LoweringError, TensorCodeError
@@ -122,11 +122,6 @@ class ReferenceExecutor(Executor):
         return results
 
 
-def _plan_module() -> Any:
-    # loaded on first use: ``import tensorcode`` stays light
-    return importlib.import_module("tensorcode.compiler.plans.plan")
-
-
 class CompiledExecutor(Executor):
     """A plan lowered once for the output entry, reused for every call and every
     parameter table of the same network."""
@@ -134,10 +129,9 @@ class CompiledExecutor(Executor):
     def __init__(self, program: CompiledProgram, backend: str = DEFAULT_BACKEND) -> None:
         super().__init__(program)
         self.name = backend
-        _plan_module()
         roots = [symbol for _, symbol in self.output_items]
         try:
-            self.plan = self.network.entry(roots).lower(backend)
+            self.plan = lower(self.network.entry(roots), backend)
         except TensorCodeError:
             raise
         except Exception as exc:  # a backend failure is reported, never hidden
