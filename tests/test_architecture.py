@@ -422,8 +422,9 @@ def test_file_headers_are_checked_in_one_place():
 #: lines per layer (the compiler's top-level re-exports count as "shims"; 75 for the
 #: deprecation warning each gives until release 0.2.0)
 #: (plans: 2375 for the lean feed path of plans called from threads and the bound step
-#: call that keeps its fixed buffers' pointers)
-LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2250, "backends": 6000, "plans": 2375,
+#: call that keeps its fixed buffers' pointers; lower: 2350 for the rewrite rules'
+#: pattern engine, patterns.py)
+LINE_BUDGET = {"core": 1500, "trace": 1250, "lower": 2350, "backends": 6000, "plans": 2375,
                "subset": 1750, "shims": 75}
 
 

@@ -10,6 +10,7 @@ it and reads tables in its layout); the runtime and the products build on it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -228,8 +229,11 @@ class Entry:
         self.roots = tuple(roots)
 
     def graph(self) -> Graph:
-        """The network's graph with this entry's roots as outputs (before any pass)."""
-        return Graph(self.network.graph.nodes, self.roots)
+        """The network's graph with this entry's roots as outputs (before any pass),
+        each parameter and input carrying its network node id as its ``origin``."""
+        nodes = tuple(replace(node, origin=i) if node.op in ("parameter", "input") else node
+                      for i, node in enumerate(self.network.graph.nodes))
+        return Graph(nodes, self.roots)
 
     def origins(self) -> dict[int, int]:
         """For the graph ``optimized()`` returned last, the network node each parameter
@@ -243,27 +247,29 @@ class Entry:
     def optimized(self) -> tuple[Graph, Sources]:
         """The optimized graph in canonical order, and where its sources come from."""
         network = self.network
-        origin = {id(node): i for i, node in enumerate(network.graph.nodes)
-                  if node.op in ("parameter", "input")}
         slots = {s.node: (k, s) for k, s in enumerate(network.layout.slots)}
         graph = optimize(self.graph())
 
+        def origin(node: Node) -> int:
+            assert node.origin is not None  # ``graph()`` gave every source its origin
+            return node.origin
+
         def rank(i: int, node: Node) -> tuple:
             if node.op == "parameter":
-                return (slots[origin[id(node)]][0],)
+                return (slots[origin(node)][0],)
             if node.op == "input":
-                return (origin[id(node)],)
+                return (origin(node),)
             return (i,)
         graph = canonical_order(graph, rank)
         parameters, inputs, origins = {}, [], {}
         for i, node in enumerate(graph.nodes):
             if node.op == "parameter":
-                slot = slots[origin[id(node)]][1]
+                slot = slots[origin(node)][1]
                 parameters[i] = (slot.dtype, slot.offset)
                 origins[i] = slot.node
             elif node.op == "input":
                 inputs.append(i)
-                origins[i] = origin[id(node)]
+                origins[i] = origin(node)
         sources = Sources(parameters, inputs, sorted(network.layout.sizes))
         self._origins = origins
         return graph, sources
