@@ -76,18 +76,17 @@ def lower_step(entry: Entry, backend: str, approximate: bool, optimizer: Any) ->
     if loss_shape != () or loss_dtype not in ("float32", "float64"):
         raise TensorCodeError(f"a step plan's first root is the scalar float loss, got "
                               f"{loss_dtype}{list(loss_shape)}")
-    placed = []
-    for k, (slot, (dtype, offset, shape)) in enumerate(zip(slots, roots[1:])):
+    for k, (slot, (dtype, _, shape)) in enumerate(zip(slots, roots[1:])):
         if tuple(shape) != slot.shape or dtype != slot.dtype:
             raise TensorCodeError(
                 f"root {k + 1} should be the gradient of parameter {slot.label} "
                 f"({slot.dtype}{list(slot.shape)}), got {dtype}{list(shape)}; lower "
                 "adjoints.roots() of a differentiate over every parameter in recording order")
-        placed.append((k, slot.dtype, slot.offset, slot.size, offset))
+    placed = layout.step_slots([offset for _, offset, _ in roots[1:]])
     # a parameter the loss does not reach keeps its value, state and step count
     unreached: set[int] = getattr(network.tape, "unreached_gradients", set())
     skipped = frozenset(k for k, root in enumerate(entry.roots[1:]) if root in unreached)
-    spec = StepSpec(rule, (loss_dtype, loss_offset), tuple(placed), skipped)
+    spec = StepSpec(rule, (loss_dtype, loss_offset), placed, skipped)
     count("plans_lowered")
     return StepPlan(entry, schedule, backend, dict(entry.origins()), approximate, spec,
                     optimizer)
