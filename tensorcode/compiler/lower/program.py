@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import FeedError
 from ..core import ir
 from ..core.dtypes import NUMPY
 from ..core.ir import Graph
@@ -58,20 +59,22 @@ class Status(enum.IntEnum):
     BUFFER = 5
 
 
-class Refused(Exception):
+class Refused(FeedError):
     """A call of an entry point that did not run: ``status``, ``index`` and, for
     ``Status.RANGE``, ``detail`` (the op's own words, generated from the kernel). The
-    plan turns it into its documented error (``plans/plan.py``: ``call_error``)."""
+    plan turns it into its documented error (``plans/plan.py``: ``call_error``); a raw
+    compiled call (``bound.flat``, ``bound.scalars``) lets it through as it is, a
+    ``FeedError`` that names the argument by position."""
 
     def __init__(self, status: Status, index: int = -1, detail: str = "") -> None:
-        super().__init__(Status(status), index, detail)
         self.status = Status(status)
         self.index = index
         self.detail = detail
+        super().__init__(detail or f"the compiled call refused argument #{index} "
+                                   f"({self.status.name.lower()})")
 
-    def __str__(self) -> str:
-        return f"{self.status.name} at argument {self.index}" + \
-            (f": {self.detail}" if self.detail else "")
+    def __reduce__(self) -> tuple:
+        return (Refused, (int(self.status), self.index, self.detail))
 
 
 def check_inputs(program: Program, inputs: Sequence[Any], leading: int | None = None

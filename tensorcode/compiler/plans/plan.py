@@ -338,6 +338,12 @@ class BoundPlan:
         return tuple(outs[k][a:b].reshape(shape) for k, a, b, shape in self._slices)
 
     @property
+    def refused(self) -> tuple[type[BaseException], ...]:
+        """What ``flat``'s and ``scalars``' raw calls raise when the backend refuses a
+        call (``backends.Compiled.refused``); ``bound(...)`` raises a ``FeedError``."""
+        return self.plan._refused
+
+    @property
     def flat(self) -> tuple[Any, list[tuple[int, int, int, tuple]]]:
         """``(fn, roots)``: the compiled call returning flat output buffers, and where
         each root lies in them."""

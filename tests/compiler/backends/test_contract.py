@@ -123,3 +123,23 @@ def test_every_backend_offers_every_declared_call(program, backend):
                if not hasattr(type(compiled), name) and name not in vars(compiled)]
     assert not missing, missing
     assert callable(backends.get(backend).update)
+
+
+def test_a_raw_refusal_is_a_feed_error_that_survives_pickling():
+    import pickle
+
+    refused = pickle.loads(pickle.dumps(Refused(Status.SHAPE, 2)))
+    assert isinstance(refused, FeedError)
+    assert (refused.status, refused.index) == (Status.SHAPE, 2)
+    assert "argument #2" in str(refused)
+    assert str(Refused(Status.RANGE, -1, "take: an index is out of range")) == \
+        "take: an index is out of range"
+
+
+@pytest.mark.parametrize("backend", backends.BACKENDS)
+def test_the_raw_bound_calls_raise_what_the_bound_plan_declares(program, backend):
+    network, plans, _ = program
+    bound = plans[backend].bind(network.parameters())
+    run, _ = bound.flat
+    with pytest.raises(bound.refused):
+        run(X.astype(np.float64), IDX)
