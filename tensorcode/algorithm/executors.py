@@ -3,7 +3,7 @@
 An executor is named by its backend (``compiler.backends.BACKENDS``): ``reference``
 evaluates the IR node by node with the NumPy interpreter (the oracle); ``llvm`` (the
 default) and ``numba`` lower the network's output entry once into a compiled plan
-(``plans.lower(network.entry(outputs), backend)``) and call it. A compiled executor never falls
+(``network.entry(outputs).lower(backend)``) and call it. A compiled executor never falls
 back to the reference path: when plans cannot be built it raises, so a result reported
 for ``llvm`` or ``numba`` always came from compiled code.
 
@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from ..compiler.backends import BACKENDS, DEFAULT_BACKEND, REFERENCE, check_backend, interpreter
-from ..compiler.plans import lower
 from ..compiler.plans.tables import Parameters
 from ..compiler.subset import CompiledProgram
 from ..errors import FeedError, LoweringError, TensorCodeError
@@ -131,7 +130,7 @@ class CompiledExecutor(Executor):
         self.name = backend
         roots = [symbol for _, symbol in self.output_items]
         try:
-            self.plan = lower(self.network.entry(roots), backend)
+            self.plan = self.network.entry(roots).lower(backend)
         except TensorCodeError:
             raise
         except Exception as exc:  # a backend failure is reported, never hidden
