@@ -169,9 +169,11 @@ class Program:
     buffers. ``parameter_nodes`` ((node, dtype, offset) per parameter read),
     ``input_nodes`` and ``constant_nodes`` say which graph node each source array
     holds, for a backend that interprets ``graph`` instead of generating code.
-    ``schedule`` is the schedule the program was built from; only the ``llvm`` code
-    generator still reads it (its port to this record is pending); the Numba generator
-    and every loader read the record alone."""
+    ``schedule`` is the schedule the program was built from; one call still reads it,
+    the ``llvm`` code generator's ``render`` (``backends/llvm/__init__.py``:
+    ``_render``, the hand-over point: once that generator renders this record, the
+    field goes). The Numba generator and every loader, the llvm one included, read the
+    record alone."""
 
     schedule: Schedule
     graph: Graph
