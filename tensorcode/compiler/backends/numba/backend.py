@@ -32,14 +32,15 @@ import stat
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
 
 from ....errors import CacheError
 from ....version import __version__
-from ...lower.program import ir_key
+from ...lower.program import Refused, Status, check_inputs, ir_key
+from ..calls import PlainCalls
 from ..counters import count
 from ..plan_directory import Untrusted as _Untrusted
 from ..plan_directory import locked as _locked
@@ -142,12 +143,27 @@ class _JitOptions(TypedDict):
     error_model: Literal["python", "numpy"]
 
 
-class CompiledModule:
+class CompiledModule(PlainCalls):
     """The loaded, jitted functions of one plan module (a ``backends.Program``): ``run``
     compiled now for the plan's exact argument types, ``batch()`` and ``scalars()`` on
-    first use; all three call the one jitted ``body``."""
+    first use; all three call the one jitted ``body``.
+
+    A call Numba cannot run raises Python's own exceptions: the dispatcher's
+    ``TypeError`` (no compiled signature takes the arguments), the generated checks'
+    ``ValueError`` (a shape) and ``IndexError`` (an index out of range). ``refusal``
+    maps them to a ``Status`` and an argument index by checking the inputs against the
+    ``Program`` again (``check_inputs``), never by reading the exception's text; an
+    ``IndexError`` is ``Status.RANGE``, its text (the generator's words for the kernel)
+    the detail."""
 
     fuses_updates = True
+    refused = (TypeError, ValueError, IndexError)
+
+    def refusal(self, error: BaseException, inputs: Sequence[Any], leading: int | None = None
+                ) -> Refused | None:
+        if isinstance(error, IndexError):
+            return Refused(Status.RANGE, -1, str(error))
+        return check_inputs(self.program, inputs, leading)
 
     def __init__(self, key: str, module: Any, program: Program, source: str = "",
                  directory: pathlib.Path | None = None) -> None:
