@@ -275,7 +275,7 @@ class Entry:
         ``"numba"`` or ``"reference"``). ``approximate`` (default: on unless the environment
         sets ``TENSORCODE_EXACT_MATH=1``) lets the compiled backends evaluate float32 ``tanh``,
         ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
-        ``backends/numba/approx.py``; float64 and the reference backend are always exact.
+        ``lower/approximations.py``; float64 and the reference backend are always exact.
 
         With ``optimizer`` (an optimizer that offers a fused rule: ``tc.optim.Sgd``,
         ``Adam``, ``AdamW`` or a ``RuleOptimizer``), the entry's roots must be a loss and

@@ -32,6 +32,7 @@ from llvmlite import ir
 
 from ....errors import CompileError
 from ...lower import loops
+from ...lower.approximations import APPROXIMATIONS, expand
 from ...lower.kernels import Arena, Strided
 from ...lower.loops import LoopKernel
 from ...lower.schedule import Schedule
@@ -74,7 +75,7 @@ class Renderer:
         self.random = RandomFills(self.module)
         self.b: ir.IRBuilder
         self.fn: ir.Function
-        self.fail: dict[int, ir.Block] = {}
+        self.tags = 0
 
     # -- the module --------------------------------------------------------------------
     def render(self) -> ir.Module:
@@ -288,12 +289,17 @@ class Renderer:
         return self.apply(expr)
 
     def apply(self, expr: loops.Apply) -> ir.Value:
-        """One element of a registry op from the op table (its float32 approximation
-        when approximations are on)."""
+        """One element of a registry op from the op table; a float32 op with an
+        approximation (``lower/approximations.py``), unless exact math was asked for, is
+        its scalar graph instead."""
+        if expr.dtype == "float32" and self.approximate and expr.op in APPROXIMATIONS:
+            self.tags += 1
+            lets, value = expand(expr.op, expr.args[0], str(self.tags))
+            for let in lets:
+                self.s_let(let)
+            return self.value(value)
         args = [self.value(a) for a in expr.args]
         element = ops.Element(self.b, expr.dtype, expr.operand)
-        if expr.dtype == "float32" and self.approximate and expr.op in ops.APPROXIMATIONS:
-            return ops.APPROXIMATIONS[expr.op](element, args)
         lowering = ops.LOWERINGS.get(expr.op)
         if lowering is None:
             raise CompileError(f"llvm backend: no lowering for op {expr.op!r}")
