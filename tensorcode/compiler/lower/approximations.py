@@ -99,7 +99,7 @@ def _tanh(g: _Graph, x: Expr) -> Expr:
     q = g.let("q", _f(TANH_DENOMINATOR[-1]))
     for b in TANH_DENOMINATOR[-2::-1]:
         q = g.let("q", _op("add", _op("mul", q, s), _f(b)))
-    ratio = _op("div", _op("mul", p, c), q)
+    ratio = g.let("t", _op("div", _op("mul", p, c), q))
     return _select("lt", _op("abs", x), _f(TANH_TINY), x, ratio)
 
 
@@ -123,7 +123,7 @@ def _exp(g: _Graph, x: Expr) -> Expr:
     h = g.let("h", _op("shift_right", k, Const(1, I32), dtype=I32, operand=I32))
     rest = _op("sub", k, h, dtype=I32, operand=I32)
     y = g.let("y", _op("mul", _op("mul", y, _pow2(h)), _pow2(rest)))
-    number = _select("eq", x, x, y, x)
+    number = g.let("e", _select("eq", x, x, y, x))
     return _select("gt", x, _f(EXP_HIGH), _f(np.inf),
                    _select("lt", x, _f(EXP_LOW), _f(0), number))
 

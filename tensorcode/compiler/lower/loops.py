@@ -551,7 +551,7 @@ class Lowering:
             xs = [0 if n == 1 else st for n, st in zip(x.shape, x.strides)]
             terms = list(zip(xs[:axis], names_pre)) + [(x.strides[axis], ix)] + \
                 list(zip(xs[axis + 1:], names_post))
-            value = Load(x.arena, x.dtype, _affine(x.offset, *zip(*terms)))
+            value = Load(x.arena, x.dtype, Index(x.offset, tuple(terms)))
         b.add(Store(out.arena, out.dtype, Ref("o"), value))
         b.close(len(pre) + len(ishape) + len(post))
 
@@ -570,7 +570,7 @@ class Lowering:
         ostrides = c_strides(pre + (size,) + post)
         terms = list(zip(ostrides[:axis], names_pre)) + [(ostrides[axis], ix)] + \
             list(zip(ostrides[axis + 1:], names_post))
-        b.add(Let("o", _affine(out.offset, *zip(*terms))))
+        b.add(Let("o", Index(out.offset, tuple(terms))))
         old = Load(out.arena, out.dtype, Ref("o"))
         b.add(Store(out.arena, out.dtype, Ref("o"),
                     Apply("add", (old, Ref("g")), out.dtype, out.dtype)))
