@@ -427,7 +427,7 @@ class Renderer:
                                 source_etype=TYPES[arena.dtype])
                      for arena, at in zip(scratch, s.workspace))
         self.random.categorical(self.b, s, out_pointer, key_pointer, self.pointer(logits),
-                                logits.dtype, int(logits.shape[-1]), room)  # type: ignore[arg-type]
+                                logits.dtype, int(logits.shape[-1]), room)
 
 
 #: the renderer of each statement kind of the loop program
