@@ -34,6 +34,7 @@ import numpy as np
 
 from ..compiler import backends
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
+from ..compiler.core.dtypes import FLOAT_DTYPES
 from ..compiler.lower.update import UpdateRule
 from ..compiler.plans.tables import Gradients, Layout, Parameters, Table
 from ..compiler.plans.tape import Tape
@@ -43,7 +44,6 @@ from ..errors import DTypeError, TensorCodeError
 from .optim_state import check_state_dict, state_entries, torch_flags
 
 #: dtypes the built-in update loops support
-FLOAT_DTYPES = ("float32", "float64")
 
 
 class StateTable(Table):

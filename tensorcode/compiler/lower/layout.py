@@ -2,8 +2,8 @@
 
 A fused kernel's loop layout (``fused_layout``) and which of its reductions run in two
 passes over a row of scratch (``row_terms``) are functions of the kernel record alone, so
-every code generator reads the same answer; ``scratch_sizes`` is the schedule's scratch
-plus the longest set of rows one kernel keeps, the arena sizes ``program.build`` records.
+the loop program (``loops.py``) reads the same answer for every kernel; ``loops.scratch_sizes``
+adds the rows' room to the schedule's scratch.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 
 from ..core import registry as primitives
 from .kernels import FusedKernel, Strided, broadcast_access, c_strides
-from .schedule import Schedule
 
 #: the fewest terms a float reduction over the innermost loop needs before it is
 #: computed in two passes (``row_terms``)
@@ -110,24 +109,4 @@ def row_terms(g: Any, layout: FusedLayout) -> list[tuple[int, str]]:
     return [(r, g.nodes[g.nodes[r].inputs[0]].type.dtype) for r in inner]
 
 
-def scratch_sizes(schedule: Schedule) -> dict[str, int]:
-    """Elements of each scratch arena a plan's code needs, by dtype: the schedule's
-    arenas plus room for the longest set of reduction rows one kernel keeps
-    (``row_terms``; kernels run one after another, so they share that room)."""
-    sizes = {d: int(n) for d, n in schedule.arena.items()}
-    extra: dict[str, int] = {}
-    for kernel in schedule.kernels:
-        if isinstance(kernel, FusedKernel):
-            layout = fused_layout(schedule.graph, kernel)
-            need: dict[str, int] = {}
-            for _, dtype in row_terms(schedule.graph, layout):
-                need[dtype] = need.get(dtype, 0) + layout.dims[-1]
-            for dtype, n in need.items():
-                extra[dtype] = max(extra.get(dtype, 0), n)
-    for dtype, n in extra.items():
-        sizes[dtype] = sizes.get(dtype, 0) + n
-    return dict(sorted(sizes.items()))
-
-
-__all__ = ["coalesce", "FusedLayout", "fused_layout", "row_terms", "scratch_sizes",
-           "ROW_REDUCTION_MIN"]
+__all__ = ["coalesce", "FusedLayout", "fused_layout", "row_terms", "ROW_REDUCTION_MIN"]

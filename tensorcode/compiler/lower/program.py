@@ -1,10 +1,11 @@
 """The typed program: everything a code generator and a loader need, and nothing else.
 
 ``build(schedule, step)`` turns the schedule's last stage into one ``Program``: the
-kernel records (their locations bound to arenas), the arrays of the generated code in
-argument order, each with its arena, dtype and size, the roots' places in the output
-arenas, and the entry points a plan calls (``run``, ``run_into``, ``run_scalars``,
-``run_batch``, and a step plan's ``run_step`` and ``run_steps``), each with its typed
+kernel records (their locations bound to arenas) and each as a loop program, the
+arrays of the generated code in argument order, each with its arena, dtype and size,
+the roots' places in the output arenas, and the entry points a plan calls (``run``,
+``run_into``, ``run_scalars``, ``run_batch``, and a step plan's ``run_step`` and
+``run_steps``), each with its typed
 arguments. A generator writes a function per entry point under ``EntryPoint.name`` with
 the arguments' names; a loader finds the function by the same record and types its
 arguments from ``Argument``. Nothing reads a generated name back as text, and an
@@ -32,7 +33,8 @@ from ..core import ir
 from ..core.dtypes import NUMPY
 from ..core.ir import Graph
 from .kernels import Arena, Kernel
-from .layout import scratch_sizes
+from .loops import LoopKernel, scratch_sizes
+from .loops import lower as lower_loops
 from .schedule import Schedule
 from .update import StepSpec
 
@@ -169,8 +171,9 @@ class Program:
     buffers. ``parameter_nodes`` ((node, dtype, offset) per parameter read),
     ``input_nodes`` and ``constant_nodes`` say which graph node each source array
     holds, for a backend that interprets ``graph`` instead of generating code.
-    ``schedule`` is the schedule the program was built from; one call still reads it,
-    the ``llvm`` code generator's ``render`` (``backends/llvm/__init__.py``:
+    ``loops`` holds each kernel as a loop program (``loops.py``), what every code
+    generator renders. ``schedule`` is the schedule the program was built from; one call
+    still reads it, the ``llvm`` code generator's ``render`` (``backends/llvm/__init__.py``:
     ``_render``, the hand-over point: once that generator renders this record, the
     field goes). The Numba generator and every loader, the llvm one included, read the
     record alone."""
@@ -191,6 +194,7 @@ class Program:
     updates: tuple[Array, ...] = ()
     states: tuple[Array, ...] = ()
     step: StepSpec | None = None
+    loops: tuple[LoopKernel, ...] = ()
 
     # -- entry points ---------------------------------------------------------------
     @property
@@ -293,7 +297,7 @@ def build(schedule: Schedule, step: StepSpec | None = None) -> Program:
                          tuple(int(d) for d in g.nodes[i].type.shape))
                    for k, i in enumerate(s.sources.inputs))
     scratch = tuple(Array(Arena("scratch", d), (n,), True)
-                    for d, n in scratch_sizes(s).items())
+                    for d, n in scratch_sizes(g, s.kernels, s.arena).items())
     outputs = tuple(Array(Arena("output", d), (int(s.out_arena[d]),), True)
                     for d in sorted(s.out_arena))
     roots = tuple(Root(d, int(offset), tuple(shape)) for d, offset, shape in s.roots)
@@ -306,7 +310,8 @@ def build(schedule: Schedule, step: StepSpec | None = None) -> Program:
     return Program(s, g, tuple(s.kernels), parameters, constants, inputs, scratch, outputs,
                    roots, {d: int(n) for d, n in s.arena.items()},
                    tuple((i, d, int(o)) for i, (d, o) in s.sources.parameters.items()),
-                   tuple(s.sources.inputs), tuple(s.constants), updates, states, step)
+                   tuple(s.sources.inputs), tuple(s.constants), updates, states, step,
+                   lower_loops(g, s.kernels, s.arena))
 
 
 def ir_key(program: Program) -> str:

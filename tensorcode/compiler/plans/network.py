@@ -286,7 +286,11 @@ class Entry:
     def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None,
               optimizer: Any = None) -> Any:
         """``tensorcode.compiler.plans.lower(self, backend, approximate, optimizer)``:
-        a ``Plan`` for ``backend``, or a ``StepPlan`` with ``optimizer`` (see there)."""
+        a ``Plan`` for ``backend``, or a ``StepPlan`` with ``optimizer`` (see there).
+        ``approximate`` (default: on unless the environment sets
+        ``TENSORCODE_EXACT_MATH=1``) lets the compiled backends evaluate float32 ``tanh``,
+        ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
+        ``lower/approximations.py``; float64 and the reference backend are always exact."""
         # a network sits below the plans lowered from it (``Plan.load`` rebuilds one), so
         # this thin call is the one import against the plans' order, made when called
         from .lowering import lower

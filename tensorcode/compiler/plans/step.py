@@ -43,6 +43,7 @@ import numpy as np
 
 from ...errors import FeedError, TensorCodeError
 from ..backends.counters import count
+from ..core.dtypes import FLOAT_DTYPES
 from ..lower.schedule import build
 from ..lower.update import StepSpec, UpdateRule
 from .network import Entry
@@ -73,7 +74,7 @@ def lower_step(entry: Entry, backend: str, approximate: bool, optimizer: Any) ->
             f"order (adjoints.roots() of tape.differentiate(loss, every parameter)); this "
             f"entry has {len(roots)} roots for {len(slots)} parameters")
     loss_dtype, loss_offset, loss_shape = roots[0]
-    if loss_shape != () or loss_dtype not in ("float32", "float64"):
+    if loss_shape != () or loss_dtype not in FLOAT_DTYPES:
         raise TensorCodeError(f"a step plan's first root is the scalar float loss, got "
                               f"{loss_dtype}{list(loss_shape)}")
     for k, (slot, (dtype, _, shape)) in enumerate(zip(slots, roots[1:])):

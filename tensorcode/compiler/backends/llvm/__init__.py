@@ -65,10 +65,10 @@ def environment_key() -> str:
 
 
 #: the packages (and single modules) whose source decides what a plan's object does:
-#: this backend, the schedule, kernels, loop layouts and fusion it renders, the op
-#: registry, the Philox constants and the float32 approximations it shares with Numba
+#: this backend, the schedule, kernels, loop programs (with the float32 approximations)
+#: and fusion it renders, the op registry and the Philox constants
 _GENERATOR_SOURCES = ("tensorcode.compiler.backends.llvm", "tensorcode.compiler.lower",
-                      "tensorcode.compiler.core", "tensorcode.compiler.backends.numba.approx")
+                      "tensorcode.compiler.core")
 
 
 def _generator_files() -> list[pathlib.Path]:

@@ -25,36 +25,19 @@ of scratch, then a vectorized reduction of the row), and matrix products above
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 from llvmlite import ir
 
 from ....errors import CompileError
-from ...core import registry as primitives
-from ...lower.kernels import (
-    Arena,
-    ConcatKernel,
-    CopyKernel,
-    FusedKernel,
-    Kernel,
-    MatmulKernel,
-    OneHotKernel,
-    PadKernel,
-    RandomKernel,
-    Scalar,
-    ScatterAddKernel,
-    Strided,
-    TakeKernel,
-    broadcast_access,
-    c_strides,
-)
-from ...lower.layout import coalesce, fused_layout, row_terms, scratch_sizes
-from ...lower.schedule import Schedule, blas_layout
+from ...lower import loops
+from ...lower.approximations import APPROXIMATIONS, expand
+from ...lower.kernels import Arena, Strided
+from ...lower.loops import LoopKernel
+from ...lower.schedule import Schedule
 from . import ops, rows
-from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, Layout, layout_of, range_error
+from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, Layout, layout_of
 from .random import RandomFills
 from .types import (
     ENTRY_TYPE,
@@ -68,14 +51,11 @@ from .types import (
     convert,
     i32,
     i64,
-    is_float,
     load,
     loop,
     offset,
     store,
 )
-
-_MAX = {"max": ">=", "min": "<="}
 
 
 class Renderer:
@@ -95,13 +75,12 @@ class Renderer:
         self.random = RandomFills(self.module)
         self.b: ir.IRBuilder
         self.fn: ir.Function
-        self.fail: dict[int, ir.Block] = {}
+        self.tags = 0
 
     # -- the module --------------------------------------------------------------------
     def render(self) -> ir.Module:
-        kernels = []
-        for k, kernel in enumerate(self.s.kernels):
-            kernels.append(self.kernel(k, kernel))
+        program = loops.lower(self.g, self.s.kernels, self.s.arena)
+        kernels = [self.kernel(k, kernel) for k, kernel in enumerate(program)]
         body = ir.Function(self.module, self.kernel_type, "body")
         body.linkage = "internal"
         self._noalias(body)
@@ -243,50 +222,117 @@ class Renderer:
             store(b, loss, losses, loss_dtype, c)
         b.ret(i32(0))
 
-    # -- kernels -----------------------------------------------------------------------
-    def kernel(self, k: int, kernel: Kernel) -> ir.Function:
+    # -- kernels: a statement table over the loop program -----------------------------
+    def kernel(self, k: int, kernel: LoopKernel) -> ir.Function:
         fn = ir.Function(self.module, self.kernel_type, f"k{k}")
         fn.linkage = "internal"
         self._noalias(fn)
         self.fn = fn
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
-        self.fail = {}
-        render = getattr(self, f"k_{kernel.kind}", None)
-        if render is None:  # pragma: no cover - every kernel kind has a method
-            raise CompileError(f"llvm backend: no lowering for a {kernel.kind} kernel")
-        render(kernel)
+        self.values: dict[str, ir.Value] = {}
+        self.accumulators = {a.name: a for a in kernel.accumulators}
+        self.slots: dict[str, ir.Value] = {}
+        for stmt in kernel.body:
+            if self.accumulators and not self.slots and loops.uses_accumulators(stmt):
+                self._open_slots()
+            self.statement(stmt)
         self.b.ret(i32(0))
         return fn
 
-    def array(self, loc: Strided) -> ir.Value:
-        return self.fn.args[self.position[loc.arena]]
+    def block(self, body: Sequence[loops.Stmt]) -> None:
+        for stmt in body:
+            self.statement(stmt)
 
-    def arena(self, role: str, dtype: str) -> ir.Value:
-        return self.fn.args[self.position[Arena(role, dtype)]]
+    def statement(self, stmt: loops.Stmt) -> None:
+        render = STATEMENTS.get(type(stmt))
+        if render is None:  # pragma: no cover - every statement kind has a row
+            raise CompileError(f"llvm backend: no rendering of a {type(stmt).__name__}")
+        render(self, stmt)
 
-    def read(self, loc: Any, strides: Sequence[int], names: Sequence[ir.Value]) -> ir.Value:
-        """The element of ``loc`` at loop indices ``names`` (a constant for a scalar)."""
-        if isinstance(loc, Scalar):
-            return constant(loc.value, loc.dtype)
-        index = offset(self.b, loc.offset, list(zip(strides, names)))
-        return load(self.b, self.array(loc), loc.dtype, index)
+    def arena(self, arena: Arena) -> ir.Value:
+        return self.fn.args[self.position[arena]]
 
-    def write(self, value: ir.Value, loc: Strided, strides: Sequence[int],
-              names: Sequence[ir.Value]) -> None:
-        index = offset(self.b, loc.offset, list(zip(strides, names)))
-        store(self.b, value, self.array(loc), loc.dtype, index)
+    def pointer(self, view: Strided, at: ir.Value | None = None) -> ir.Value:
+        """The address of ``view``'s first element (``at`` elements in, if given)."""
+        return self.b.gep(self.arena(view.arena), [i64(view.offset) if at is None else at],
+                          inbounds=True, source_etype=TYPES[view.dtype])
 
-    def nest(self, dims: Sequence[int], prefix: str) -> _Nest:
-        return _Nest(self.b, dims, prefix)
+    def _open_slots(self) -> None:
+        """A stack slot per accumulator of the kernel (promoted to registers by LLVM),
+        made before the first top-level statement that uses one."""
+        entry = self.fn.entry_basic_block
+        with self.b.goto_block(entry):
+            self.b.position_at_start(entry)
+            for acc in self.accumulators.values():
+                self.slots[acc.name] = self.b.alloca(TYPES[acc.dtype])
 
-    def fill(self, loc: Strided, value: ir.Value) -> None:
-        with loop(self.b, loc.size, "z") as z:
-            self.write(value, loc, [1], [z])
+    def slot(self, name: str) -> ir.Value:
+        if not self.slots:
+            self._open_slots()
+        return self.slots[name]
 
-    def check(self, index: ir.Value, size: int, kernel: Kernel) -> None:
-        """Return the kernel's status (``range_error``) unless ``0 <= index < size``."""
-        status = self.layout.errors.index(str(range_error(self.s, kernel))) + 1
-        bad = self.b.icmp_unsigned(">=", index, i64(size))  # negative: huge unsigned
+    # values
+    def value(self, expr: loops.Expr) -> ir.Value:
+        if isinstance(expr, loops.Ref):
+            if expr.name in self.accumulators:
+                acc = self.accumulators[expr.name]
+                return self.b.load(self.slot(expr.name), typ=TYPES[acc.dtype])
+            return self.values[expr.name]
+        if isinstance(expr, loops.Const):
+            return constant(expr.value, expr.dtype)
+        if isinstance(expr, loops.Index):
+            terms = [(stride, self.value(term)) for stride, term in expr.terms]
+            return offset(self.b, expr.base, terms)
+        if isinstance(expr, loops.Load):
+            index = self.value(expr.index)
+            return load(self.b, self.arena(expr.arena), expr.dtype, index)
+        return self.apply(expr)
+
+    def apply(self, expr: loops.Apply) -> ir.Value:
+        """One element of a registry op from the op table; a float32 op with an
+        approximation (``lower/approximations.py``), unless exact math was asked for, is
+        its scalar graph instead."""
+        if expr.dtype == "float32" and self.approximate and expr.op in APPROXIMATIONS:
+            self.tags += 1
+            lets, value = expand(expr.op, expr.args[0], str(self.tags))
+            for let in lets:
+                self.s_let(let)
+            return self.value(value)
+        args = [self.value(a) for a in expr.args]
+        element = ops.Element(self.b, expr.dtype, expr.operand)
+        lowering = ops.LOWERINGS.get(expr.op)
+        if lowering is None:
+            raise CompileError(f"llvm backend: no lowering for op {expr.op!r}")
+        return lowering(element, args)
+
+    # statements
+    def s_let(self, s: loops.Let) -> None:
+        self.values[s.name] = self.value(s.value)
+
+    def s_store(self, s: loops.Store) -> None:
+        value = self.value(s.value)
+        store(self.b, value, self.arena(s.arena), s.dtype, self.value(s.index))
+
+    def s_loop(self, s: loops.Loop) -> None:
+        with loop(self.b, s.extent, s.var) as index:
+            self.values[s.var] = index
+            self.block(s.body)
+
+    def s_init(self, s: loops.Init) -> None:
+        acc = self.accumulators[s.name]
+        self.b.store(constant(acc.identity.value, acc.identity.dtype), self.slot(s.name))
+
+    def s_accumulate(self, s: loops.Accumulate) -> None:
+        b, acc = self.b, self.accumulators[s.name]
+        current = b.load(self.slot(s.name), typ=TYPES[acc.dtype])
+        x = convert(b, self.value(s.value), s.dtype, acc.dtype)
+        combined = ops.LOWERINGS[s.combine](ops.Element(b, acc.dtype, acc.dtype), [current, x])
+        b.store(combined, self.slot(s.name))
+
+    def s_check(self, s: loops.Check) -> None:
+        """Return the plan's status for ``s.message`` unless ``0 <= value < size``."""
+        status = self.layout.errors.index(s.message) + 1
+        bad = self.b.icmp_unsigned(">=", self.value(s.value), i64(s.size))  # negative: huge
         ok = self.fn.append_basic_block("in_range")
         fail = self.fn.append_basic_block("out_of_range")
         self.b.cbranch(bad, fail, ok)
@@ -294,337 +340,23 @@ class Renderer:
         self.b.ret(i32(status))
         self.b.position_at_end(ok)
 
-    def index_value(self, loc: Any, shape: Sequence[int], names: Sequence[ir.Value]
-                    ) -> ir.Value:
-        """An index operand's element as i64."""
-        strides = list(loc.strides) if isinstance(loc, Strided) else []
-        strides = [0 if size == 1 else st for size, st in zip(shape, strides)]
-        value = self.read(loc, strides, names)
-        return convert(self.b, value, loc.dtype, "int64")
+    def s_row_reduce(self, s: loops.RowReduce) -> None:
+        row = self.b.gep(self.arena(Arena("scratch", s.dtype)), [i64(s.start)], inbounds=True,
+                         source_etype=TYPES[s.dtype])
+        self.values[s.name] = self.rows.call(self.b, s.op, s.dtype, row, s.n)
 
-    # fused elementwise loops and their reductions
-    def k_fused(self, kernel: FusedKernel) -> None:
-        g, b = self.g, self.b
-        layout = fused_layout(g, kernel)
-        stores, loads = kernel.stores, kernel.loads
-        dims, reductions, local = layout.dims, layout.reductions, layout.local
-        for r in reductions:
-            if r not in local:  # accumulated in place: the stores start at the identity
-                self.fill(stores[r], self._identity(g.nodes[r]))
-        opens: dict[int, list[int]] = {}
-        for r, d in local.items():
-            opens.setdefault(d, []).append(r)
-        row_of: dict[int, tuple[str, int]] = {}
-        offsets = {d: int(n) for d, n in self.s.arena.items()}
-        for r, dtype in row_terms(g, layout):
-            start = offsets.get(dtype, 0)
-            offsets[dtype] = start + dims[-1]
-            row_of[r] = (dtype, start)
-        # accumulators live in stack slots (promoted to registers by LLVM)
-        entry = self.fn.entry_basic_block
-        slots: dict[int, ir.Value] = {}
-        with b.goto_block(entry):
-            b.position_at_start(entry)
-            for r in local:
-                if r not in row_of:
-                    slots[r] = b.alloca(self._acc_type(g.nodes[r]))
-
-        names: list[ir.Value] = []
-        stack: list[Any] = []
-
-        def open_level(d: int) -> None:
-            for r in opens.get(d, []):
-                if r in slots:
-                    b.store(self._acc_init(g.nodes[r]), slots[r])
-
-        def close_level(d: int) -> None:
-            for r in opens.get(d, []):
-                node = g.nodes[r]
-                dtype = node.type.dtype
-                if r in row_of:
-                    row_dtype, start = row_of[r]
-                    row = self.arena("scratch", row_dtype)
-                    pointer = b.gep(row, [i64(start)], inbounds=True,
-                                    source_etype=TYPES[row_dtype])
-                    value = self.rows.call(b, node.op, row_dtype, pointer, dims[-1])
-                    acc_dtype = "float64" if node.op in ("sum", "mean") else row_dtype
-                else:
-                    value = b.load(slots[r], typ=self._acc_type(node))
-                    acc_dtype = self._acc_dtype(node)
-                if node.op == "mean":
-                    value = b.fdiv(value, constant(float(self._count(r)), acc_dtype))
-                value = convert(b, value, acc_dtype, dtype)
-                self.write(value, stores[r], layout.red_vec[r][:d], names[:d])
-
-        for d in range(len(dims)):
-            open_level(d)
-            nest = loop(b, dims[d], f"i{d}")
-            names.append(nest.__enter__())
-            stack.append(nest)
-        open_level(len(dims))
-        values: dict[int, ir.Value] = {}
-        for j, loc in loads.items():
-            if isinstance(loc, Scalar):
-                values[j] = constant(loc.value, loc.dtype)
-        for j in layout.load_keys:
-            values[j] = self.read(loads[j], layout.load_vec[j], names)
-        for i in kernel.nodes:
-            node = g.nodes[i]
-            if primitives.is_reduction(node.op):
-                x = values[node.inputs[0]]
-                dtype = node.type.dtype
-                if i in row_of:
-                    row_dtype, start = row_of[i]
-                    store(b, x, self.arena("scratch", row_dtype), row_dtype,
-                          offset(b, start, [(1, names[-1])]))
-                elif i in local:
-                    acc = b.load(slots[i], typ=self._acc_type(node))
-                    b.store(self._accumulate(node, acc, x), slots[i])
-                else:
-                    loc = stores[i]
-                    index = offset(b, loc.offset, list(zip(layout.red_vec[i], names)))
-                    old = load(b, self.array(loc), dtype, index)
-                    if node.op in ("sum", "mean"):
-                        new = b.fadd(old, x) if is_float(dtype) else b.add(old, x)
-                    else:
-                        new = ops.maximum(ops.Element(b, dtype, dtype), old, x, _MAX[node.op])
-                    store(b, new, self.array(loc), dtype, index)
-                continue
-            values[i] = self.elementwise(node, [values[j] for j in node.inputs])
-            if i in layout.store_vec:
-                self.write(values[i], stores[i], layout.store_vec[i], names)
-        close_level(len(dims))
-        for d in range(len(dims) - 1, -1, -1):
-            stack.pop().__exit__(None, None, None)
-            names.pop()
-            close_level(d)
-        for r in reductions:
-            node = g.nodes[r]
-            if r not in local and node.op == "mean" and node.type.is_float:
-                loc, dtype = stores[r], node.type.dtype
-                count = constant(float(self._count(r)), dtype)
-                with loop(b, loc.size, "q") as q:
-                    index = offset(b, loc.offset, [(1, q)])
-                    old = load(b, self.array(loc), dtype, index)
-                    store(b, b.fdiv(old, count), self.array(loc), dtype, index)
-
-    def elementwise(self, node: Any, args: list[ir.Value]) -> ir.Value:
-        """One element of ``node`` from the lowering table (its float32 approximation
-        when approximations are on)."""
-        dtype = node.type.dtype
-        operand = self.g.nodes[node.inputs[0]].type.dtype if node.inputs else dtype
-        element = ops.Element(self.b, dtype, operand)
-        if dtype == "float32" and self.approximate and node.op in ops.APPROXIMATIONS:
-            return ops.APPROXIMATIONS[node.op](element, args)
-        lowering = ops.LOWERINGS.get(node.op)
-        if lowering is None:
-            raise CompileError(f"llvm backend: no lowering for op {node.op!r}")
-        return lowering(element, args)
-
-    def _count(self, r: int) -> int:
-        node = self.g.nodes[r]
-        shape = self.g.nodes[node.inputs[0]].type.shape
-        return math.prod(shape[a] for a in node.attr("axis"))
-
-    def _identity(self, node: Any) -> ir.Constant:
-        dtype = node.type.dtype
-        if node.op in ("sum", "mean"):
-            return constant(0, dtype)
-        if node.type.is_float:
-            return constant(-np.inf if node.op == "max" else np.inf, dtype)
-        info = np.iinfo(dtype)
-        return constant(info.min if node.op == "max" else info.max, dtype)
-
-    def _acc_dtype(self, node: Any) -> str:
-        """A register accumulator's dtype: float64 for a float sum or mean, int64 for
-        an integer sum (Numba's ``0.0``/``0`` start), the node's own for max/min."""
-        if node.op in ("sum", "mean"):
-            return "float64" if node.type.is_float else "int64"
-        return str(node.type.dtype)
-
-    def _acc_type(self, node: Any) -> ir.Type:
-        return TYPES[self._acc_dtype(node)]
-
-    def _acc_init(self, node: Any) -> ir.Constant:
-        if node.op in ("sum", "mean"):
-            return constant(0, self._acc_dtype(node))
-        return self._identity(node)
-
-    def _accumulate(self, node: Any, acc: ir.Value, x: ir.Value) -> ir.Value:
-        b, dtype = self.b, node.type.dtype
-        if node.op in ("sum", "mean"):
-            wide = self._acc_dtype(node)
-            x = convert(b, x, dtype, wide)
-            return b.fadd(acc, x) if is_float(wide) else b.add(acc, x)
-        return ops.maximum(ops.Element(b, dtype, dtype), acc, x, _MAX[node.op])
-
-    # copies, concatenation, padding
-    def k_copy(self, kernel: CopyKernel) -> None:
-        src, dst = kernel.src, kernel.dst
-        vectors = [list(dst.strides)]
-        if isinstance(src, Strided):
-            vectors.append(list(broadcast_access(src, dst.shape)))
-        dims, vecs = coalesce(dst.shape, vectors)
-        with self.nest(dims, "i") as names:
-            value = self.read(src, vecs[1] if len(vecs) > 1 else [], names)
-            self.write(value, dst, vecs[0], names)
-
-    def k_concat(self, kernel: ConcatKernel) -> None:
-        out, axis = kernel.out, kernel.axis
-        strides = c_strides(out.shape)
-        start = 0
-        for src in kernel.ins:
-            shape = src.shape if isinstance(src, Strided) else \
-                tuple(1 if a == axis else d for a, d in enumerate(out.shape))
-            dst = Strided(out.base, out.offset + start * strides[axis], shape, strides,
-                          out.dtype)
-            self.k_copy(CopyKernel([], shape, src, dst))
-            start += shape[axis]
-
-    def k_pad(self, kernel: PadKernel) -> None:
-        out = kernel.out
-        self.fill(out, constant(0, out.dtype))
-        strides = c_strides(out.shape)
-        shape = self.g.nodes[self.g.nodes[kernel.nodes[0]].inputs[0]].type.shape
-        dst = Strided(out.base, out.offset + kernel.before * strides[kernel.axis], shape,
-                      strides, out.dtype)
-        self.k_copy(CopyKernel([], shape, kernel.x, dst))
-
-    # gathers and scatters
-    def k_take(self, kernel: TakeKernel) -> None:
-        x, idx, out, axis = kernel.x, kernel.index, kernel.out, kernel.axis
-        node = self.g.nodes[kernel.nodes[0]]
-        xshape = self.g.nodes[node.inputs[0]].type.shape
-        ishape = self.g.nodes[node.inputs[1]].type.shape
-        pre, post = xshape[:axis], xshape[axis + 1:]
-        with self.nest(pre, "p") as names_pre, self.nest(ishape, "q") as names_idx:
-            ix = self.index_value(idx, ishape, names_idx)
-            self.check(ix, xshape[axis], kernel)
-            with self.nest(post, "r") as names_post:
-                out_index = offset(self.b, out.offset, list(zip(
-                    c_strides(out.shape), names_pre + names_idx + names_post)))
-                if isinstance(x, Scalar):
-                    value = constant(x.value, x.dtype)
-                else:
-                    xs = [0 if size == 1 else st for size, st in zip(x.shape, x.strides)]
-                    terms = list(zip(xs[:axis], names_pre)) + [(x.strides[axis], ix)] + \
-                        list(zip(xs[axis + 1:], names_post))
-                    value = load(self.b, self.array(x), x.dtype,
-                                 offset(self.b, x.offset, terms))
-                store(self.b, value, self.array(out), out.dtype, out_index)
-
-    def k_scatter_add(self, kernel: ScatterAddKernel) -> None:
-        values, idx, out = kernel.values, kernel.index, kernel.out
-        axis, size = kernel.axis, kernel.size
-        node = self.g.nodes[kernel.nodes[0]]
-        gshape = self.g.nodes[node.inputs[0]].type.shape
-        ishape = self.g.nodes[node.inputs[1]].type.shape
-        pre, post = gshape[:axis], gshape[axis + len(ishape):]
-        self.fill(out, constant(0, out.dtype))
+    def s_gemm(self, s: loops.Gemm) -> None:
+        """``np.dot`` of two BLAS-readable views as Numba's ``dot_3_mm`` calls BLAS:
+        ``dot`` for two vectors, ``gemv`` when one side is a vector, ``gemm``
+        otherwise, with its transposes and leading dimensions."""
         b = self.b
-        with self.nest(pre, "p") as names_pre, self.nest(ishape, "q") as names_idx:
-            ix = self.index_value(idx, ishape, names_idx)
-            self.check(ix, size, kernel)
-            with self.nest(post, "r") as names_post:
-                gstrides = list(broadcast_access(values, gshape)) \
-                    if isinstance(values, Strided) else []
-                value = self.read(values, gstrides, names_pre + names_idx + names_post)
-                ostrides = c_strides(pre + (size,) + post)
-                terms = list(zip(ostrides[:axis], names_pre)) + [(ostrides[axis], ix)] + \
-                    list(zip(ostrides[axis + 1:], names_post))
-                index = offset(b, out.offset, terms)
-                old = load(b, self.array(out), out.dtype, index)
-                new = b.fadd(old, value) if is_float(out.dtype) else b.add(old, value)
-                store(b, new, self.array(out), out.dtype, index)
-
-    def k_one_hot(self, kernel: OneHotKernel) -> None:
-        idx, out, n = kernel.index, kernel.out, kernel.n
-        node = self.g.nodes[kernel.nodes[0]]
-        ishape = self.g.nodes[node.inputs[0]].type.shape
-        self.fill(out, constant(0, out.dtype))
-        with self.nest(ishape, "q") as names:
-            ix = self.index_value(idx, ishape, names)
-            self.check(ix, n, kernel)
-            base = offset(self.b, out.offset, list(zip([s * n for s in c_strides(ishape)],
-                                                       names)))
-            store(self.b, constant(1, out.dtype), self.array(out), out.dtype,
-                  self.b.add(base, ix))
-
-    # matrix products
-    def k_matmul(self, kernel: MatmulKernel) -> None:
-        a, bm, out = kernel.a, kernel.b, kernel.out
-        batch, m, kk, n = kernel.batch, kernel.m, kernel.k, kernel.n
-        dtype = out.dtype
-        b = self.b
-        with self.nest(batch, "j") as bnames:
-            flat = offset(b, 0, list(zip(c_strides(batch), bnames)))
-            ob = b.add(i64(out.offset), b.mul(flat, i64(m * n)))
-
-            def batch_offset(loc: Any) -> ir.Value:
-                if isinstance(loc, Scalar):
-                    return i64(0)
-                lead = len(batch) - (len(loc.shape) - 2)
-                strides = [0] * lead + [0 if size == 1 else st for size, st in
-                                        zip(loc.shape[:-2], loc.strides[:-2])]
-                return offset(b, loc.offset, list(zip(strides, bnames)))
-
-            ab, bb = batch_offset(a), batch_offset(bm)
-            if kernel.mode == "blas":
-                assert isinstance(a, Strided) and isinstance(bm, Strided)
-                self._blas(a, ab, bm, bb, out, ob, m, kk, n)
-                return
-
-            def elem(loc: Any, row: ir.Value, col: ir.Value, base: ir.Value) -> ir.Value:
-                if isinstance(loc, Scalar):
-                    return constant(loc.value, loc.dtype)
-                sr, sc = loc.strides[-2], loc.strides[-1]
-                index = base
-                if loc.shape[-2] != 1 and sr:
-                    index = b.add(index, b.mul(row, i64(sr)) if sr != 1 else row)
-                if loc.shape[-1] != 1 and sc:
-                    index = b.add(index, b.mul(col, i64(sc)) if sc != 1 else col)
-                return load(b, self.array(loc), loc.dtype, index)
-
-            out_arr = self.array(out)
-            zero = constant(0, dtype)
-            mul = b.fmul if is_float(dtype) else b.mul
-            add = b.fadd if is_float(dtype) else b.add
-
-            def target(i: ir.Value, j: ir.Value) -> ir.Value:
-                return b.add(ob, b.add(b.mul(i, i64(n)), j))
-
-            if kernel.mode == "kij":
-                with loop(b, m * n, "mi") as mi:
-                    store(b, zero, out_arr, dtype, b.add(ob, mi))
-                with loop(b, kk, "mk") as mk, loop(b, m, "mi") as mi, loop(b, n, "mj") as mj:
-                    t = target(mi, mj)
-                    product = mul(elem(a, mi, mk, ab), elem(bm, mk, mj, bb))
-                    store(b, add(load(b, out_arr, dtype, t), product), out_arr, dtype, t)
-            else:  # ikj
-                with loop(b, m, "mi") as mi:
-                    with loop(b, n, "mj") as mj:
-                        store(b, zero, out_arr, dtype, target(mi, mj))
-                    with loop(b, kk, "mk") as mk:
-                        av = elem(a, mi, mk, ab)
-                        with loop(b, n, "mj") as mj:
-                            t = target(mi, mj)
-                            product = mul(av, elem(bm, mk, mj, bb))
-                            store(b, add(load(b, out_arr, dtype, t), product), out_arr,
-                                  dtype, t)
-
-    def _blas(self, a: Strided, ab: ir.Value, bm: Strided, bb: ir.Value, out: Strided,
-              ob: ir.Value, m: int, kk: int, n: int) -> None:
-        """``np.dot`` of two BLAS-readable views into ``out`` as Numba's ``dot_3_mm``
-        calls BLAS: ``dot`` for two vectors, ``gemv`` when one side is a vector,
-        ``gemm`` otherwise, with its transposes and leading dimensions."""
-        b = self.b
-        dtype = out.dtype
+        m, kk, n, dtype = s.m, s.k, s.n, s.out.dtype
         kind = "s" if dtype == "float32" else "d"
         ty = TYPES[dtype]
-        pa = b.gep(self.array(a), [ab], inbounds=True, source_etype=ty)
-        pb = b.gep(self.array(bm), [bb], inbounds=True, source_etype=ty)
-        pc = b.gep(self.array(out), [ob], inbounds=True, source_etype=ty)
-        a_layout, b_layout = blas_layout(a, m, kk), blas_layout(bm, kk, n)
+        pa = self.pointer(s.a, self.value(s.a_at))
+        pb = self.pointer(s.b, self.value(s.b_at))
+        pc = self.pointer(s.out, self.value(s.out_at))
+        a_layout, b_layout = s.a_layout, s.b_layout
         if n == 1 and m == 1:
             fn = self._blas_function(f"{kind}dot", ty, 5)
             value = b.call(fn, [self._int(kk), pa, self._int(1), pb, self._int(1)])
@@ -664,7 +396,7 @@ class Renderer:
             fn = ir.Function(self.module, ir.FunctionType(result, [PTR] * arity), symbol)
         return fn
 
-    def _slot(self, ty: ir.Type, value: ir.Constant) -> ir.Value:
+    def _by_reference(self, ty: ir.Type, value: ir.Constant) -> ir.Value:
         """A stack slot holding ``value`` (Fortran BLAS takes every argument by
         reference)."""
         entry = self.fn.entry_basic_block
@@ -675,72 +407,41 @@ class Renderer:
         return slot
 
     def _int(self, value: int) -> ir.Value:
-        return self._slot(I32, i32(value))
+        return self._by_reference(I32, i32(value))
 
     def _char(self, letter: str) -> ir.Value:
-        return self._slot(I8, ir.Constant(I8, ord(letter)))
+        return self._by_reference(I8, ir.Constant(I8, ord(letter)))
 
     def _scalar(self, value: float, dtype: str) -> ir.Value:
-        return self._slot(TYPES[dtype], constant(value, dtype))
+        return self._by_reference(TYPES[dtype], constant(value, dtype))
 
-    # random draws
-    def k_random(self, kernel: RandomKernel) -> None:
-        out, key = kernel.out, kernel.key
-        assert isinstance(key, Strided) and out.contiguous  # an input; a fresh buffer
-        b = self.b
-        out_pointer = b.gep(self.array(out), [i64(out.offset)], inbounds=True,
-                            source_etype=TYPES[out.dtype])
-        key_pointer = b.gep(self.array(key), [i64(key.offset)], inbounds=True,
-                            source_etype=TYPES[key.dtype])
-        if kernel.op != "categorical":
-            self.random.fill(b, kernel, out_pointer, key_pointer)
+    def s_random_fill(self, s: loops.RandomFill) -> None:
+        out_pointer, key_pointer = self.pointer(s.out), self.pointer(s.key)
+        if s.op != "categorical":
+            self.random.fill(self.b, s, out_pointer, key_pointer)
             return
-        logits = kernel.logits
-        assert isinstance(logits, Strided)
-        shape = logits.shape
-        start = scratch_sizes(self.s)
-        room = {d: start.get(d, 0) for d in ("float64", "int64", logits.dtype)}
-
-        def scratch(dtype: str, n: int) -> ir.Value:
-            at = room[dtype]
-            room[dtype] += n
-            return b.gep(self.arena("scratch", dtype), [i64(at)], inbounds=True,
-                         source_etype=TYPES[dtype])
-
-        classes = int(shape[-1])
-        z, cumulative = scratch("float64", classes), scratch("float64", classes)
-        order, work = scratch("int64", classes), scratch("int64", classes)
-        if logits.contiguous:
-            rows_pointer = b.gep(self.array(logits), [i64(logits.offset)], inbounds=True,
-                                 source_etype=TYPES[logits.dtype])
-        else:  # gathered into scratch first, as the Numba backend does
-            at = room[logits.dtype]
-            copy = Strided(Arena("scratch", logits.dtype), at, shape, c_strides(shape),
-                           logits.dtype)
-            self.k_copy(CopyKernel([], shape, logits, copy))
-            rows_pointer = scratch(logits.dtype, math.prod(shape))
-        self.random.categorical(b, kernel, out_pointer, key_pointer, rows_pointer,
-                                logits.dtype, classes, (z, cumulative, order, work))
+        logits = s.logits
+        assert logits is not None  # a categorical draw reads its logits
+        scratch = [Arena("scratch", d) for d in ("float64", "float64", "int64", "int64")]
+        room = tuple(self.b.gep(self.arena(arena), [i64(at)], inbounds=True,
+                                source_etype=TYPES[arena.dtype])
+                     for arena, at in zip(scratch, s.workspace))
+        self.random.categorical(self.b, s, out_pointer, key_pointer, self.pointer(logits),
+                                logits.dtype, int(logits.shape[-1]), room)
 
 
-class _Nest:
-    """Nested counted loops over ``dims`` as one context: yields their indices."""
-
-    def __init__(self, b: ir.IRBuilder, dims: Sequence[int], prefix: str) -> None:
-        self.b, self.dims, self.prefix = b, list(dims), prefix
-        self.loops: list[Any] = []
-
-    def __enter__(self) -> list[ir.Value]:
-        names = []
-        for d, n in enumerate(self.dims):
-            context = loop(self.b, n, f"{self.prefix}{d}")
-            names.append(context.__enter__())
-            self.loops.append(context)
-        return names
-
-    def __exit__(self, *exc: Any) -> None:
-        while self.loops:
-            self.loops.pop().__exit__(None, None, None)
+#: the renderer of each statement kind of the loop program
+STATEMENTS: dict[type, Callable[[Renderer, Any], None]] = {
+    loops.Let: Renderer.s_let,
+    loops.Store: Renderer.s_store,
+    loops.Loop: Renderer.s_loop,
+    loops.Init: Renderer.s_init,
+    loops.Accumulate: Renderer.s_accumulate,
+    loops.Check: Renderer.s_check,
+    loops.RowReduce: Renderer.s_row_reduce,
+    loops.Gemm: Renderer.s_gemm,
+    loops.RandomFill: Renderer.s_random_fill,
+}
 
 
 def render(schedule: Schedule, approximate: bool, step: Any = None

@@ -10,21 +10,13 @@ can be lowered (``rule_api``), but not the code generator: nothing here imports
 
 from __future__ import annotations
 
-import math
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 from ....errors import CompileError
-from ...lower.kernels import (
-    Arena,
-    Kernel,
-    OneHotKernel,
-    RandomKernel,
-    ScatterAddKernel,
-    Strided,
-    TakeKernel,
-)
+from ...lower.kernels import Arena, Kernel, OneHotKernel, ScatterAddKernel, TakeKernel
+from ...lower.loops import index_message
 from ...lower.program import Program, build
 from ...lower.schedule import Schedule
 
@@ -59,13 +51,6 @@ def layout_of(program: Program | Schedule) -> Layout:
         program = build(program)
     arguments = [a.arena for a in program.sources]
     scratch = {a.dtype: a.size for a in program.scratch}
-    room: dict[str, int] = {}
-    for kernel in program.kernels:
-        for dtype, n in categorical_room(program, kernel).items():
-            room[dtype] = max(room.get(dtype, 0), n)
-    for dtype, n in room.items():
-        scratch[dtype] = scratch.get(dtype, 0) + n
-    scratch = dict(sorted(scratch.items()))
     arguments += [Arena("scratch", d) for d in scratch]
     outputs = {a.dtype: a.size for a in program.outputs}
     arguments += [Arena("output", d) for d in outputs]
@@ -75,22 +60,6 @@ def layout_of(program: Program | Schedule) -> Layout:
         if message is not None and message not in errors:
             errors.append(message)
     return Layout(arguments, scratch, outputs, errors)
-
-
-def categorical_room(program: Program | Schedule, kernel: Kernel) -> dict[str, int]:
-    """Scratch a categorical draw needs past the Numba backend's (``scratch_sizes``):
-    a row of scaled logits and of cumulative weights (float64), the sorted order and
-    the merge's workspace (int64), and a contiguous copy of strided logits."""
-    if not isinstance(kernel, RandomKernel) or kernel.op != "categorical":
-        return {}
-    logits = kernel.logits
-    if not isinstance(logits, Strided):
-        raise CompileError("llvm backend: categorical logits must be an array")
-    classes = int(logits.shape[-1])
-    room = {"float64": 2 * classes, "int64": 2 * classes}
-    if not logits.contiguous:
-        room[logits.dtype] = room.get(logits.dtype, 0) + math.prod(logits.shape)
-    return room
 
 
 def range_error(program: Program | Schedule, kernel: Kernel) -> str | None:
@@ -106,7 +75,7 @@ def range_error(program: Program | Schedule, kernel: Kernel) -> str | None:
         size = kernel.n
     else:
         return None
-    return f"{kernel.kind}: an index is out of range for an axis of size {size}"
+    return index_message(kernel.kind, size)
 
 
 #: an optimizer's eager update module's one entry point
@@ -133,4 +102,4 @@ def rule_api() -> Any:
 
 
 __all__ = ["ARRAY_DATA_OFFSET", "BLAS_PREFIX", "EAGER_ENTRY", "ENTRIES", "LIBM",
-           "STEP_ENTRIES", "Layout", "categorical_room", "layout_of", "range_error", "rule_api"]
+           "STEP_ENTRIES", "Layout", "layout_of", "range_error", "rule_api"]
