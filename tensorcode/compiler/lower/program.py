@@ -14,6 +14,7 @@ arena's name has one home: ``Arena.label``.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -95,10 +96,11 @@ class Program:
     buffers. ``parameter_nodes`` ((node, dtype, offset) per parameter read),
     ``input_nodes`` and ``constant_nodes`` say which graph node each source array
     holds, for a backend that interprets ``graph`` instead of generating code.
-    ``loops`` holds each kernel as a loop program (``loops.py``), what every code
-    generator renders. ``schedule`` is the schedule the program was built from; only the
-    ``llvm`` backend still reads it, for its argument layout (its port to this record is
-    pending); the Numba generator and every loader read the record alone."""
+    ``loops`` is each kernel as a loop program (``loops.py``), what every code
+    generator renders, made on first use. ``schedule`` is the schedule the program was
+    built from; only the ``llvm`` backend still reads it, for its argument layout (its
+    port to this record is pending); the Numba generator and every loader read the
+    record alone."""
 
     schedule: Schedule
     graph: Graph
@@ -116,7 +118,12 @@ class Program:
     updates: tuple[Array, ...] = ()
     states: tuple[Array, ...] = ()
     step: StepSpec | None = None
-    loops: tuple[LoopKernel, ...] = ()
+
+    @functools.cached_property
+    def loops(self) -> tuple[LoopKernel, ...]:
+        """Each kernel as a loop program (``loops.lower``), made on first use: a process
+        that loads a cached plan never needs it."""
+        return lower_loops(self.graph, self.kernels, self.row_start)
 
     # -- entry points ---------------------------------------------------------------
     @property
@@ -232,8 +239,7 @@ def build(schedule: Schedule, step: StepSpec | None = None) -> Program:
     return Program(s, g, tuple(s.kernels), parameters, constants, inputs, scratch, outputs,
                    roots, {d: int(n) for d, n in s.arena.items()},
                    tuple((i, d, int(o)) for i, (d, o) in s.sources.parameters.items()),
-                   tuple(s.sources.inputs), tuple(s.constants), updates, states, step,
-                   lower_loops(g, s.kernels, s.arena))
+                   tuple(s.sources.inputs), tuple(s.constants), updates, states, step)
 
 
 def ir_key(program: Program) -> str:
