@@ -20,6 +20,7 @@ documented error from the pair; no backend's exception text is read.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -171,11 +172,12 @@ class Program:
     buffers. ``parameter_nodes`` ((node, dtype, offset) per parameter read),
     ``input_nodes`` and ``constant_nodes`` say which graph node each source array
     holds, for a backend that interprets ``graph`` instead of generating code.
-    ``loops`` holds each kernel as a loop program (``loops.py``), what every code
-    generator renders. ``schedule`` is the schedule the program was built from; one call
-    still reads it, the ``llvm`` code generator's ``render`` (``backends/llvm/__init__.py``:
-    ``_render``, the hand-over point: once that generator renders this record, the
-    field goes). The Numba generator and every loader, the llvm one included, read the
+    ``loops`` is each kernel as a loop program (``loops.py``), what every code
+    generator renders, made on first use. ``schedule`` is the schedule the program was
+    built from; one call still reads it, the ``llvm`` code generator's ``render``
+    (``backends/llvm/__init__.py``: ``_render``, the hand-over point: once that generator
+    renders this record, the field goes). The Numba generator and every loader, the llvm
+    one included, read the
     record alone."""
 
     schedule: Schedule
@@ -194,7 +196,12 @@ class Program:
     updates: tuple[Array, ...] = ()
     states: tuple[Array, ...] = ()
     step: StepSpec | None = None
-    loops: tuple[LoopKernel, ...] = ()
+
+    @functools.cached_property
+    def loops(self) -> tuple[LoopKernel, ...]:
+        """Each kernel as a loop program (``loops.lower``), made on first use: a process
+        that loads a cached plan never needs it."""
+        return lower_loops(self.graph, self.kernels, self.row_start)
 
     # -- entry points ---------------------------------------------------------------
     @property
@@ -310,8 +317,7 @@ def build(schedule: Schedule, step: StepSpec | None = None) -> Program:
     return Program(s, g, tuple(s.kernels), parameters, constants, inputs, scratch, outputs,
                    roots, {d: int(n) for d, n in s.arena.items()},
                    tuple((i, d, int(o)) for i, (d, o) in s.sources.parameters.items()),
-                   tuple(s.sources.inputs), tuple(s.constants), updates, states, step,
-                   lower_loops(g, s.kernels, s.arena))
+                   tuple(s.sources.inputs), tuple(s.constants), updates, states, step)
 
 
 def ir_key(program: Program) -> str:

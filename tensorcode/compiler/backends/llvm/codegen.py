@@ -2,9 +2,10 @@
 
 ``render(schedule, approximate)`` builds an ``llvmlite.ir.Module`` holding:
 
-- one internal function per kernel, ``k<n>(arenas..) -> i32``, written by the method of
-  ``Renderer`` named after the kernel's kind (``fused``, ``matmul``, ``take``, ...); it
-  returns 0, or a status (``Layout.errors``) when an index is out of range;
+- one internal function per kernel, ``k<n>(arenas..) -> i32``, rendered from the
+  kernel's loop program (``lower/loops.py``) by the statement table ``STATEMENTS`` and
+  the op table ``ops.LOWERINGS``; it returns 0, or a status (``Layout.errors``) when an
+  index is out of range;
 - ``body(arenas..) -> i32``: every kernel in order, stopping at the first status;
 - the C-ABI entry points, all ``i32 (ptr arrays, ptr extents, double lr)``: ``tc_run``
   (one call of ``body`` over the pointers in ``arrays``, in ``Layout.arguments`` order),
@@ -15,11 +16,11 @@
   between cases in elements, 0 for an input shared by every case; output arenas hold
   one row per case; one scratch arena).
 
-The kernels compute what the Numba backend's generated loops compute (``numba.py``),
-in the same order: the same loop layout (``fused_layout``), the float64 accumulators of
-float reductions, reductions over the innermost loop in two passes (the terms to a row
-of scratch, then a vectorized reduction of the row), and matrix products above
-``LOOP_MATMUL_LIMIT`` through the same BLAS routines Numba's ``np.dot`` calls
+The loop program fixes what every kernel computes and in which order, so this module
+and the Numba backend's (``backends/numba/loops.py``) give the same bits: float
+reductions into a register accumulate in float64, reductions over the innermost loop
+run in two passes (the terms to a row of scratch, then ``rows.py``'s vectorized
+reduction of the row), and a ``Gemm`` calls the BLAS routine Numba's ``np.dot`` calls
 (``sgemm``/``dgemm``, or ``gemv``/``dot`` for a vector operand) with the same arguments.
 """
 
