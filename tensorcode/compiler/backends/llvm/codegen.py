@@ -32,6 +32,7 @@ from llvmlite import ir
 
 from ....errors import CompileError
 from ...lower import loops, partition
+from ...lower.approximations import APPROXIMATIONS, expand
 from ...lower.kernels import Arena, Strided
 from ...lower.loops import LoopKernel
 from ...lower.schedule import Schedule
@@ -80,6 +81,7 @@ class Renderer:
         self.row_room = partition.row_regions(self.g, self.s.kernels, self.s.arena)
         self.private: dict[str, ir.Value] = {}
         self.depth = 0
+        self.tags = 0
 
     # -- the module --------------------------------------------------------------------
     def render(self) -> ir.Module:
@@ -304,12 +306,17 @@ class Renderer:
         return self.apply(expr)
 
     def apply(self, expr: loops.Apply) -> ir.Value:
-        """One element of a registry op from the op table (its float32 approximation
-        when approximations are on)."""
+        """One element of a registry op from the op table; a float32 op with an
+        approximation (``lower/approximations.py``), unless exact math was asked for, is
+        its scalar graph instead."""
+        if expr.dtype == "float32" and self.approximate and expr.op in APPROXIMATIONS:
+            self.tags += 1
+            lets, value = expand(expr.op, expr.args[0], str(self.tags))
+            for let in lets:
+                self.s_let(let)
+            return self.value(value)
         args = [self.value(a) for a in expr.args]
         element = ops.Element(self.b, expr.dtype, expr.operand)
-        if expr.dtype == "float32" and self.approximate and expr.op in ops.APPROXIMATIONS:
-            return ops.APPROXIMATIONS[expr.op](element, args)
         lowering = ops.LOWERINGS.get(expr.op)
         if lowering is None:
             raise CompileError(f"llvm backend: no lowering for op {expr.op!r}")
@@ -484,7 +491,7 @@ class Renderer:
                                 source_etype=TYPES[arena.dtype])
                      for arena, at in zip(scratch, s.workspace))
         self.random.categorical(self.b, s, out_pointer, key_pointer, self.pointer(logits),
-                                logits.dtype, int(logits.shape[-1]), room)  # type: ignore[arg-type]
+                                logits.dtype, int(logits.shape[-1]), room)
 
 
 #: the renderer of each statement kind of the loop program

@@ -16,6 +16,7 @@ are produced and loaded.
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import threading
 from typing import Any
@@ -47,7 +48,7 @@ class UntrustedObject(Exception):
     """An object that must not be loaded (the text says why)."""
 
 
-def undefined_symbols(data: bytes) -> list[str]:
+def undefined_symbols(data: bytes | bytearray) -> list[str]:
     """The undefined symbols of a little-endian ELF64 relocatable object;
     ``UntrustedObject`` for anything else."""
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
@@ -76,7 +77,7 @@ def undefined_symbols(data: bytes) -> list[str]:
         raise UntrustedObject(f"malformed ELF object ({error})") from None
 
 
-def check_symbols(data: bytes) -> None:
+def check_symbols(data: bytes | bytearray) -> None:
     """Refuse an object whose undefined symbols are not all in ``ALLOWED``."""
     refused = sorted(set(undefined_symbols(data)) - ALLOWED)
     if refused:
@@ -156,11 +157,12 @@ def compile_object(module: Any, machine: Any = None) -> bytes:
     return bytes(machine.emit_object(parsed))
 
 
-def load(data: bytes, entries: tuple[str, ...] = ENTRIES,
+def load(data: bytes | bytearray, entries: tuple[str, ...] = ENTRIES,
          optional: tuple[str, ...] = STEP_ENTRIES) -> dict[str, int]:
     """Check ``data``'s symbols, add it to a fresh engine and return the address of each
     of ``entries`` (a plan's ``ENTRIES`` by default), and of ``optional`` (a step plan's
-    ``STEP_ENTRIES``) when the object defines them."""
+    ``STEP_ENTRIES``) when the object defines them. ``data`` may be the buffer a cache
+    entry was read into: LLVM reads it in place, no copy is made."""
     check_symbols(data)
     rt = runtime()
     undefined = undefined_symbols(data)
@@ -171,7 +173,9 @@ def load(data: bytes, entries: tuple[str, ...] = ENTRIES,
     llvm = rt.llvm
     with rt.lock:
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), rt.machine)
-        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+        buffer = data if isinstance(data, bytes) else \
+            (ctypes.c_char * len(data)).from_buffer(data)
+        engine.add_object_file(llvm.ObjectFileRef.from_data(buffer))
         engine.finalize_object()
         addresses = {name: int(engine.get_function_address(name)) for name in entries}
         if not all(addresses.values()):
