@@ -35,7 +35,7 @@ from ..core.dtypes import NUMPY
 from ..core.ir import Graph
 from .kernels import Arena, Kernel
 from .loops import LoopKernel, scratch_sizes
-from .loops import lower as lower_loops
+from .partition import lower as lower_loops
 from .schedule import Schedule
 from .update import StepSpec
 

@@ -85,6 +85,9 @@ EAGER_ENTRY = "tc_update"
 #: library ``scipy.linalg.cython_blas`` calls, so results match Numba's ``np.dot``)
 BLAS_PREFIX = "scipy_"
 
+#: the worker pool's entry point a partitioned loop calls (``backends/pool.py``)
+POOL_RUN = "tc_pool_run"
+
 #: the libm functions a lowering calls by name (float64, float32), per op
 LIBM = {"tanh": ("tanh", "tanhf"), "log1p": ("log1p", "log1pf"), "erf": ("erf", "erff")}
 

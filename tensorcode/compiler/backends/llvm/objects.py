@@ -22,8 +22,8 @@ import threading
 from typing import Any
 
 from ....errors import CompileError
-from ..threads import scipy_openblas
-from .interface import BLAS_PREFIX, ENTRIES, LIBM, STEP_ENTRIES
+from ..threads import ensure_pool, scipy_openblas
+from .interface import BLAS_PREFIX, ENTRIES, LIBM, POOL_RUN, STEP_ENTRIES
 
 #: the optimization level plans compile at (measured: see docs/compiler.md)
 OPT_LEVEL = 2
@@ -41,7 +41,7 @@ _LIBM = {name + suffix for name in ("exp", "log", "sin", "cos", "pow", "sqrt", "
                                     "fabs", "exp2", "log2", "log10", "expm1", "sincos")
          for suffix in ("", "f")} | {symbol for pair in LIBM.values() for symbol in pair}
 #: every symbol a plan object may leave undefined; any other refuses the object
-ALLOWED = frozenset(_BLAS | _LIBM | {"memset", "memcpy", "memmove"})
+ALLOWED = frozenset(_BLAS | _LIBM | {"memset", "memcpy", "memmove", POOL_RUN})
 
 
 class UntrustedObject(Exception):
@@ -104,6 +104,15 @@ class _Runtime:
         self.engines: list[Any] = []  # kept alive: their code is called
         self.lock = threading.Lock()
         self.blas_loaded = False
+        self.pool_loaded = False
+
+    def load_pool(self) -> None:
+        """Start the worker pool (sized by ``threads``) and name its ``tc_pool_run`` to
+        the linker, once per process."""
+        address = ensure_pool()
+        if not self.pool_loaded:
+            self.llvm.add_symbol(POOL_RUN, address)
+            self.pool_loaded = True
 
     def load_blas(self) -> None:
         if self.blas_loaded:
@@ -156,8 +165,11 @@ def load(data: bytes | bytearray, entries: tuple[str, ...] = ENTRIES,
     entry was read into: LLVM reads it in place, no copy is made."""
     check_symbols(data)
     rt = runtime()
-    if any(s.startswith(BLAS_PREFIX) for s in undefined_symbols(data)):
+    undefined = undefined_symbols(data)
+    if any(s.startswith(BLAS_PREFIX) for s in undefined):
         rt.load_blas()
+    if POOL_RUN in undefined:
+        rt.load_pool()
     llvm = rt.llvm
     with rt.lock:
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), rt.machine)
