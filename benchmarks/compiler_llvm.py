@@ -39,7 +39,7 @@ import json, os, sys
 sys.path.insert(0, {root!r})
 import numpy as np
 from benchmarks.compiler_workloads import WORKLOADS, make_data, tensorcode_network
-from tensorcode.compiler.plan import compile_stats
+from tensorcode.compiler.backends.counters import compile_stats
 from tensorcode.errors import CompileError
 from tensorcode.runtime import optim
 spec = WORKLOADS[{workload!r}]; data = make_data(spec)

@@ -14,7 +14,7 @@ import pytest
 
 import tensorcode as tc
 import tensorcode.functional as functional
-from tensorcode.compiler import primitives
+from tensorcode.compiler.core import registry as primitives
 
 
 def test_the_namespace_is_the_registry_plus_the_composites():

@@ -14,7 +14,6 @@ results are keyed by output name.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -122,11 +121,6 @@ class ReferenceExecutor(Executor):
         return results
 
 
-def _plan_module() -> Any:
-    # loaded on first use: ``import tensorcode`` stays light
-    return importlib.import_module("tensorcode.compiler.plans.plan")
-
-
 class CompiledExecutor(Executor):
     """A plan lowered once for the output entry, reused for every call and every
     parameter table of the same network."""
@@ -134,7 +128,6 @@ class CompiledExecutor(Executor):
     def __init__(self, program: CompiledProgram, backend: str = DEFAULT_BACKEND) -> None:
         super().__init__(program)
         self.name = backend
-        _plan_module()
         roots = [symbol for _, symbol in self.output_items]
         try:
             self.plan = self.network.entry(roots).lower(backend)

@@ -234,7 +234,13 @@ def render_source(library: Library, content_hash: str) -> str:
              f'.incbin \\"{VALUES_BLOB}\\"\\n.byte 0\\n.size tc_values, .-tc_values\\n'
              '.previous\\n");',
              'extern const unsigned char tc_values[] __attribute__((visibility("hidden")));',
-             ""]
+             "",
+             "/* a partitioned loop's chunks, in order on the calling thread (a chunk's work",
+             "   does not depend on which thread runs it, so the answers are the same bits) */",
+             '__attribute__((visibility("hidden"))) void tc_pool_run(',
+             "        void (*chunk)(void *, int64_t), void *context, int64_t chunks) {",
+             "    for (int64_t i = 0; i < chunks; ++i) chunk(context, i);",
+             "}", ""]
     memory = len(scratch_args) + len(output_args)
     lines += [f"#define ARGUMENTS {len(args)}", f"#define MEMORY {max(memory, 1)}",
               f"#define INPUTS {len(lib.inputs)}", f"#define OUTPUTS {len(lib.outputs)}",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -19,6 +18,7 @@ import numpy as np
 from .. import algorithm as algorithms
 from ..algorithm import Algorithm
 from ..compiler.backends import REFERENCE
+from ..compiler.backends import get as get_backend
 from ..compiler.subset import parse_reply as parse
 from ..errors import CompileError, LoweringError
 from .cases import COVERED, Case, Contract
@@ -57,11 +57,11 @@ def compile_program(source: str, parameters: Mapping[str, Any] | None, inputs: C
 
 
 def check_executor(executor: str) -> None:
-    """Load a compiled executor's compiler up front: a broken installation fails here,
-    at the caller, instead of being fed back to the author as a compile error of every
-    attempt."""
+    """Load a compiled executor's backend up front (``backends.get``: llvmlite or Numba):
+    a broken installation fails here, at the caller, instead of being fed back to the
+    author as a compile error of every attempt."""
     if executor != REFERENCE:
-        importlib.import_module("tensorcode.compiler.plans.plan")
+        get_backend(executor)
 
 
 def load_algorithm(path: Any, executor: str) -> Any:

@@ -20,8 +20,14 @@ class Untrusted(Exception):
 
 def check_owned(path: pathlib.Path, directory: bool) -> None:
     """Refuse ``path`` unless it is a real (not linked) directory or regular file owned
-    by the current user and writable by nobody else."""
-    info = path.lstat()
+    by the current user and writable by nobody else (``OSError`` when it is missing)."""
+    check_status(path, path.lstat(), directory)
+
+
+def check_status(path: pathlib.Path, info: os.stat_result, directory: bool) -> None:
+    """``check_owned`` of ``info``, the status of ``path`` (from ``lstat``, or ``fstat``
+    of a descriptor opened without following links: the file then read is the one
+    checked)."""
     kind = stat.S_ISDIR(info.st_mode) if directory else stat.S_ISREG(info.st_mode)
     if not kind:
         raise Untrusted(f"{path} is not a {'directory' if directory else 'regular file'}")
@@ -32,4 +38,4 @@ def check_owned(path: pathlib.Path, directory: bool) -> None:
                         f"(mode {stat.S_IMODE(info.st_mode):o})")
 
 
-__all__ = ["Untrusted", "check_owned"]
+__all__ = ["Untrusted", "check_owned", "check_status"]

@@ -111,7 +111,7 @@ class Operation:
         self.build(tape, fresh=True)
         network = tape.into_network()
         self._state_network = network
-        self._names = tuple(slot.name or f"%{slot.node}" for slot in network.layout.slots)
+        self._names = tuple(slot.path for slot in network.layout.slots)
         self._parameters = network.parameters()
         self.backend = None if backend is None else execute.resolve_backend(backend)
         self.training = False

@@ -310,11 +310,9 @@ def load(path: str | os.PathLike, parameters: Parameters | Layout, optimizer: An
 
 # -- writing --------------------------------------------------------------------------------
 def parameter_keys(layout: Layout) -> list[str]:
-    """Each slot's tensor name: ``parameters/<recorded name>``, or ``parameters/%<slot>``
-    for an unnamed parameter (its stable position in recording order)."""
-    keys = []
-    for k, slot in enumerate(layout.slots):
-        keys.append(f"parameters/{slot.name}" if slot.name is not None else f"parameters/%{k}")
+    """Each slot's tensor name: ``parameters/<path>`` (``Slot.path``: the recorded name,
+    or ``%<slot id>`` for an unnamed parameter, its stable position in recording order)."""
+    keys = [f"parameters/{slot.path}" for slot in layout.slots]
     duplicates = sorted({key for key in keys if keys.count(key) > 1})
     if duplicates:
         raise TensorCodeError(f"parameter names must be unique to be checkpointed; "

@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import math
 import sys
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -35,6 +34,7 @@ import numpy as np
 
 from ..compiler import backends
 from ..compiler.backends import DEFAULT_BACKEND, check_backend
+from ..compiler.core.dtypes import FLOAT_DTYPES
 from ..compiler.lower.update import UpdateRule
 from ..compiler.plans.tables import Gradients, Layout, Parameters, Table
 from ..compiler.plans.tape import Tape
@@ -44,7 +44,6 @@ from ..errors import DTypeError, TensorCodeError
 from .optim_state import check_state_dict, state_entries, torch_flags
 
 #: dtypes the built-in update loops support
-FLOAT_DTYPES = ("float32", "float64")
 
 
 class StateTable(Table):
@@ -520,7 +519,7 @@ class RuleOptimizer(Optimizer):
         for dtype in layout.sizes:
             states = [self._buffer(k, dtype) for k in rule.state_keys]
             plan.append((dtype, compute.update(rule, dtype), states,
-                         *_slot_table(layout, dtype, reached)))
+                         *layout.update_table(dtype, reached)))
         self._memo_eager = (layout, reached, self.revision, group, plan)
         return plan
 
@@ -721,32 +720,6 @@ _SHARED_RULES: dict[tuple, UpdateRule] = {}
 def _backend_for(name: str) -> Any:
     """The backend that runs an eager update (every backend brings ``update``)."""
     return backends.get(name)
-
-
-def _slot_table(layout: Layout, dtype: str, reached: tuple[bool, ...] | None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
-    """The slots of ``dtype`` an update walks (those the loss reached): their indices,
-    start offsets and sizes (read-only int64), and the ``(start, stop)`` of the others."""
-    key = (dtype, reached)
-    tables = _TABLES.setdefault(layout, {})
-    cached = tables.get(key)
-    if cached is not None:
-        return cached
-    slots = [k for k, s in enumerate(layout.slots) if s.dtype == dtype]
-    walked = [k for k in slots if reached is None or reached[k]]
-    skipped = [(layout.slots[k].offset, layout.slots[k].offset + layout.slots[k].size)
-               for k in slots if reached is not None and not reached[k]]
-    arrays = [np.array(values, dtype=np.int64) for values in (
-        walked, [layout.slots[k].offset for k in walked], [layout.slots[k].size for k in walked])]
-    for array in arrays:
-        array.flags.writeable = False
-    table = (arrays[0], arrays[1], arrays[2], skipped)
-    tables[key] = table
-    return table
-
-
-#: per layout, the slot tables of ``_slot_table`` (a layout lives as long as its network)
-_TABLES: weakref.WeakKeyDictionary[Layout, dict[Any, Any]] = weakref.WeakKeyDictionary()
 
 
 def _signature(layout: Layout) -> tuple:

@@ -122,7 +122,7 @@ class _BoundCall:
     """One input signature's lean prediction call: the executor's plan bound to one
     parameter table, the plan's input order, and where the scores lie in its output."""
 
-    __slots__ = ("call", "executor", "order", "parameters", "root")
+    __slots__ = ("call", "executor", "order", "parameters", "refused", "root")
 
     def __init__(self, executor: Any, parameters: Any) -> None:
         plan = executor.plan
@@ -130,7 +130,9 @@ class _BoundCall:
         self.executor = executor
         self.order = tuple(position[id(symbol)] for symbol in plan.inputs())
         self.parameters = parameters
-        self.call, roots = plan.bind(rewrap(parameters, executor.network.layout)).flat
+        bound = plan.bind(rewrap(parameters, executor.network.layout))
+        self.call, roots = bound.flat
+        self.refused = bound.refused  # what the raw call raises when it refuses
         self.root = roots[0]
 
 
@@ -318,7 +320,7 @@ class PairScorer(Operation):
                 return None
         try:
             outs = bound.call(*[inputs[k] for k in bound.order])
-        except (IndexError, TypeError, ValueError):
+        except bound.refused:
             return None  # the general path raises the documented error for it
         buffer, start, stop, shape = bound.root
         return outs[buffer][start:stop].reshape(shape)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiler.core.dtypes import FLOAT_DTYPES
 from ..compiler.plans.tape import Tape
 from ..compiler.trace.composites import DISTRIBUTION_TOLERANCE, cross_entropy, mse
 from ..compiler.trace.expr import Expr
@@ -155,7 +156,7 @@ def record_loss(name: str, tape: Tape, output: Expr, target: Any, operation: Any
             raise TrainingError(f"loss {name!r} must return a scalar, got shape "
                                 f"{list(loss.shape)}; reduce it with .mean() or .sum()")
         return loss, feeds
-    if output.dtype not in ("float32", "float64"):
+    if output.dtype not in FLOAT_DTYPES:
         raise TrainingError(f"the supervised output is {output.dtype}: an integer value is "
                             "not differentiable")
     kind, array = builtin_target(name, output.shape, output.dtype, target, operation)

@@ -10,6 +10,7 @@ import pytest
 from router_programs import INPUTS, OUTPUTS, ROUTERS, all_feature_vectors
 
 import tensorcode.algorithm as algorithms
+from tensorcode.errors import LoweringError
 
 CASES = all_feature_vectors()
 
@@ -49,15 +50,17 @@ def test_compiled_executor_matches_reference(name, compiled):
 
 
 def test_compiled_executor_never_falls_back_to_the_reference(monkeypatch):
-    """Without plans the compiled executor fails with the import's own error (a broken
-    required dependency is not reworded); it never runs the reference interpreter under
-    the compiled name."""
-    monkeypatch.setitem(sys.modules, "tensorcode.compiler.plans.plan", None)
+    """With its backend broken the compiled executor fails, saying so and keeping the
+    import's own error as the cause; it never runs the reference interpreter under the
+    compiled name."""
     source, parameters, _ = ROUTERS["groups"]
-    with pytest.raises(ImportError, match=r"tensorcode\.compiler\.plans\.plan"):
-        algorithms.compile(source, INPUTS, OUTPUTS, parameters)
-    with pytest.raises(ImportError, match=r"tensorcode\.compiler\.plans\.plan"):
-        algorithms.compile(source, INPUTS, OUTPUTS, parameters, executor="numba")
+    for executor, module in (("llvm", "tensorcode.compiler.backends.llvm"),
+                             ("numba", "tensorcode.compiler.backends.numba.backend")):
+        monkeypatch.setitem(sys.modules, module, None)
+        with pytest.raises(LoweringError, match="executor='reference'") as caught:
+            algorithms.compile(source, INPUTS, OUTPUTS, parameters, executor=executor)
+        assert isinstance(caught.value.__cause__, ImportError)
+        assert module in str(caught.value.__cause__)
 
 
 GENERAL = '''

@@ -64,8 +64,18 @@ def _random():
     return tape, roots, [tc.random.Generator(11).key_state(), rng.normal(size=(3, 5))]
 
 
+def _partitioned():
+    """Loops large enough to run in chunks on the worker pool in process; the library
+    runs the same chunks in order."""
+    tape = tc.Tape()
+    x = tape.input(np.ones((300, 96), np.float32), name="x")
+    roots = [x.tanh() * 2.0, x.softmax(axis=1), tc.layer_norm(x)]
+    rng = np.random.default_rng(4)
+    return tape, roots, [rng.normal(size=(300, 96)).astype(np.float32)]
+
+
 KINDS = {"elementwise": _elementwise, "reductions": _reductions, "matmul": _matmul,
-         "take": _take, "random": _random}
+         "take": _take, "random": _random, "partitioned": _partitioned}
 
 
 def _names(plan):
@@ -77,6 +87,9 @@ def test_an_exported_plan_equals_the_llvm_plan_bit_for_bit(kind, tmp_path):
     tape, roots, values = KINDS[kind]()
     network = tape.into_network()
     plan = network.entry(roots).lower("llvm")
+    partitioned = any(s.annotations.partition for k in plan.program.loops for s in k.body
+                      if hasattr(s, "annotations"))
+    assert partitioned == (kind == "partitioned")
     given = dict(zip([n.name for n in network.graph.nodes if n.op == "input"], values))
     inputs = [given[name] for name in _names(plan)]
     document = plan.export(tmp_path / "lib", name=kind)

@@ -18,7 +18,8 @@ def test_importing_the_old_name_warns_and_resolves_to_the_new_objects():
             "    print('warned:', warning)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert "warned: tensorcode.ops is deprecated: import tensorcode.operations" in out
+    assert "warned: tensorcode.ops is deprecated (removed in 0.2.0): import " \
+        "tensorcode.operations" in out
 
 
 def test_old_names_are_the_new_classes():

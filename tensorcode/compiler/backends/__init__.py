@@ -18,12 +18,13 @@ loaded when first asked for, so ``import tensorcode`` stays light.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ...errors import BackendError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..lower.program import Program
+    from ..lower.program import Program, Refused
 
 #: the backends' names: the only place the literal names are written
 NUMBA = "numba"
@@ -47,20 +48,29 @@ def check_backend(name: Any, what: str = "backend") -> str:
 
 
 class Compiled(Protocol):
-    """What a backend hands the plan for a ``Program``: its entry points, callable.
+    """What a backend hands the plan for a ``Program``: every call the plan makes.
 
     ``run(*parameter_buffers, *constants, *inputs)`` returns one flat output arena per
     dtype; ``batch()`` and ``scalars()`` the batched and all-scalar variants (built on
     first use); ``step()`` and ``steps()`` a step plan's ``run_step`` and ``run_steps``
-    when ``fuses_updates`` (else the plan applies the optimizer's own update). ``key``
-    names the compiled program (the plan cache key, empty when nothing was compiled)
-    and ``source`` is the generated text (what ``plan.source()`` returns). A backend may
-    also offer ``bind_step(head, tail)``: ``run_step`` with the fixed buffers checked
-    once, ``call(inputs, lr) -> loss`` (the llvm backend does; a bound step uses it)."""
+    when ``fuses_updates`` (else the plan applies the optimizer's own update).
+    ``bind(*head)`` and ``bind_scalars(*head)`` are ``run`` and ``scalars()`` with the
+    parameter and constant buffers fixed, and ``bind_step(head, tail)`` is ``run_step``
+    with the fixed buffers around the inputs, as ``call(inputs, lr) -> loss``
+    (``calls.PlainCalls`` is their plain form; a backend may check the fixed buffers
+    once instead). ``key`` names the compiled program (the plan cache key, empty when
+    nothing was compiled) and ``source`` is the generated text (``plan.source()``).
+
+    A call that cannot run raises one of ``refused``; ``refusal(error, inputs,
+    leading)`` gives its ``Status`` and argument index as a ``lower.program.Refused``
+    (``None`` when ``error`` is no refusal), and the plan raises the documented error
+    from those two numbers alone. ``leading`` is a batch's leading axis extent (0: read
+    it from the inputs) or ``None`` for a single call."""
 
     key: str
     run: Any
     fuses_updates: bool
+    refused: tuple[type[BaseException], ...]
 
     @property
     def source(self) -> str: ...
@@ -73,6 +83,16 @@ class Compiled(Protocol):
 
     def steps(self) -> Any: ...
 
+    def bind(self, *head: Any) -> Callable[..., Any]: ...
+
+    def bind_scalars(self, *head: Any) -> Callable[..., Any]: ...
+
+    def bind_step(self, head: Sequence[Any], tail: Sequence[Any]
+                  ) -> Callable[[Sequence[Any], float], Any]: ...
+
+    def refusal(self, error: BaseException, inputs: Sequence[Any],
+                leading: int | None = None) -> Refused | None: ...
+
 
 class Backend(Protocol):
     """A way to run a ``Program`` (``lower/program.py``).
@@ -80,14 +100,17 @@ class Backend(Protocol):
     ``prepare(program, approximate)`` does the backend's ahead-of-time work and returns
     the ``Compiled`` entry points the plan calls. ``approximates`` says whether
     ``approximate`` means anything to it (only generated float32 code approximates).
-    Every backend also offers ``update(rule, dtype)``, an optimizer's eager update
-    (``lower/update.py``), which ``opt.step`` runs on the optimizer's own backend
+    ``update(rule, dtype)`` is an optimizer's eager update (``lower/update.py``):
+    ``update(P, G, U, S.., K, PS, N, GS, steps, present, lr)``, the same calling
+    convention on every backend; ``opt.step`` runs it on the optimizer's own backend
     (``DEFAULT_BACKEND``, ``llvm``, unless it names another)."""
 
     name: str
     approximates: bool
 
     def prepare(self, program: Program, approximate: bool) -> Compiled: ...
+
+    def update(self, rule: Any, dtype: str) -> Callable[..., None]: ...
 
 
 class Interpreter(Backend, Protocol):

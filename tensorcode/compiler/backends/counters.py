@@ -24,8 +24,9 @@ def compile_stats() -> dict[str, int]:
     ``cache_loaded`` (plan functions loaded from the on-disk cache), ``sources_written``,
     ``corrupt_entries`` (cache entries found damaged and rebuilt), ``plans_lowered`` and
     ``memory_hits`` (lowerings served by a module already loaded in this process);
-    ``untrusted_entries`` (llvm cache entries without a
-    valid authentication tag or with a refused symbol, recompiled) and ``llvm_compile_ms``
+    ``untrusted_entries`` (cache files, an llvm object or a compiled Numba function,
+    refused: not a private regular file, too large, without a valid authentication tag,
+    or with a refused symbol; recompiled) and ``llvm_compile_ms``
     (milliseconds the llvm backend spent compiling plans; see ``backends/llvm``)."""
     with _STATS_LOCK:
         return dict(_STATS)

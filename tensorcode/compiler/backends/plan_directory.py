@@ -1,13 +1,15 @@
 """The plan cache's directory, trusted the way ssh trusts ``~/.ssh``: the rules both
 compiled backends' caches follow, in one place.
 
-Whatever executes from the cache (a Numba module and its machine code, an llvm object)
-is read only from a directory the current user owns and nobody else can write:
+Whatever executes from the cache (a compiled Numba function, an llvm object) is read
+only from a directory the current user owns and nobody else can write:
 ``plans_directory()`` checks (and creates, ``0700``) the cache root, ``plans`` and its
-``__pycache__`` (Numba's machine code), and ``check_owned`` (``files.ownership``: the rule exported
-libraries follow too) an entry before it is read.
-``locked`` serializes the processes filling one entry, and ``warn_once`` reports an
-entry that was not used once per process. Importing this module loads neither backend.
+``__pycache__`` (compiled Numba functions), and ``check_owned``/``check_status``
+(``files.ownership``: the rule exported libraries follow too) a file before and after it
+is opened (``tagged_file`` then checks its authentication tag).
+``locked`` serializes the processes filling one entry (its lock a regular file of ours,
+nothing else), and ``warn_once`` reports an entry that was not used once per process.
+Importing this module loads neither backend.
 """
 
 from __future__ import annotations
@@ -15,32 +17,49 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import stat
 import warnings
 from collections.abc import Iterator
 
 from ...errors import CacheError
-from ...files.ownership import Untrusted, check_owned
+from ...files.ownership import Untrusted, check_owned, check_status
 from .counters import cache_dir
+
+#: open flags that refuse a link at the path and never wait on a FIFO's other end
+NO_FOLLOW = (getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_CLOEXEC", 0))
 
 
 @contextlib.contextmanager
 def locked(path: pathlib.Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (a lock file) for the duration of the block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    """An exclusive lock on ``path`` (a lock file, created owner-only) for the duration
+    of the block. Raises ``Untrusted`` when something that is not a regular file of the
+    current user holds the path (a directory, a FIFO, a link): nothing else is opened,
+    or waited on, as a lock."""
+    try:
+        with contextlib.suppress(FileNotFoundError):  # before opening: no FIFO or device
+            _check_lock(path, path.lstat())
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | NO_FOLLOW, 0o600)
+    except OSError as error:
+        raise Untrusted(f"{path}: {error.strerror or error}") from None
+    try:
+        _check_lock(path, os.fstat(descriptor))  # the file opened is the one checked
         try:
             import fcntl
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
         except ImportError:  # pragma: no cover - not POSIX: atomic renames only
             pass
-        try:
-            yield
-        finally:
-            try:
-                import fcntl
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            except ImportError:  # pragma: no cover
-                pass
+        yield
+    finally:
+        os.close(descriptor)  # closing the descriptor releases its lock
+
+
+def _check_lock(path: pathlib.Path, info: os.stat_result) -> None:
+    """A lock file holds nothing: it must be a regular file of ours, whatever its mode."""
+    if not stat.S_ISREG(info.st_mode):
+        raise Untrusted(f"{path} is not a regular file")
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        raise Untrusted(f"{path} is owned by uid {info.st_uid}, not by the current user")
 
 
 _WARNED: set[str] = set()
@@ -69,7 +88,7 @@ def trusted_directory(path: pathlib.Path) -> pathlib.Path:
 
 def plans_directory() -> pathlib.Path:
     """The cache's ``plans`` directory, checked: the cache root, ``plans`` and its
-    ``__pycache__`` (Numba's machine code) each a real directory owned by the current
+    ``__pycache__`` (compiled Numba functions) each a real directory owned by the current
     user, writable by no one else and writable by us (each created ``0700``). Raises
     ``CacheError`` saying why the cache cannot be used."""
     try:
@@ -81,5 +100,5 @@ def plans_directory() -> pathlib.Path:
     return plans
 
 
-__all__ = ["Untrusted", "check_owned", "locked", "plans_directory", "trusted_directory",
-           "warn_once"]
+__all__ = ["NO_FOLLOW", "Untrusted", "check_owned", "check_status", "locked",
+           "plans_directory", "trusted_directory", "warn_once"]

@@ -20,8 +20,8 @@ number of threads.
 Several Python threads may call plans at once: one run holds the pool at a time
 (``busy``, taken with a compare-and-swap); a caller that finds it busy runs its chunks
 on its own thread, so the process never has more runnable threads than the pool's plus
-the callers'. After ``fork`` the child has no workers: ``os.register_at_fork`` resets
-the pool's state in the child, which starts fresh workers on its first parallel run.
+the callers'. After ``fork`` the child has none of the workers: ``os.register_at_fork``
+resets the pool's state in the child and starts as many workers again.
 """
 
 from __future__ import annotations
@@ -42,12 +42,13 @@ _IR = r"""
 @done = internal global [64 x i8] zeroinitializer, align 16
 @gen = internal global i64 0
 @quit = internal global i32 0
-@working = internal global i64 0
 @busy = internal global i32 0
 @job_fn = internal global %fn null
 @job_ctx = internal global i8* null
 @job_n = internal global i64 0
+; the next chunk: the run's generation in the high 32 bits, the chunk in the low ones
 @next = internal global i64 0
+@left = internal global i64 0
 @workers = internal global i64 0
 @threads = internal global [256 x i64] zeroinitializer
 
@@ -72,17 +73,39 @@ define private i8* @done_p() {
   ret i8* %p
 }
 
-; take chunks of the current job until none is left
-define private void @take(%fn %f, i8* %ctx, i64 %n) {
+; claim and run chunks of run %g while any is left: a claim is a compare-and-swap on
+; @next that fails once a newer run has begun, so a late worker never runs a chunk of a
+; run that has returned; the last chunk to finish wakes the caller
+define private void @take(%fn %f, i8* %ctx, i64 %n, i64 %g) {
 entry:
+  %tag = shl i64 %g, 32
   br label %loop
 loop:
-  %i = atomicrmw add i64* @next, i64 1 seq_cst
+  %cur = load atomic i64, i64* @next seq_cst, align 8
+  %hi = and i64 %cur, -4294967296
+  %ours = icmp eq i64 %hi, %tag
+  br i1 %ours, label %index, label %out
+index:
+  %i = and i64 %cur, 4294967295
   %more = icmp slt i64 %i, %n
-  br i1 %more, label %body, label %out
+  br i1 %more, label %claim, label %out
+claim:
+  %cur1 = add i64 %cur, 1
+  %pair = cmpxchg i64* @next, i64 %cur, i64 %cur1 seq_cst seq_cst
+  %won = extractvalue { i64, i1 } %pair, 1
+  br i1 %won, label %body, label %loop
 body:
   call void %f(i8* %ctx, i64 %i)
-  br label %loop
+  %was = atomicrmw sub i64* @left, i64 1 seq_cst
+  %last = icmp eq i64 %was, 1
+  br i1 %last, label %signal, label %loop
+signal:
+  %mu = call i8* @mu_p()
+  %done = call i8* @done_p()
+  call i32 @pthread_mutex_lock(i8* %mu)
+  call i32 @pthread_cond_broadcast(i8* %done)
+  call i32 @pthread_mutex_unlock(i8* %mu)
+  br label %out
 out:
   ret void
 }
@@ -91,10 +114,9 @@ define private i8* @worker(i8* %unused) {
 entry:
   %mu = call i8* @mu_p()
   %wake = call i8* @wake_p()
-  %done = call i8* @done_p()
   br label %park
 park:
-  %seen = phi i64 [ 0, %entry ], [ %g, %finish ]
+  %seen = phi i64 [ 0, %entry ], [ %g, %work ]
   call i32 @pthread_mutex_lock(i8* %mu)
   br label %check
 check:
@@ -110,22 +132,11 @@ sleep:
   br label %check
 work:
   %g = load i64, i64* @gen
-  %w = load i64, i64* @working
-  %w1 = add i64 %w, 1
-  store i64 %w1, i64* @working
   %f = load %fn, %fn* @job_fn
   %ctx = load i8*, i8** @job_ctx
   %n = load i64, i64* @job_n
   call i32 @pthread_mutex_unlock(i8* %mu)
-  call void @take(%fn %f, i8* %ctx, i64 %n)
-  call i32 @pthread_mutex_lock(i8* %mu)
-  %x = load i64, i64* @working
-  %x1 = sub i64 %x, 1
-  store i64 %x1, i64* @working
-  call i32 @pthread_cond_broadcast(i8* %done)
-  call i32 @pthread_mutex_unlock(i8* %mu)
-  br label %finish
-finish:
+  call void @take(%fn %f, i8* %ctx, i64 %n, i64 %g)
   br label %park
 leave:
   call i32 @pthread_mutex_unlock(i8* %mu)
@@ -192,7 +203,6 @@ define void @tc_pool_forget() {
   %done = call i8* @done_p()
   call void @llvm.memset.p0i8.i64(i8* %done, i8 0, i64 64, i1 false)
   store i64 0, i64* @workers
-  store i64 0, i64* @working
   store i32 0, i32* @busy
   store i32 0, i32* @quit
   ret void
@@ -225,31 +235,25 @@ shared:
   %wake = call i8* @wake_p()
   %done = call i8* @done_p()
   call i32 @pthread_mutex_lock(i8* %mu)
-  br label %drain
-drain:
-  %w = load i64, i64* @working
-  %stale = icmp ne i64 %w, 0
-  br i1 %stale, label %wait_stale, label %post
-wait_stale:
-  call i32 @pthread_cond_wait(i8* %done, i8* %mu)
-  br label %drain
-post:
+  %g = load i64, i64* @gen
+  %g1 = add i64 %g, 1
+  %g32 = and i64 %g1, 4294967295
   store %fn %f, %fn* @job_fn
   store i8* %ctx, i8** @job_ctx
   store i64 %n, i64* @job_n
-  store atomic i64 0, i64* @next seq_cst, align 8
-  %g = load i64, i64* @gen
-  %g1 = add i64 %g, 1
-  store i64 %g1, i64* @gen
+  store atomic i64 %n, i64* @left seq_cst, align 8
+  %tag = shl i64 %g32, 32
+  store atomic i64 %tag, i64* @next seq_cst, align 8
+  store i64 %g32, i64* @gen
   call i32 @pthread_cond_broadcast(i8* %wake)
   call i32 @pthread_mutex_unlock(i8* %mu)
-  call void @take(%fn %f, i8* %ctx, i64 %n)
+  call void @take(%fn %f, i8* %ctx, i64 %n, i64 %g32)
   call i32 @pthread_mutex_lock(i8* %mu)
   br label %settle
 settle:
-  %w2 = load i64, i64* @working
-  %busy2 = icmp ne i64 %w2, 0
-  br i1 %busy2, label %wait_done, label %finish
+  %left = load atomic i64, i64* @left seq_cst, align 8
+  %open = icmp ne i64 %left, 0
+  br i1 %open, label %wait_done, label %finish
 wait_done:
   call i32 @pthread_cond_wait(i8* %done, i8* %mu)
   br label %settle
@@ -347,10 +351,17 @@ def parallel_for(function: Any, context: int, chunks: int) -> None:
 
 
 def _after_fork_in_child() -> None:
-    """The child of a fork has the pool's memory but none of its threads."""
+    """The child of a fork has the pool's memory but none of its threads: forget them
+    and start as many again, so a forked worker (a serve or multiprocessing worker)
+    runs its plans on its own threads."""
+    global _LOCK
+    _LOCK = threading.Lock()  # the parent's may have been held by another thread
     if _POOL is not None:
+        count = _POOL.workers
         _POOL.forget()
         _POOL.workers = 0
+        if count:
+            resize(count)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

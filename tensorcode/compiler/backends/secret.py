@@ -9,7 +9,8 @@ The secret is 32 random bytes in the file named by ``TENSORCODE_CACHE_SECRET``, 
 ``tensorcode/cache-secret`` under the user's config directory (``XDG_CONFIG_HOME`` or
 ``~/.config``), created on first use (mode ``0600`` in a ``0700`` directory). A secret file
 that is not a regular file of the current user readable by it alone (or a directory
-writable by others) is refused with a ``CacheError``, as ssh refuses a loose key.
+writable by others) is refused with a ``CacheError``, as ssh refuses a loose key, and so
+is a secret inside the plan cache directory (it would travel with every copy of it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import stat
 import threading
 
 from ...errors import CacheError
+from .counters import cache_dir
 
 SECRET_ENV = "TENSORCODE_CACHE_SECRET"
 
@@ -57,10 +59,12 @@ def _check_private(path: pathlib.Path, directory: bool) -> None:
 def secret() -> bytes:
     """The cache secret, created (owner-only) on first use."""
     path = secret_path()
+    cache = cache_dir()
     with _LOCK:
-        known = _SECRETS.get(str(path))
+        known = _SECRETS.get(f"{path}\0{cache}")
         if known is not None:
             return known
+        _check_outside(path, cache)
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             _check_private(path.parent, directory=True)
@@ -73,8 +77,19 @@ def secret() -> bytes:
                              f"{error.strerror or error}") from None
         if len(value) != 32:
             raise CacheError(f"the cache secret {path} is not 32 bytes; delete it")
-        _SECRETS[str(path)] = value
+        _SECRETS[f"{path}\0{cache}"] = value
         return value
+
+
+def _check_outside(path: pathlib.Path, cache: pathlib.Path) -> None:
+    """Refuse a secret inside the plan cache: it would travel with every copy of the
+    cache (a backup, a CI cache step, a shared volume), and whoever holds a copy could
+    tag entries that every process using the secret then loads."""
+    resolved, root = path.resolve(), cache.resolve()
+    if resolved == root or resolved.is_relative_to(root):
+        raise CacheError(f"the cache secret {path} lies inside the plan cache {cache}; "
+                         f"point {SECRET_ENV} at a file outside it (the default, under "
+                         "the user's config directory, is)")
 
 
 def _create(path: pathlib.Path) -> None:
@@ -103,11 +118,23 @@ def forget() -> None:
 
 def authenticate(*parts: bytes) -> bytes:
     """The HMAC-SHA-256 of ``parts`` (joined unambiguously) under the secret."""
+    mac = authenticator(*parts[:-1], length=len(parts[-1]) if parts else 0)
+    if parts:
+        mac.update(parts[-1])
+    return mac.digest()
+
+
+def authenticator(*parts: bytes, length: int) -> hmac.HMAC:
+    """The HMAC ``authenticate(*parts, last)`` computes, fed with ``parts`` and the length
+    of a ``last`` part of ``length`` bytes that the caller then feeds chunk by chunk
+    (``update``): a file's tag is checked while the file is streamed, not after it was
+    read whole."""
     mac = hmac.new(secret(), digestmod=hashlib.sha256)
     for part in parts:
         mac.update(len(part).to_bytes(8, "little"))
         mac.update(part)
-    return mac.digest()
+    mac.update(length.to_bytes(8, "little"))
+    return mac
 
 
-__all__ = ["SECRET_ENV", "secret", "secret_path", "authenticate", "forget"]
+__all__ = ["SECRET_ENV", "secret", "secret_path", "authenticate", "authenticator", "forget"]

@@ -78,7 +78,10 @@ class Node:
     """One SSA value: ``op`` applied to earlier nodes ``inputs`` with ``attrs``.
 
     ``value`` holds the recorded initial (parameter), default feed (input) or constant
-    (leaf); ``name`` is the optional display name of a parameter or input.
+    (leaf); ``name`` is the optional display name of a parameter or input. ``origin``,
+    for a parameter or input of an entry's graph, is the id of the network node it
+    stands for: every pass carries a source node over as it is, so the origin travels
+    through optimization as data (it is no part of the node's text or key).
     """
 
     op: str
@@ -87,6 +90,7 @@ class Node:
     type: Type
     value: np.ndarray | None = None
     name: str | None = None
+    origin: int | None = None
 
     def attr(self, key: str, default: Any = None) -> Any:
         for k, v in self.attrs:

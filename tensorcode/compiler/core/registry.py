@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import CompileError, FeedError, ShapeError
+from ...errors import CompileError, DTypeError, FeedError, ShapeError
 from . import philox
 from .ir import SOURCE_OPS, Type, canonical_dtype
 from .rules import (
@@ -289,6 +289,50 @@ COMPARISONS = {"lt": (np.less, "<"), "le": (np.less_equal, "<="), "gt": (np.grea
 for _name, (_fn, _symbol) in COMPARISONS.items():
     # 0/1 in the operand's dtype; a comparison is a step function, so no gradient.
     _binary(_name, _fn, None, operator=_symbol)
+
+
+# ---------------------------------------------------------------------------------------
+# bit operations: what scalar graphs (the float32 approximations, lower/approximations.py)
+# build numbers from; no gradient, offered on no surface (recorded with ``Tape.apply``)
+
+_unary("floor", np.floor, None, method=False)
+
+
+def _integer_binary_infer(name: str) -> InferRule:
+    def infer(types: Sequence[Type], attrs: Attrs) -> Type:
+        a, b = types
+        dtype = same_dtype(name, types)
+        require_int(name, "operand", a)
+        return Type(broadcast_shapes(name, a.shape, b.shape), dtype)
+    return infer
+
+
+def _shift(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
+    """An integer shift (``shift_right`` is arithmetic: the sign bit is kept)."""
+    def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+        a, b = arrays
+        return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
+    register(name, "elementwise", _integer_binary_infer(name), reference, None, arity=2)
+
+
+_shift("shift_left", np.left_shift)
+_shift("shift_right", np.right_shift)
+
+
+def _bitcast_infer(types: Sequence[Type], attrs: Attrs) -> Type:
+    (x,) = types
+    dtype = canonical_dtype(attrs["dtype"])
+    if np.dtype(dtype).itemsize != np.dtype(x.dtype).itemsize:
+        raise DTypeError(f"bitcast: {x.dtype} and {dtype} differ in width; a bitcast "
+                         "reads the same bits as a dtype of the same size")
+    return Type(x.shape, dtype)
+
+
+def _bitcast(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    return np.array(arrays[0], order="C").view(attrs["dtype"])  # a 0-d array stays 0-d
+
+
+register("bitcast", "elementwise", _bitcast_infer, _bitcast, None, arity=1)
 
 
 # ---------------------------------------------------------------------------------------

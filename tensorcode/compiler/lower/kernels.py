@@ -29,6 +29,7 @@ import numpy as np
 
 from ..core import registry as primitives
 from ..core.ir import DTYPES, Graph, Node
+from .patterns import Pat, Rules
 
 
 def c_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -161,33 +162,53 @@ def contiguous(base: Arena | Buffer, shape: tuple[int, ...], dtype: str,
     return Strided(base, offset, tuple(shape), c_strides(shape), dtype)
 
 
-def view_of(loc: Loc, node: Node, graph: Graph) -> Loc | None:
-    """The location of view op ``node`` applied to ``loc``, or None if it is not a
-    strided view of it (a reshape of a non-contiguous view)."""
+def _reshaped(loc: Strided, node: Node) -> Strided | None:
+    if not loc.contiguous:
+        return None  # a reshape of a non-contiguous view is no strided view of it
     shape = node.type.shape
+    return Strided(loc.base, loc.offset, shape, c_strides(shape), loc.dtype)
+
+
+def _transposed(loc: Strided, node: Node) -> Strided:
+    axes = node.attr("axes")
+    return Strided(loc.base, loc.offset, node.type.shape, tuple(loc.strides[a] for a in axes),
+                   loc.dtype)
+
+
+def _broadcast(loc: Strided, node: Node) -> Strided:
+    shape = node.type.shape
+    lead = len(shape) - len(loc.shape)
+    strides = [0] * lead + [0 if d == 1 and t != 1 else s for d, t, s in
+                            zip(loc.shape, shape[lead:], loc.strides)]
+    return Strided(loc.base, loc.offset, shape, tuple(strides), loc.dtype)
+
+
+def _sliced(loc: Strided, node: Node) -> Strided:
+    axis, start = node.attr("axis"), node.attr("start")
+    return Strided(loc.base, loc.offset + start * loc.strides[axis], node.type.shape,
+                   loc.strides, loc.dtype)
+
+
+#: the strided location of each view op applied to a location (``view_of``); an action
+#: gets the location and the view's node
+VIEWS = Rules([
+    (Pat("detach"), lambda loc, node: loc),
+    (Pat("reshape"), _reshaped),
+    (Pat("transpose"), _transposed),
+    (Pat("broadcast_to"), _broadcast),
+    (Pat("slice"), _sliced),
+])
+
+
+def view_of(loc: Loc, node: Node, graph: Graph) -> Loc | None:
+    """The location of view op ``node`` applied to ``loc`` (``VIEWS``), or None if it is
+    not a strided view of it (a reshape of a non-contiguous view)."""
     if isinstance(loc, Scalar):
         return loc
-    op = node.op
-    if op == "detach":
-        return loc
-    if op == "reshape":
-        if not loc.contiguous:
-            return None
-        return Strided(loc.base, loc.offset, shape, c_strides(shape), loc.dtype)
-    if op == "transpose":
-        axes = node.attr("axes")
-        return Strided(loc.base, loc.offset, shape, tuple(loc.strides[a] for a in axes),
-                       loc.dtype)
-    if op == "broadcast_to":
-        lead = len(shape) - len(loc.shape)
-        strides = [0] * lead + [0 if d == 1 and t != 1 else s for d, t, s in
-                                zip(loc.shape, shape[lead:], loc.strides)]
-        return Strided(loc.base, loc.offset, shape, tuple(strides), loc.dtype)
-    if op == "slice":
-        axis, start = node.attr("axis"), node.attr("start")
-        return Strided(loc.base, loc.offset + start * loc.strides[axis], shape, loc.strides,
-                       loc.dtype)
-    raise AssertionError(op)  # pragma: no cover
+    if node.op not in VIEWS.ops():
+        raise AssertionError(node.op)  # pragma: no cover
+    found: Loc | None = VIEWS.apply(loc, node, graph.nodes)
+    return found
 
 
 def broadcast_access(loc: Strided, space: Sequence[int]) -> tuple[int, ...]:
@@ -448,30 +469,43 @@ class SoftmaxKernel(Kernel):
         return f"{form} over [{','.join(map(str, self.space))}]"
 
 
+def _random_kernel(at: tuple[int, list[Loc], Strided], node: Node) -> RandomKernel:
+    node_id, ins, out = at
+    attrs = {k: v for k, v in node.attrs if k not in ("offset", "shape", "dtype")}
+    return RandomKernel([node_id], node.type.shape, node.op, ins[0],
+                        ins[1] if len(ins) > 1 else None, out, node.attr("offset"), attrs)
+
+
+#: the kernel of each ``index`` or ``shape`` primitive that computes (``index_kernel``);
+#: an action gets ``(node id, input locations, output location)`` and the node
+INDEX_KERNELS = Rules([
+    (Pat("take"), lambda at, node: TakeKernel(
+        [at[0]], node.type.shape, at[1][0], at[1][1], at[2], node.attr("axis"))),
+    (Pat("scatter_add"), lambda at, node: ScatterAddKernel(
+        [at[0]], node.type.shape, at[1][0], at[1][1], at[2], node.attr("axis"),
+        node.attr("size"))),
+    (Pat("one_hot"), lambda at, node: OneHotKernel(
+        [at[0]], node.type.shape, at[1][0], at[2], node.attr("n"))),
+    (Pat("concat"), lambda at, node: ConcatKernel(
+        [at[0]], node.type.shape, list(at[1]), at[2], node.attr("axis"))),
+    (Pat("pad"), lambda at, node: PadKernel(
+        [at[0]], node.type.shape, at[1][0], at[2], node.attr("axis"), node.attr("before"))),
+    (Pat(where=lambda node, nodes: primitives.is_random(node.op)), _random_kernel),
+])
+
+
 def index_kernel(node_id: int, node: Node, ins: list[Loc], out: Strided) -> Kernel:
     """The kernel of an ``index`` or ``shape`` primitive that computes (``take``,
-    ``scatter_add``, ``one_hot``, ``concat``, ``pad``), its attributes as fields."""
-    shape, op = node.type.shape, node.op
-    if op == "take":
-        return TakeKernel([node_id], shape, ins[0], ins[1], out, node.attr("axis"))
-    if op == "scatter_add":
-        return ScatterAddKernel([node_id], shape, ins[0], ins[1], out, node.attr("axis"),
-                                node.attr("size"))
-    if op == "one_hot":
-        return OneHotKernel([node_id], shape, ins[0], out, node.attr("n"))
-    if op == "concat":
-        return ConcatKernel([node_id], shape, list(ins), out, node.attr("axis"))
-    if op == "pad":
-        return PadKernel([node_id], shape, ins[0], out, node.attr("axis"), node.attr("before"))
-    if primitives.is_random(op):
-        attrs = {k: v for k, v in node.attrs if k not in ("offset", "shape", "dtype")}
-        return RandomKernel([node_id], shape, op, ins[0], ins[1] if len(ins) > 1 else None,
-                            out, node.attr("offset"), attrs)
-    raise AssertionError(f"no kernel for {op}")  # pragma: no cover
+    ``scatter_add``, ``one_hot``, ``concat``, ``pad``, the random draws), its attributes
+    as fields (``INDEX_KERNELS``)."""
+    kernel: Kernel | None = INDEX_KERNELS.apply((node_id, ins, out), node, ())
+    if kernel is None:
+        raise AssertionError(f"no kernel for {node.op}")  # pragma: no cover
+    return kernel
 
 
 __all__ = ["Arena", "Buffer", "Scalar", "Strided", "Loc", "ROLES", "Kernel", "FusedKernel",
            "MatmulKernel", "TakeKernel", "ScatterAddKernel", "OneHotKernel", "ConcatKernel",
            "RandomKernel", "LayerNormKernel", "SoftmaxKernel",
            "PadKernel", "CopyKernel", "index_kernel", "c_strides", "contiguous", "view_of",
-           "broadcast_access"]
+           "broadcast_access", "VIEWS", "INDEX_KERNELS"]

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..core import registry as primitives
+from ..core.dtypes import DTYPES, FLOAT_DTYPES
 from ..core.ir import Graph
 from .kernels import (
     Arena,
@@ -295,7 +296,7 @@ def identity(op: str, dtype: str) -> Const:
     for a max (min): -inf/inf for floats, the integer range's end otherwise."""
     if op in ("sum", "mean"):
         return Const(0, dtype)
-    if dtype.startswith("float"):
+    if dtype in FLOAT_DTYPES:
         return Const(-np.inf if op == "max" else np.inf, dtype)
     info = np.iinfo(dtype)
     return Const(int(info.min if op == "max" else info.max), dtype)
@@ -305,7 +306,7 @@ def accumulator_dtype(op: str, dtype: str) -> str:
     """A register accumulator's dtype: float64 for a float sum or mean, int64 for an
     integer one, the reduction's own for max and min."""
     if op in ("sum", "mean"):
-        return "float64" if dtype.startswith("float") else "int64"
+        return "float64" if dtype in FLOAT_DTYPES else "int64"
     return dtype
 
 
@@ -552,7 +553,7 @@ class Lowering:
             xs = [0 if n == 1 else st for n, st in zip(x.shape, x.strides)]
             terms = list(zip(xs[:axis], names_pre)) + [(x.strides[axis], ix)] + \
                 list(zip(xs[axis + 1:], names_post))
-            value = Load(x.arena, x.dtype, _affine(x.offset, *zip(*terms)))
+            value = Load(x.arena, x.dtype, Index(x.offset, tuple(terms)))
         b.add(Store(out.arena, out.dtype, Ref("o"), value))
         b.close(len(pre) + len(ishape) + len(post))
 
@@ -571,7 +572,7 @@ class Lowering:
         ostrides = c_strides(pre + (size,) + post)
         terms = list(zip(ostrides[:axis], names_pre)) + [(ostrides[axis], ix)] + \
             list(zip(ostrides[axis + 1:], names_post))
-        b.add(Let("o", _affine(out.offset, *zip(*terms))))
+        b.add(Let("o", Index(out.offset, tuple(terms))))
         old = Load(out.arena, out.dtype, Ref("o"))
         b.add(Store(out.arena, out.dtype, Ref("o"),
                     Apply("add", (old, Ref("g")), out.dtype, out.dtype)))
@@ -952,6 +953,52 @@ def uses_accumulators(stmt: Stmt) -> bool:
     return isinstance(stmt, (Init, Accumulate))
 
 
+def _text(e: Expr) -> str:
+    if isinstance(e, Const):
+        return f"{e.value!r}:{DTYPES[e.dtype]}"
+    if isinstance(e, Ref):
+        return e.name
+    if isinstance(e, Index):
+        terms = [str(e.base)] if e.base or not e.terms else []
+        terms += [_text(t) if s == 1 else f"{_text(t)}*{s}" for s, t in e.terms if s]
+        return " + ".join(terms)
+    if isinstance(e, Load):
+        return f"{e.arena.label}[{_text(e.index)}]"
+    return f"{e.op}({', '.join(_text(a) for a in e.args)}):{DTYPES[e.dtype]}"
+
+
+def describe(kernel: LoopKernel) -> str:
+    """The loop kernel as text, one statement a line (what ``docs/compiler.md`` shows)."""
+    lines = [f"kernel {kernel.title}"]
+    lines += [f"  accumulator {a.name}: {DTYPES[a.dtype]} from {a.identity.value!r}"
+              for a in kernel.accumulators]
+
+    def walk(body: Sequence[Stmt], depth: int) -> None:
+        pad = "  " * depth
+        for s in body:
+            if isinstance(s, Loop):
+                lines.append(f"{pad}for {s.var} in range({s.extent}):")
+                walk(s.body, depth + 1)
+            elif isinstance(s, Let):
+                lines.append(f"{pad}{s.name} = {_text(s.value)}")
+            elif isinstance(s, Store):
+                lines.append(f"{pad}{s.arena.label}[{_text(s.index)}] = {_text(s.value)}")
+            elif isinstance(s, Init):
+                lines.append(f"{pad}{s.name} = identity")
+            elif isinstance(s, Accumulate):
+                lines.append(f"{pad}{s.name} = {s.combine}({s.name}, {_text(s.value)})")
+            elif isinstance(s, Check):
+                lines.append(f"{pad}check 0 <= {_text(s.value)} < {s.size}")
+            elif isinstance(s, RowReduce):
+                lines.append(f"{pad}{s.name} = row_{s.op}(W_{DTYPES[s.dtype]}"
+                             f"[{s.start}:{s.start + s.n}])")
+            else:
+                lines.append(f"{pad}{type(s).__name__.lower()} -> {s.out.arena.label}"
+                             f"[{s.out.offset}]")
+    walk(kernel.body, 1)
+    return "\n".join(lines)
+
+
 def errors(kernels: Sequence[LoopKernel]) -> list[str]:
     """The distinct ``Check`` messages of ``kernels``, in order (status ``s`` of a plan's
     code is message ``s - 1``)."""
@@ -967,4 +1014,4 @@ __all__ = ["Const", "Ref", "Index", "Load", "Apply", "Expr", "Annotations", "Let
            "Loop", "Accumulator", "Init", "Accumulate", "Check", "RowReduce", "Gemm",
            "RandomFill", "Stmt", "Call", "LoopKernel", "COMBINE", "identity",
            "accumulator_dtype", "index_message", "lower", "scratch_sizes", "row_room",
-           "categorical_room", "errors", "uses_accumulators"]
+           "categorical_room", "errors", "uses_accumulators", "describe"]

@@ -2,7 +2,7 @@
 
 A graph's ``outputs`` are the roots a consumer asked for; every pass keeps them (renumbered)
 and keeps every source node object as it was, so a lowered graph's parameters and inputs
-can be traced back to the network they came from by identity.
+carry the network node they came from (``Node.origin``) through every pass.
 
 The passes, in the order ``optimize`` runs them:
 
@@ -10,7 +10,8 @@ The passes, in the order ``optimize`` runs them:
   never scheduled);
 - ``fold_constants``: leaf-only subgraphs evaluated once with the reference rules;
 - ``simplify``: algebraic identities (``x*1``, ``x+0``, ``--x``, reshape of reshape,
-  transpose of transpose, identity broadcasts, ``detach``);
+  transpose of transpose, identity broadcasts, ``detach``), written as the rewrite rules
+  of ``SIMPLIFY`` (``patterns.py``);
 - ``cse``: common subexpression elimination;
 
 Fusion, which groups elementwise chains into kernels, is a scheduling decision rather
@@ -26,6 +27,7 @@ import numpy as np
 from ..core import registry as primitives
 from ..core.ir import SOURCE_OPS, Graph, Node, Type, closure, describe, freeze_attrs
 from ..core.verify import verify
+from .patterns import Pat, Rules
 
 #: registry kinds whose every output element depends on one element of each input (fusable)
 ELEMENTWISE_KINDS = frozenset({"elementwise"})
@@ -175,8 +177,112 @@ def _uniform(node: Node) -> float | int | None:
     return first.item()
 
 
+def _uniform_through_views(node: Node, nodes: Sequence[Node]) -> float | int | None:
+    """``_uniform`` of ``node``, or else of what it broadcasts or reshapes."""
+    value = _uniform(node)
+    if value is not None:
+        return value
+    base = node
+    while base.op in ("broadcast_to", "reshape"):
+        base = nodes[base.inputs[0]]
+    return _uniform(base)
+
+
+def _is(value: int) -> Pat:
+    """An operand every element of which is ``value`` (seen through broadcasts and
+    reshapes)."""
+    return Pat(where=lambda node, nodes: _uniform_through_views(node, nodes) == value)
+
+
+X = Pat(name="x")
+
+
+def _same(rw: _Rewriter, node: Node, x: int) -> int | None:
+    """``x`` in ``node``'s place when it has ``node``'s exact type."""
+    return x if rw.nodes[x].type == node.type else None
+
+
+def _uniform_leaf(rw: _Rewriter, node: Node) -> int | None:
+    value = _uniform(node)
+    if value is None:
+        return None
+    scalar = rw.leaf(np.asarray(value, dtype=node.type.dtype))
+    return rw.apply("broadcast_to", [scalar], {"shape": node.type.shape})
+
+
+def _view_of_view(op: str, attr: str) -> Callable[..., int]:
+    """``op(op(x))`` as one ``op`` of ``x`` (or ``x`` when that has the node's type)."""
+    def rewrite(rw: _Rewriter, node: Node, x: int) -> int:
+        if rw.nodes[x].type == node.type:
+            return x
+        return rw.apply(op, [x], {attr: node.type.shape})
+    return rewrite
+
+
+def _transposes(rw: _Rewriter, node: Node, inner: int, x: int) -> int:
+    axes = tuple(node.attr("axes"))
+    first = tuple(rw.nodes[inner].attr("axes"))
+    axes = tuple(first[k] for k in axes)
+    if axes == tuple(range(len(axes))):
+        return x
+    return rw.apply("transpose", [x], {"axes": axes})
+
+
+def _identity_transpose(rw: _Rewriter, node: Node, x: int) -> int | None:
+    axes = tuple(node.attr("axes"))
+    return x if axes == tuple(range(len(axes))) else None
+
+
+def _broadcasts_itself(node: Node, nodes: Sequence[Node]) -> bool:
+    return node.op not in SOURCE_OPS and primitives.REGISTRY[node.op].broadcasts
+
+
+def _strip_broadcasts(rw: _Rewriter, node: Node) -> int | None:
+    """``node`` without the explicit broadcasts of its inputs that its own broadcasting
+    makes redundant (each dropped only where the type stays the same)."""
+    nodes, ins = rw.nodes, node.inputs
+    stripped = list(ins)
+    for k, j in enumerate(ins):
+        if nodes[j].op == "broadcast_to":
+            trial = list(stripped)
+            trial[k] = nodes[j].inputs[0]
+            try:
+                rule = primitives.REGISTRY[node.op].infer([nodes[x].type for x in trial],
+                                                          node.attr_dict)
+            except Exception:
+                continue
+            if rule == node.type:
+                stripped = trial
+    if stripped == list(ins):
+        return None
+    return rw.add(Node(node.op, tuple(stripped), node.attrs, node.type))
+
+
+#: ``simplify``'s rewrites, tried in this order (see ``simplify``); an action gets the
+#: rewriter, the node and its bound inputs and returns the id that replaces the node
+SIMPLIFY = Rules([
+    (Pat("leaf", where=lambda node, nodes: node.type.size > 1), _uniform_leaf),
+    (Pat("detach", src=(X,)), lambda rw, node, x: x),
+    (Pat("mul", src=(X, _is(1))), _same),
+    (Pat("mul", src=(_is(1), X)), _same),
+    (Pat("div", src=(X, _is(1))), _same),
+    (Pat(frozenset({"add", "sub"}), src=(X, _is(0))), _same),
+    (Pat("add", src=(_is(0), X)), _same),
+    (Pat("neg", src=(Pat("neg", src=(X,)),)), lambda rw, node, x: x),
+    (Pat("reshape", src=(Pat("reshape", src=(X,)),)), _view_of_view("reshape", "shape")),
+    (Pat("reshape", src=(X,)), _same),
+    (Pat("transpose", src=(Pat("transpose", src=(X,), name="inner"),)), _transposes),
+    (Pat("transpose", src=(X,)), _identity_transpose),
+    (Pat("broadcast_to", src=(Pat("broadcast_to", src=(X,)),)),
+     _view_of_view("broadcast_to", "shape")),
+    (Pat("broadcast_to", src=(X,)), _same),
+    (Pat(where=_broadcasts_itself), _strip_broadcasts),
+])
+
+
 def simplify(graph: Graph) -> Graph:
-    """Rewrite algebraic identities; every rewrite keeps the node's exact type.
+    """Rewrite algebraic identities (the rules of ``SIMPLIFY``); every rewrite keeps the
+    node's exact type.
 
     ``x*1``, ``1*x``, ``x/1``, ``x+0``, ``0+x``, ``x-0`` become ``x``; ``--x`` becomes
     ``x``; ``reshape(reshape(x))`` one reshape, a reshape to its own shape ``x``;
@@ -186,90 +292,11 @@ def simplify(graph: Graph) -> Graph:
     a leaf whose elements are all equal becomes a broadcast scalar."""
     rw = _Rewriter()
     remap: list[int] = []
-    nodes = rw.nodes
-
-    def same(i: int, t: Type) -> bool:
-        return nodes[i].type == t
-
     for node in graph.nodes:
         new = _remapped(node, remap)
-        op, ins, t = new.op, new.inputs, new.type
-        out: int | None = None
-        if op == "leaf" and t.size > 1:
-            value = _uniform(new)
-            if value is not None:
-                scalar = rw.leaf(np.asarray(value, dtype=t.dtype))
-                out = rw.apply("broadcast_to", [scalar], {"shape": t.shape})
-        elif op == "detach":
-            out = ins[0]
-        elif op in ("mul", "add", "sub", "div"):
-            a, b = ins
-            ua, ub = _uniform(nodes[a]), _uniform(nodes[b])
-            base = _broadcast_base(nodes, a), _broadcast_base(nodes, b)
-            ua = ua if ua is not None else _uniform(nodes[base[0]])
-            ub = ub if ub is not None else _uniform(nodes[base[1]])
-            if op == "mul" and ub == 1 and same(a, t):
-                out = a
-            elif op == "mul" and ua == 1 and same(b, t):
-                out = b
-            elif ((op == "div" and ub == 1 and same(a, t))
-                  or (op in ("add", "sub") and ub == 0 and same(a, t))):
-                out = a
-            elif op == "add" and ua == 0 and same(b, t):
-                out = b
-        elif op == "neg" and nodes[ins[0]].op == "neg":
-            out = nodes[ins[0]].inputs[0]
-        elif op == "reshape":
-            src = ins[0]
-            if nodes[src].op == "reshape":
-                src = nodes[src].inputs[0]
-            if same(src, t):
-                out = src
-            elif src != ins[0]:
-                out = rw.apply("reshape", [src], {"shape": t.shape})
-        elif op == "transpose":
-            axes = tuple(new.attr("axes"))
-            src = ins[0]
-            if nodes[src].op == "transpose":
-                inner = tuple(nodes[src].attr("axes"))
-                axes = tuple(inner[k] for k in axes)
-                src = nodes[src].inputs[0]
-            if axes == tuple(range(len(axes))):
-                out = src
-            elif src != ins[0]:
-                out = rw.apply("transpose", [src], {"axes": axes})
-        elif op == "broadcast_to":
-            src = ins[0]
-            if nodes[src].op == "broadcast_to":
-                src = nodes[src].inputs[0]
-            if same(src, t):
-                out = src
-            elif src != ins[0]:
-                out = rw.apply("broadcast_to", [src], {"shape": t.shape})
-        if out is None and op not in SOURCE_OPS and primitives.REGISTRY[op].broadcasts:
-            # drop explicit broadcasts the op's own broadcasting makes redundant
-            stripped = list(ins)
-            for k, j in enumerate(ins):
-                if nodes[j].op == "broadcast_to":
-                    trial = list(stripped)
-                    trial[k] = nodes[j].inputs[0]
-                    try:
-                        rule = primitives.REGISTRY[op].infer([nodes[x].type for x in trial],
-                                                      new.attr_dict)
-                    except Exception:
-                        continue
-                    if rule == t:
-                        stripped = trial
-            if stripped != list(ins):
-                out = rw.add(Node(op, tuple(stripped), new.attrs, t))
+        out = SIMPLIFY.apply(rw, new, rw.nodes)
         remap.append(rw.add(new) if out is None else out)
-    return _finish(nodes, [remap[r] for r in graph.outputs])
-
-
-def _broadcast_base(nodes: Sequence[Node], i: int) -> int:
-    while nodes[i].op in ("broadcast_to", "reshape"):
-        i = nodes[i].inputs[0]
-    return i
+    return _finish(rw.nodes, [remap[r] for r in graph.outputs])
 
 
 # ---------------------------------------------------------------------------------------

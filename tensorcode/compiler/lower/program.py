@@ -10,22 +10,99 @@ arguments. A generator writes a function per entry point under ``EntryPoint.name
 the arguments' names; a loader finds the function by the same record and types its
 arguments from ``Argument``. Nothing reads a generated name back as text, and an
 arena's name has one home: ``Arena.label``.
+
+A call of an entry point that cannot run reports why as data, the same for every
+backend: a ``Status`` and an argument index, carried by ``Refused``. Each backend maps
+its own failures to them (``backends.Compiled.refusal``) and the plan raises the
+documented error from the pair; no backend's exception text is read.
 """
 
 from __future__ import annotations
 
+import enum
+import functools
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
+
+from ...errors import FeedError
 from ..core import ir
 from ..core.dtypes import NUMPY
 from ..core.ir import Graph
 from .kernels import Arena, Kernel
 from .loops import LoopKernel, scratch_sizes
-from .loops import lower as lower_loops
+from .partition import lower as lower_loops
 from .schedule import Schedule
 from .update import StepSpec
+
+
+class Status(enum.IntEnum):
+    """Why a call of an entry point did not run (``OK``: it ran). ``Refused.index`` says
+    which argument: an input's position among the program's inputs, a buffer's among the
+    fixed buffers (parameters and constants, then a step's writable ones), or for
+    ``ARITY`` how many inputs the call got."""
+
+    OK = 0
+    #: the call got the wrong number of inputs
+    ARITY = 1
+    #: input ``index`` is not a C-contiguous, native-order array of its exact dtype
+    INPUT = 2
+    #: input ``index`` has the wrong shape (past the leading case or step axis of a
+    #: batch, or that axis disagrees with the other inputs' or the steps')
+    SHAPE = 3
+    #: an index the program reads (``take``, ``scatter_add``, ``one_hot``) is out of
+    #: range; ``Refused.detail`` names the op and the axis size
+    RANGE = 4
+    #: fixed buffer ``index`` (a parameter, constant, state or step buffer) is not one
+    #: the program can take: a plan's own bookkeeping went wrong, not the caller's feed
+    BUFFER = 5
+
+
+class Refused(FeedError):
+    """A call of an entry point that did not run: ``status``, ``index`` and, for
+    ``Status.RANGE``, ``detail`` (the op's own words, generated from the kernel). The
+    plan turns it into its documented error (``plans/plan.py``: ``call_error``); a raw
+    compiled call (``bound.flat``, ``bound.scalars``) lets it through as it is, a
+    ``FeedError`` that names the argument by position."""
+
+    def __init__(self, status: Status, index: int = -1, detail: str = "") -> None:
+        self.status = Status(status)
+        self.index = index
+        self.detail = detail
+        super().__init__(detail or f"the compiled call refused argument #{index} "
+                                   f"({self.status.name.lower()})")
+
+    def __reduce__(self) -> tuple:
+        return (Refused, (int(self.status), self.index, self.detail))
+
+
+def check_inputs(program: Program, inputs: Sequence[Any], leading: int | None = None
+                 ) -> Refused | None:
+    """The first input of ``inputs`` that ``program``'s entry points refuse, as a
+    ``Refused`` (``None``: all fit). ``leading`` is the extent of a batch's leading case
+    or step axis (0: take it from the first input whose axis is not 1; ``None``: no
+    such axis). The one statement of what an entry point accepts, for a backend that
+    checks in Python or that diagnoses a refusal after its compiled code raised."""
+    if len(inputs) != len(program.inputs):
+        return Refused(Status.ARITY, len(inputs))
+    if leading == 0:
+        leading = next((v.shape[0] for v in inputs if isinstance(v, np.ndarray) and v.ndim
+                        and v.shape[0] != 1), 1)
+    for k, (x, value) in enumerate(zip(program.inputs, inputs)):
+        if type(value) is not np.ndarray or value.dtype.name != x.dtype or \
+                not value.dtype.isnative or not value.flags.c_contiguous:
+            return Refused(Status.INPUT, k)
+        if leading is None:
+            if value.shape != x.shape:
+                return Refused(Status.SHAPE, k)
+        elif value.ndim == 0 or value.shape[1:] != x.shape or \
+                value.shape[0] not in (leading, 1):
+            return Refused(Status.SHAPE, k)
+    return None
 
 
 @dataclass(frozen=True)
@@ -95,10 +172,13 @@ class Program:
     buffers. ``parameter_nodes`` ((node, dtype, offset) per parameter read),
     ``input_nodes`` and ``constant_nodes`` say which graph node each source array
     holds, for a backend that interprets ``graph`` instead of generating code.
-    ``loops`` holds each kernel as a loop program (``loops.py``), what every code
-    generator renders. ``schedule`` is the schedule the program was built from; only the
-    ``llvm`` backend still reads it, for its argument layout (its port to this record is
-    pending); the Numba generator and every loader read the record alone."""
+    ``loops`` is each kernel as a loop program (``loops.py``), what every code
+    generator renders, made on first use. ``schedule`` is the schedule the program was
+    built from; one call still reads it, the ``llvm`` code generator's ``render``
+    (``backends/llvm/__init__.py``: ``_render``, the hand-over point: once that generator
+    renders this record, the field goes). The Numba generator and every loader, the llvm
+    one included, read the
+    record alone."""
 
     schedule: Schedule
     graph: Graph
@@ -116,7 +196,12 @@ class Program:
     updates: tuple[Array, ...] = ()
     states: tuple[Array, ...] = ()
     step: StepSpec | None = None
-    loops: tuple[LoopKernel, ...] = ()
+
+    @functools.cached_property
+    def loops(self) -> tuple[LoopKernel, ...]:
+        """Each kernel as a loop program (``loops.lower``), made on first use: a process
+        that loads a cached plan never needs it."""
+        return lower_loops(self.graph, self.kernels, self.row_start)
 
     # -- entry points ---------------------------------------------------------------
     @property
@@ -232,8 +317,7 @@ def build(schedule: Schedule, step: StepSpec | None = None) -> Program:
     return Program(s, g, tuple(s.kernels), parameters, constants, inputs, scratch, outputs,
                    roots, {d: int(n) for d, n in s.arena.items()},
                    tuple((i, d, int(o)) for i, (d, o) in s.sources.parameters.items()),
-                   tuple(s.sources.inputs), tuple(s.constants), updates, states, step,
-                   lower_loops(g, s.kernels, s.arena))
+                   tuple(s.sources.inputs), tuple(s.constants), updates, states, step)
 
 
 def ir_key(program: Program) -> str:
@@ -253,4 +337,5 @@ def ir_key(program: Program) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ir_key", "Program", "Array", "Argument", "EntryPoint", "Root", "build"]
+__all__ = ["ir_key", "Program", "Array", "Argument", "EntryPoint", "Root", "Status", "Refused",
+           "check_inputs", "build"]

@@ -2,13 +2,13 @@
 step plans and saved plans. The top of the compiler: it drives ``lower`` and reaches a
 backend through ``backends.get``.
 
-Inside, imports point one way (``tests/test_architecture.py`` keeps the order):
-``tables`` < ``document`` < ``network`` < ``tape`` < ``saved`` < ``plan`` < ``step`` <
-``lowering``. A network lowers to plans and a saved plan rebuilds a network, so one link
-runs against that order at run time, by value: this ``__init__`` (which Python runs before
-any module of the package) installs ``lowering.lower`` as what ``Entry.lower`` calls.
+``lower(entry, backend, approximate, optimizer)`` is how an entry becomes a plan
+(``entry.lower(...)`` is a thin call into it). Inside, imports point one way
+(``tests/test_architecture.py`` keeps the order): ``tables`` < ``document`` < ``network``
+< ``tape`` < ``saved`` < ``plan`` < ``step`` < ``lowering``; the one import against it is
+``Entry.lower``'s call into ``lowering``, made when it runs.
 """
 
-from . import lowering, network
+from .lowering import lower
 
-network.install_lowering(lowering.lower)
+__all__ = ["lower"]

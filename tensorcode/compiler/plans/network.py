@@ -9,14 +9,14 @@ it and reads tables in its layout); the runtime and the products build on it.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import CompileError, FeedError, RandomError, TensorCodeError
-from ..backends import DEFAULT_BACKEND, check_backend, interpreter
+from ...errors import FeedError, RandomError, TensorCodeError
+from ..backends import DEFAULT_BACKEND, interpreter
 from ..core import ir
 from ..core import registry as primitives
 from ..core.ir import Graph, Node
@@ -238,8 +238,11 @@ class Entry:
         self.roots = tuple(roots)
 
     def graph(self) -> Graph:
-        """The network's graph with this entry's roots as outputs (before any pass)."""
-        return Graph(self.network.graph.nodes, self.roots)
+        """The network's graph with this entry's roots as outputs (before any pass),
+        each parameter and input carrying its network node id as its ``origin``."""
+        nodes = tuple(replace(node, origin=i) if node.op in ("parameter", "input") else node
+                      for i, node in enumerate(self.network.graph.nodes))
+        return Graph(nodes, self.roots)
 
     def origins(self) -> dict[int, int]:
         """For the graph ``optimized()`` returned last, the network node each parameter
@@ -253,60 +256,43 @@ class Entry:
     def optimized(self) -> tuple[Graph, Sources]:
         """The optimized graph in canonical order, and where its sources come from."""
         network = self.network
-        origin = {id(node): i for i, node in enumerate(network.graph.nodes)
-                  if node.op in ("parameter", "input")}
         slots = {s.node: (k, s) for k, s in enumerate(network.layout.slots)}
         graph = optimize(self.graph())
 
+        def origin(node: Node) -> int:
+            assert node.origin is not None  # ``graph()`` gave every source its origin
+            return node.origin
+
         def rank(i: int, node: Node) -> tuple:
             if node.op == "parameter":
-                return (slots[origin[id(node)]][0],)
+                return (slots[origin(node)][0],)
             if node.op == "input":
-                return (origin[id(node)],)
+                return (origin(node),)
             return (i,)
         graph = canonical_order(graph, rank)
         parameters, inputs, origins = {}, [], {}
         for i, node in enumerate(graph.nodes):
             if node.op == "parameter":
-                slot = slots[origin[id(node)]][1]
+                slot = slots[origin(node)][1]
                 parameters[i] = (slot.dtype, slot.offset)
                 origins[i] = slot.node
             elif node.op == "input":
                 inputs.append(i)
-                origins[i] = origin[id(node)]
+                origins[i] = origin(node)
         sources = Sources(parameters, inputs, sorted(network.layout.sizes))
         self._origins = origins
         return graph, sources
 
     def lower(self, backend: str = DEFAULT_BACKEND, approximate: bool | None = None,
               optimizer: Any = None) -> Any:
-        """Optimize, schedule and compile: a ``Plan`` for ``backend`` (``"llvm"``,
-        ``"numba"`` or ``"reference"``). ``approximate`` (default: on unless the environment
-        sets ``TENSORCODE_EXACT_MATH=1``) lets the compiled backends evaluate float32 ``tanh``,
+        """``tensorcode.compiler.plans.lower(self, backend, approximate, optimizer)``:
+        a ``Plan`` for ``backend``, or a ``StepPlan`` with ``optimizer`` (see there).
+        ``approximate`` (default: on unless the environment sets
+        ``TENSORCODE_EXACT_MATH=1``) lets the compiled backends evaluate float32 ``tanh``,
         ``exp`` and ``sigmoid`` as vectorizable approximations within the ulp bounds of
-        ``backends/numba/approx.py``; float64 and the reference backend are always exact.
+        ``lower/approximations.py``; float64 and the reference backend are always exact."""
+        # a network sits below the plans lowered from it (``Plan.load`` rebuilds one), so
+        # this thin call is the one import against the plans' order, made when called
+        from .lowering import lower
 
-        With ``optimizer`` (an optimizer that offers a fused rule: ``tc.optim.Sgd``,
-        ``Adam``, ``AdamW`` or a ``RuleOptimizer``), the entry's roots must be a loss and
-        its gradients (``adjoints.roots()``), and the result is a ``StepPlan``
-        (``compiler/plans/step.py``): one call computes the loss and the gradients and updates
-        the parameters and the optimizer's state in place."""
-        check_backend(backend)  # before any work
-        if approximate is None:
-            approximate = os.environ.get("TENSORCODE_EXACT_MATH", "") not in ("1", "true", "yes")
-        if _lowering is None:  # pragma: no cover - the package's __init__ installs it
-            raise CompileError("no lowering is installed; import tensorcode.compiler.plans")
-        return _lowering(self, backend, bool(approximate), optimizer)
-
-
-#: How an entry becomes a plan: ``lowering.lower`` (``compiler/plans/lowering.py``). Plans
-#: sit above networks (a plan is lowered from a network, and ``Plan.load`` rebuilds a
-#: network from a saved plan), so this module imports no plan; the package's ``__init__``
-#: installs the lowering once, before any of its modules is used.
-_lowering: Callable[[Entry, str, bool, Any], Any] | None = None
-
-
-def install_lowering(lower: Callable[[Entry, str, bool, Any], Any]) -> None:
-    """Set what ``Entry.lower`` calls (``compiler/plans/__init__.py`` does, once)."""
-    global _lowering
-    _lowering = lower
+        return lower(self, backend, approximate, optimizer)

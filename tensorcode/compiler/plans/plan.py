@@ -18,7 +18,6 @@ and cache loads in this process and name the cache directory.
 from __future__ import annotations
 
 import pathlib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,7 @@ from ..backends import BACKENDS, Compiled
 from ..backends import get as get_backend
 from ..backends.counters import cache_dir, compile_stats
 from ..core import registry as primitives
-from ..lower.program import Program
+from ..lower.program import Program, Refused, Status
 from ..lower.program import build as build_program
 from ..lower.schedule import Schedule
 from ..trace.expr import Expr
@@ -95,6 +94,8 @@ class Plan:
         self._compiled: Compiled = implementation.prepare(self.program, self.approximate)
         self.key = self._compiled.key
         self._run = self._compiled.run
+        #: what the backend's entry points raise when they refuse a call
+        self._refused = self._compiled.refused
 
     # -- introspection ---------------------------------------------------------------
     @property
@@ -191,8 +192,8 @@ class Plan:
         buffers = parameters.buffers()
         try:
             outs = self._run(*[buffers[d] for d in self._param_dtypes], *self._consts, *args)
-        except (IndexError, ValueError) as error:
-            raise feed_error(self, error) from None
+        except self._refused as error:
+            raise self._failure(error, args) from None
         if generator is not None and self._random_position is not None:
             generator.advance(self.random_blocks)
         return PlanRun(self, outs, None)
@@ -264,11 +265,19 @@ class Plan:
             args = [fed.get(i, d) for i, d in zip(self._inputs, self._batch_defaults)]
             try:
                 outs = self._program().batch()(*self._arguments(parameters), *args)
-            except (IndexError, ValueError) as error:
-                raise feed_error(self, error) from None
+            except self._refused as error:
+                raise self._failure(error, args, 0, CASE_AXIS) from None
         if generator is not None:
             generator[0].advance(generator[1] * self.random_blocks)
         return PlanRun(self, outs, n)
+
+    def _failure(self, error: BaseException, inputs: Sequence[Any], leading: int | None = None,
+                 axis: str = "") -> BaseException:
+        """The documented error of a call the backend refused with ``error``: from the
+        ``Status`` and argument index its ``refusal`` gives (``call_error``); ``error``
+        itself when it is no refusal."""
+        refused = self._compiled.refusal(error, inputs, leading)
+        return error if refused is None else call_error(self, refused, inputs, axis)
 
     def bind(self, parameters: Parameters) -> BoundPlan:
         """A callable ``f(*inputs) -> tuple of roots`` with the table's buffers bound:
@@ -334,25 +343,25 @@ class BoundPlan:
     __slots__ = ("_fn", "_scalars", "_slices", "parameters", "plan")
 
     def __init__(self, plan: Plan, parameters: Parameters) -> None:
-        import functools
 
         self.plan = plan
         self.parameters = parameters
         self._slices = plan._root_slices
         self._scalars: Any = None
-        # a backend that offers ``bind`` binds the buffers itself (cheaper calls)
-        bind = getattr(plan._program(), "bind", None)
-        self._fn: Callable[..., Any] = bind(*plan._arguments(parameters)) \
-            if bind is not None else functools.partial(plan._run, *plan._arguments(parameters))
+        self._fn: Callable[..., Any] = plan._program().bind(*plan._arguments(parameters))
 
     def __call__(self, *inputs: np.ndarray) -> tuple[np.ndarray, ...]:
         try:
             outs = self._fn(*inputs)
-        except (IndexError, ValueError) as error:
-            raise feed_error(self.plan, error) from None
-        except TypeError:  # Numba found no compiled signature for these arguments
-            raise _bind_error(self.plan, inputs) from None
+        except self.plan._refused as error:
+            raise self.plan._failure(error, inputs) from None
         return tuple(outs[k][a:b].reshape(shape) for k, a, b, shape in self._slices)
+
+    @property
+    def refused(self) -> tuple[type[BaseException], ...]:
+        """What ``flat``'s and ``scalars``' raw calls raise when the backend refuses a
+        call (``backends.Compiled.refused``); ``bound(...)`` raises a ``FeedError``."""
+        return self.plan._refused
 
     @property
     def flat(self) -> tuple[Any, list[tuple[int, int, int, tuple]]]:
@@ -367,25 +376,43 @@ class BoundPlan:
         if any(shape for _, _, _, shape in self._slices):
             return None
         if self._scalars is None:
-            import functools
-
             plan = self.plan
-            program = plan._program()
-            binder = getattr(program, "bind_scalars", None)  # the backend binds, cheaper
-            self._scalars = binder(*plan._arguments(self.parameters)) if binder is not None \
-                else functools.partial(program.scalars(), *plan._arguments(self.parameters))
+            self._scalars = plan._program().bind_scalars(*plan._arguments(self.parameters))
         return self._scalars
 
 
-def feed_error(plan: Plan, error: Exception) -> FeedError:
-    """A ``FeedError`` from the compiled code's own check. Generated code names an input
-    by its position (``input #k``) and never by its name, so no text from a name reaches
-    generated source; the name is put back here, as data."""
-    text = str(error)
-    match = re.match(r"input #(\d+)", text)
-    if match is not None and int(match.group(1)) < len(plan._inputs):
-        text = f"input {_input_label(plan, int(match.group(1)))}" + text[match.end():]
-    return FeedError(text)
+#: the words ``call_error`` adds to a shape refused past a leading axis
+CASE_AXIS = " after the case axis"
+STEP_AXIS = "step"
+
+
+def call_error(plan: Plan, refused: Refused, inputs: Sequence[Any], axis: str = ""
+               ) -> TensorCodeError:
+    """The documented error of a refused call, from its ``Status`` and argument index
+    alone (``lower.program.Refused``; the same for every backend): a ``FeedError`` that
+    names the input (generated code names inputs by position only; the name is put
+    back here, as data), or for a fixed buffer a ``TensorCodeError``. ``axis`` says how
+    a refused shape is described: ``""`` (one call), ``CASE_AXIS`` or ``STEP_AXIS``."""
+    status, k = refused.status, refused.index
+    if status is Status.RANGE:
+        return FeedError(refused.detail)
+    if status is Status.ARITY:
+        return FeedError(f"the plan takes {len(plan._inputs)} inputs (plan.inputs() order), "
+                         f"got {k}")
+    if status is Status.BUFFER or not 0 <= k < len(plan._inputs):
+        return TensorCodeError(f"the compiled plan refused its fixed buffer #{k} (status "
+                               f"{status.name}): a parameter, constant or optimizer buffer "
+                               "changed dtype, size or layout; bind the plan again")
+    shape, dtype = plan._input_types[plan._inputs[k]]
+    label = _input_label(plan, k)
+    if status is Status.SHAPE:
+        value = inputs[k]
+        got = f", got {list(value.shape)}" if isinstance(value, np.ndarray) else ""
+        if axis == STEP_AXIS:
+            return FeedError(f"input {label}: expected shape [K or 1, "
+                             f"{', '.join(map(str, shape))}] for K steps{got}")
+        return FeedError(f"input {label}: expected shape {list(shape)}{axis}{got}")
+    return _input_problem(plan, k, inputs[k], shape, dtype)
 
 
 def _unused_feed(plan: Plan, index: int) -> FeedError:
@@ -404,40 +431,23 @@ def _input_label(plan: Plan, k: int) -> str:
     return f'"{name}"' if name else f"%{index}"
 
 
-def _bind_error(plan: Plan, inputs: Sequence[Any]) -> FeedError:
-    """Why the compiled call refused ``inputs`` (Numba reports only "No matching
-    definition"): the first input of the wrong kind, dtype, byte order, shape or layout."""
-    return _bound_input_problem(plan, inputs) or FeedError(
-        "the compiled plan refused its inputs; feed C-contiguous arrays of the exact dtypes "
-        "and shapes in plan.inputs() order")
-
-
-def _bound_input_problem(plan: Plan, inputs: Sequence[Any]) -> FeedError | None:
-    """The first input a bound plan cannot take as it is, as a ``FeedError``; ``None``
-    when every input is a C-contiguous, native-order array of its exact dtype and shape."""
-    if len(inputs) != len(plan._inputs):
-        return FeedError(f"the bound plan takes {len(plan._inputs)} inputs (plan.inputs() "
-                         f"order), got {len(inputs)}")
-    for k, value in enumerate(inputs):
-        shape, dtype = plan._input_types[plan._inputs[k]]
-        label = _input_label(plan, k)
-        want = f"a C-contiguous {dtype.name} array of shape {list(shape)}"
-        if not isinstance(value, np.ndarray):
-            return FeedError(f"input {label}: expected {want}, got {type(value).__name__}; "
-                             f"convert with np.ascontiguousarray(value, dtype={dtype.name!r})")
-        problem = None
-        if value.dtype.name != dtype.name:
-            problem = f"dtype {value.dtype.name}"
-        elif not value.dtype.isnative:
-            problem = f"non-native byte order ({value.dtype.str})"
-        elif value.shape != shape:
-            problem = f"shape {list(value.shape)}"
-        elif not value.flags.c_contiguous:
-            problem = "a non-contiguous array"
-        if problem is not None:
-            return FeedError(f"input {label}: expected {want}, got {problem}; convert with "
-                             f"np.ascontiguousarray(value, dtype={dtype.name!r})")
-    return None
+def _input_problem(plan: Plan, k: int, value: Any, shape: tuple, dtype: np.dtype
+                   ) -> FeedError:
+    """Input ``k`` refused as ``Status.INPUT``: what about ``value`` no compiled
+    signature takes (its kind, dtype, byte order or layout), and how to convert it."""
+    label = _input_label(plan, k)
+    want = f"a C-contiguous {dtype.name} array of shape {list(shape)}"
+    convert = f"convert with np.ascontiguousarray(value, dtype={dtype.name!r})"
+    if not isinstance(value, np.ndarray):
+        return FeedError(f"input {label}: expected {want}, got {type(value).__name__}; "
+                         f"{convert}")
+    if value.dtype.name != dtype.name:
+        problem = f"dtype {value.dtype.name}"
+    elif not value.dtype.isnative:
+        problem = f"non-native byte order ({value.dtype.str})"
+    else:
+        problem = "a non-contiguous array"
+    return FeedError(f"input {label}: expected {want}, got {problem}; {convert}")
 
 
 class PlanRun:

@@ -37,16 +37,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from ...errors import FeedError, TensorCodeError
 from ..backends.counters import count
+from ..core.dtypes import FLOAT_DTYPES
 from ..lower.schedule import build
 from ..lower.update import StepSpec, UpdateRule
 from .network import Entry
-from .plan import Plan, feed_error
+from .plan import STEP_AXIS, Plan
 from .tables import Gradients, Parameters, feed_dict
 
 
@@ -73,21 +74,20 @@ def lower_step(entry: Entry, backend: str, approximate: bool, optimizer: Any) ->
             f"order (adjoints.roots() of tape.differentiate(loss, every parameter)); this "
             f"entry has {len(roots)} roots for {len(slots)} parameters")
     loss_dtype, loss_offset, loss_shape = roots[0]
-    if loss_shape != () or loss_dtype not in ("float32", "float64"):
+    if loss_shape != () or loss_dtype not in FLOAT_DTYPES:
         raise TensorCodeError(f"a step plan's first root is the scalar float loss, got "
                               f"{loss_dtype}{list(loss_shape)}")
-    placed = []
-    for k, (slot, (dtype, offset, shape)) in enumerate(zip(slots, roots[1:])):
+    for k, (slot, (dtype, _, shape)) in enumerate(zip(slots, roots[1:])):
         if tuple(shape) != slot.shape or dtype != slot.dtype:
             raise TensorCodeError(
                 f"root {k + 1} should be the gradient of parameter {slot.label} "
                 f"({slot.dtype}{list(slot.shape)}), got {dtype}{list(shape)}; lower "
                 "adjoints.roots() of a differentiate over every parameter in recording order")
-        placed.append((k, slot.dtype, slot.offset, slot.size, offset))
+    placed = layout.step_slots([offset for _, offset, _ in roots[1:]])
     # a parameter the loss does not reach keeps its value, state and step count
     unreached: set[int] = getattr(network.tape, "unreached_gradients", set())
     skipped = frozenset(k for k, root in enumerate(entry.roots[1:]) if root in unreached)
-    spec = StepSpec(rule, (loss_dtype, loss_offset), tuple(placed), skipped)
+    spec = StepSpec(rule, (loss_dtype, loss_offset), placed, skipped)
     count("plans_lowered")
     return StepPlan(entry, schedule, backend, dict(entry.origins()), approximate, spec,
                     optimizer)
@@ -211,21 +211,6 @@ def _check_lr(lr: Any) -> float:
     return value
 
 
-def _bound_step_call(program: Any, head: list, tail: list
-                     ) -> Callable[[Sequence[np.ndarray], float], Any]:
-    """``call(inputs, lr) -> loss`` over ``program``'s ``run_step`` with ``head`` and
-    ``tail`` bound: the backend's own bound call when it has one (``bind_step``: the
-    fixed buffers checked once), else ``run_step`` with every buffer passed."""
-    binder = getattr(program, "bind_step", None)
-    if binder is not None:
-        return cast(Callable[[Sequence[np.ndarray], float], Any], binder(head, tail))
-    run_step = program.step()
-
-    def call(inputs: Sequence[np.ndarray], lr: float) -> Any:
-        return run_step(*head, *inputs, *tail, lr)
-    return call
-
-
 class BoundStep:
     """``f(lr, *inputs) -> loss``: one fused step with the parameter table, the optimizer
     and their buffers bound (see ``StepPlan.bind``); ``run_steps(lrs, *inputs)`` runs K
@@ -269,11 +254,11 @@ class BoundStep:
             program = plan._program()
             if not program.fuses_updates:
                 return self._interpreted(lr, list(inputs))
-            call = self._call = _bound_step_call(program, head, tail)
+            call = self._call = program.bind_step(head, tail)
         try:
             loss = call(inputs, lr)
-        except (IndexError, ValueError) as error:
-            raise feed_error(plan, error) from None
+        except plan._refused as error:
+            raise plan._failure(error, inputs) from None
         self.state.lr = lr
         return float(loss)
 
@@ -291,8 +276,8 @@ class BoundStep:
             return np.zeros(0, dtype=plan.spec.loss[0])
         try:
             losses = plan._program().steps()(*head, *inputs, *tail, lrs)
-        except (IndexError, ValueError) as error:
-            raise feed_error(plan, error) from None
+        except plan._refused as error:
+            raise plan._failure(error, inputs, lrs.shape[0], STEP_AXIS) from None
         self.state.lr = float(lrs[-1])
         return losses
 

@@ -28,7 +28,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass(frozen=True)
 class Slot:
-    """One parameter's place in a table: its node, name, type and buffer offset."""
+    """One parameter's place in a table: its node, name, type and buffer offset, and
+    its identity from module to checkpoint: ``index`` (the slot id, its position in
+    recording order) and ``path`` (its recorded name, or ``%<index>`` for an unnamed
+    parameter). Messages (``label``), the optimizer's state (by ``index``), a fused
+    step's update and a checkpoint's keys (``parameters/<path>``) all name a parameter
+    by these two."""
 
     node: int
     name: str | None
@@ -36,10 +41,17 @@ class Slot:
     dtype: str
     offset: int
     size: int  # element count, kept so building a table's views does no arithmetic
+    index: int = 0
+
+    @property
+    def path(self) -> str:
+        """The parameter's one name: its recorded name, or ``%<slot index>``."""
+        return self.name if self.name is not None else f"%{self.index}"
 
     @property
     def label(self) -> str:
-        return f'"{self.name}"' if self.name is not None else f"%{self.node}"
+        """``path`` as messages write it: a recorded name in quotes."""
+        return f'"{self.name}"' if self.name is not None else self.path
 
 
 class Layout:
@@ -54,10 +66,10 @@ class Layout:
         self.owner = owner
         sizes: dict[str, int] = {}
         built = []
-        for node, name, shape, dtype in slots:
+        for index, (node, name, shape, dtype) in enumerate(slots):
             offset = sizes.get(dtype, 0)
             shape = tuple(int(d) for d in shape)
-            slot = Slot(node, name, shape, dtype, offset, math.prod(shape))
+            slot = Slot(node, name, shape, dtype, offset, math.prod(shape), index)
             sizes[dtype] = offset + slot.size
             built.append(slot)
         self.slots: tuple[Slot, ...] = tuple(built)
@@ -65,6 +77,7 @@ class Layout:
         self.numpy_dtypes = {dtype: np.dtype(dtype) for dtype in sizes}
         self._by_node = {slot.node: k for k, slot in enumerate(self.slots)}
         self._segments: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._update_tables: dict[tuple, tuple] = {}
 
     def segments(self, dtype: str) -> tuple[np.ndarray, np.ndarray]:
         """``(offsets, slots)`` for ``dtype``'s flat buffer: the slots' start offsets
@@ -80,6 +93,36 @@ class Layout:
                 array.flags.writeable = False
             self._segments[dtype] = cached
         return cached
+
+    def update_table(self, dtype: str, reached: tuple[bool, ...] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
+        """The slots of ``dtype`` an optimizer's eager update walks (those the loss
+        reached; every one when ``reached`` is None): their slot ids, start offsets and
+        sizes (read-only int64, the ``K, PS, N`` of every backend's ``update``), and the
+        ``(start, stop)`` of the others. Cached per layout."""
+        key = (dtype, reached)
+        cached = self._update_tables.get(key)
+        if cached is not None:
+            return cached
+        slots = [s for s in self.slots if s.dtype == dtype]
+        walked = [s for s in slots if reached is None or reached[s.index]]
+        skipped = [(s.offset, s.offset + s.size) for s in slots
+                   if reached is not None and not reached[s.index]]
+        arrays = [np.array(values, dtype=np.int64) for values in (
+            [s.index for s in walked], [s.offset for s in walked], [s.size for s in walked])]
+        for array in arrays:
+            array.flags.writeable = False
+        table = (arrays[0], arrays[1], arrays[2], skipped)
+        self._update_tables[key] = table
+        return table
+
+    def step_slots(self, gradient_offsets: Sequence[int]
+                   ) -> tuple[tuple[int, str, int, int, int], ...]:
+        """A fused step's slot table (``lower.update.StepSpec.slots``): per slot, ``(slot
+        id, dtype, parameter offset, size, gradient offset)``, the gradient of slot k at
+        ``gradient_offsets[k]`` of the output arena of its dtype."""
+        return tuple((s.index, s.dtype, s.offset, s.size, int(g))
+                     for s, g in zip(self.slots, gradient_offsets))
 
     def index(self, symbol: Any) -> int:
         if not isinstance(symbol, Expr):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import DTypeError, ShapeError, TrainingError
 from ..core import registry as primitives
+from ..core.dtypes import FLOAT_DTYPES
 from ..core.ir import canonical_dtype
 from .expr import Expr, as_array
 
@@ -118,7 +119,7 @@ def cross_entropy(logits: Expr, labels: Any) -> Expr:
             _check_probabilities(array, logits.shape)
             array = array.astype(logits.dtype)
         labels = logits.builder.constant(array)
-    if labels.dtype in ("float32", "float64"):
+    if labels.dtype in FLOAT_DTYPES:
         return _soft_cross_entropy(logits, labels)
     if labels.dtype not in ("int32", "int64"):
         raise DTypeError(f"cross_entropy: labels must be integer class indices or a float "

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...errors import DTypeError, ShapeError, TensorCodeError
 from ..core import registry as primitives
+from ..core.dtypes import FLOAT_DTYPES
 from ..core.ir import Type, canonical_dtype
 
 
@@ -36,7 +37,7 @@ def as_array(value: Any, dtype: Any = None) -> np.ndarray:
         array = array.astype(canonical_dtype(dtype))
     elif array.dtype == np.bool_:
         array = array.astype(np.int64)
-    elif array.dtype.kind == "f" and array.dtype.name not in ("float32", "float64"):
+    elif array.dtype.kind == "f" and array.dtype.name not in FLOAT_DTYPES:
         array = array.astype(np.float64)
     elif array.dtype.kind in "iu" and array.dtype.name not in ("int32", "int64"):
         array = array.astype(np.int64)
@@ -88,7 +89,7 @@ class Builder:
             return self.constant(value, like.dtype)
         if isinstance(value, float) and not isinstance(value, np.generic):
             # np.float64 subclasses float but, like every NumPy scalar, is strong
-            if like.dtype not in ("float32", "float64"):
+            if like.dtype not in FLOAT_DTYPES:
                 raise DTypeError(f"cannot combine a {like.dtype} tensor with the Python float "
                                  f"{value!r}; cast the tensor with .astype('float32') first")
             return self.constant(value, like.dtype)

@@ -1,7 +1,9 @@
 """The plan cache is trusted the way ssh trusts ``~/.ssh``: created ``0700``, refused
 (with one warning, compiling in memory instead) when a directory is not ours or is
 writable by others, and no file in it runs unless TensorCode verified it: no planted
-``.pyc`` is imported, no planted Numba index (a pickle) is loaded."""
+``.pyc`` is imported, no planted compiled function (a pickle) is loaded. Paths that hold
+something other than a file (a directory, a FIFO) are refused with one warning, never a
+raw error."""
 
 from __future__ import annotations
 
@@ -74,10 +76,11 @@ def test_the_cache_is_created_private(filled):
         assert _mode(directory) == 0o700, directory
     stem = f"p_{first['key']}"
     assert _mode(plans / f"{stem}.py") == 0o600
-    manifest = json.loads((plans / f"{stem}.manifest.json").read_text())
-    numba_files = sorted(p.name for p in (plans / "__pycache__").glob(f"{stem}.*"))
-    assert numba_files and sorted(manifest) == numba_files
-    assert all(_mode(plans / "__pycache__" / name) == 0o600 for name in numba_files)
+    compiled = sorted((plans / "__pycache__").iterdir())
+    assert compiled and all(p.name.startswith(f"{stem}.run.") and p.suffix == ".tcnb"
+                            for p in compiled), compiled  # no Numba index or data file
+    assert all(_mode(p) == 0o600 for p in compiled)
+    assert _mode(plans / f"{stem}.lock") == 0o600
 
 
 def test_planted_bytecode_and_pickles_never_run(filled, tmp_path):
@@ -97,24 +100,28 @@ def test_planted_bytecode_and_pickles_never_run(filled, tmp_path):
     tag = sys.implementation.cache_tag
     py_compile.compile(str(evil), cfile=str(plans / "__pycache__" / f"{stem}.{tag}.pyc"),
                        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-    # a Numba index replaced by a pickle that creates a file when loaded
+    # the compiled function replaced by a pickle that creates a file when loaded
 
     class Plant:
         def __reduce__(self):
             return (open, (str(marker_pickle), "w"))
 
-    for index in (plans / "__pycache__").glob(f"{stem}.*.nbi"):
-        index.write_bytes(pickle.dumps(Plant()))
+    compiled = list((plans / "__pycache__").glob(f"{stem}.*.tcnb"))
+    assert compiled
+    for path in compiled:
+        path.write_bytes(pickle.dumps(Plant()))
     result = run_script(copy)
     assert not marker_pyc.exists(), "a planted .pyc was imported"
-    assert not marker_pickle.exists(), "a planted Numba index was unpickled"
-    assert result["stats"]["corrupt_entries"] >= 1
-    assert len(result["warnings"]) == 1 and "rebuilding" in result["warnings"][0]
+    assert not marker_pickle.exists(), "a planted compiled function was unpickled"
+    assert result["stats"]["untrusted_entries"] == len(compiled)
+    assert len(result["warnings"]) == len(compiled)
+    assert all("was not used" in w and "recompiling it" in w for w in result["warnings"])
 
 
-def test_a_planted_index_with_a_recomputed_hash_is_never_unpickled(filled, tmp_path):
-    """The manifest records authentication tags (HMAC, keyed by a secret outside the
-    cache), so recording the SHA-256 of a planted index does not get it loaded."""
+def test_a_planted_function_with_a_recomputed_hash_is_never_unpickled(filled, tmp_path):
+    """A compiled function's file carries an authentication tag (HMAC, keyed by a secret
+    outside the cache), so a planted file headed by the SHA-256 of its pickle, or by the
+    tag of the genuine file it replaces, is not loaded."""
     import hashlib
     import shutil
 
@@ -130,18 +137,16 @@ def test_a_planted_index_with_a_recomputed_hash_is_never_unpickled(filled, tmp_p
         def __reduce__(self):
             return (open, (str(marker), "w"))
 
-    manifest_path = plans / f"{stem}.manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    indexes = list((plans / "__pycache__").glob(f"{stem}.*.nbi"))
-    assert indexes
-    for index in indexes:
-        index.write_bytes(pickle.dumps(Plant()))
-        manifest[index.name] = hashlib.sha256(index.read_bytes()).hexdigest()
-    manifest_path.write_text(json.dumps(manifest))
-    os.chmod(manifest_path, 0o600)
+    compiled = sorted((plans / "__pycache__").glob(f"{stem}.*.tcnb"))
+    assert compiled
+    bomb = pickle.dumps(Plant())
+    for k, path in enumerate(compiled):
+        genuine = path.read_bytes()
+        head = genuine[:16] + (hashlib.sha256(bomb).digest() if k % 2 else genuine[16:48])
+        path.write_bytes(head + bomb)
     result = run_script(copy)
-    assert not marker.exists(), "a planted Numba index was unpickled"
-    assert result["stats"]["corrupt_entries"] >= 1
+    assert not marker.exists(), "a planted compiled function was unpickled"
+    assert result["stats"]["untrusted_entries"] == len(compiled)
 
 
 # in-process: each case lowers a plan this process has not compiled yet
@@ -211,3 +216,50 @@ def test_a_read_only_cache_compiles_in_memory(tmp_path, monkeypatch, fresh_warni
     finally:
         os.chmod(cache, 0o700)
     assert len(caught) == 1 and "compiling plans in memory" in caught[0]
+
+
+@pytest.mark.parametrize("obstacle", ["source-directory", "lock-directory", "lock-fifo",
+                                      "compiled-directory"])
+def test_a_numba_entry_path_that_is_not_a_file_is_refused_once(tmp_path, monkeypatch,
+                                                               fresh_warnings, obstacle):
+    """A directory at a numba entry's source or compiled file, or a directory or FIFO at
+    its lock, is refused (left alone, never opened as a file): the plan compiles (in
+    memory when the entry cannot be used at all) and runs, with one warning."""
+    from tensorcode.compiler.backends.numba import backend
+
+    monkeypatch.setenv("TENSORCODE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(backend, "_MODULES", {})
+    tape = tc.Tape()
+    x = tape.input(np.arange(4, dtype=np.float32), name="x")
+    y = (x * np.float32(0.625) - np.float32(1.5)).sum()
+    network = tape.into_network()
+
+    def lower() -> tuple[dict, list[str]]:
+        before = compile_stats()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = network.entry([y]).lower("numba").forward(network.parameters()).of(y)
+        assert float(value) == pytest.approx(float(np.sum(np.arange(4) * 0.625 - 1.5)))
+        after = compile_stats()
+        return {k: after[k] - before[k] for k in after}, [str(w.message) for w in caught]
+
+    lower()
+    plans = tmp_path / "cache" / "plans"
+    (source,) = plans.glob("p_*.py")
+    if obstacle == "source-directory":
+        path = source
+    elif obstacle == "compiled-directory":
+        (path,) = (plans / "__pycache__").glob(f"{source.stem}.*.tcnb")
+    else:
+        path = plans / f"{source.stem}.lock"
+    path.unlink()
+    os.mkfifo(path) if obstacle == "lock-fifo" else path.mkdir()
+    backend._MODULES.clear()
+    stats, caught = lower()
+    assert len(caught) == 1, caught
+    assert "not a regular file" in caught[0] or "is a directory" in caught[0], caught
+    if obstacle == "compiled-directory":  # that file only: refused, compiled, not cached
+        assert stats["untrusted_entries"] == 1 and "recompiling it" in caught[0]
+    else:
+        assert stats["memory_compiled"] == 1 and "compiling it in memory" in caught[0]
+    assert stats["compiled"] >= 1 and path.exists() and not path.is_file()

@@ -252,3 +252,69 @@ def test_fresh_processes_compile_once_and_never_import_numba(tmp_path):
     assert all(r["generator"] == (r["stats"]["compiled"] > 0) for r in results)
     assert [p.name for p in (tmp_path / "cache" / "plans").iterdir()
             if p.name.endswith(".tmp")] == []
+
+
+@pytest.mark.parametrize("obstacle", ["entry-directory", "lock-directory", "lock-fifo"])
+def test_a_path_that_is_not_a_file_is_refused_with_one_warning(fresh, obstacle):
+    """A directory at an entry's path, or a directory or FIFO at its lock's path, is
+    refused (never opened as a file, never removed): the plan compiles and runs, with one
+    warning, and no raw ``IsADirectoryError`` or ``io.UnsupportedOperation``."""
+    tmp_path, network, entry, loss = fresh
+    _lower(entry, network, loss)
+    path = _entry_file(tmp_path)
+    lock = path.with_suffix(".lock")
+    if obstacle == "entry-directory":
+        path.unlink()
+        path.mkdir()
+    else:
+        lock.unlink()
+        lock.mkdir() if obstacle == "lock-directory" else os.mkfifo(lock)
+    _, stats, caught = _lower(entry, network, loss)
+    assert stats["compiled"] == 1 and stats["cache_loaded"] == 0
+    assert stats["untrusted_entries"] == 1
+    assert len(caught) == 1 and "is not a regular file" in caught[0], caught
+    _, again, caught = _lower(entry, network, loss)  # still refused, not warned again
+    assert again["compiled"] == 1 and not caught
+    assert (path if obstacle == "entry-directory" else lock).exists()  # left alone
+
+
+def test_a_huge_sparse_entry_is_refused_by_its_size_before_it_is_read(fresh):
+    """An entry grown to 2 GiB (sparse: it costs no disk) behind its genuine header is
+    refused from its size; nothing near its size is allocated, and it is rewritten."""
+    import tracemalloc
+
+    tmp_path, network, entry, loss = fresh
+    _lower(entry, network, loss)
+    path = _entry_file(tmp_path)
+    with open(path, "r+b") as handle:
+        handle.truncate(2 << 30)
+    tracemalloc.start()
+    try:
+        _, stats, caught = _lower(entry, network, loss)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"{peak} bytes allocated"
+    assert stats["untrusted_entries"] == 1 and stats["compiled"] == 1
+    assert len(caught) == 1 and "more than a cache entry may hold" in caught[0], caught
+    assert path.stat().st_size < 1 << 20  # the compiled object replaced it
+
+
+def test_a_secret_inside_the_cache_directory_is_refused(fresh, monkeypatch):
+    """A secret in the cache directory would travel with every copy of the cache: it is
+    refused with a ``CacheError`` saying so, and plans compile in memory (one warning)."""
+    from tensorcode.errors import CacheError
+
+    tmp_path, network, entry, loss = fresh
+    inside = tmp_path / "cache" / "secret" / "key"
+    monkeypatch.setenv(secrets.SECRET_ENV, str(inside))
+    secrets.forget()
+    try:
+        with pytest.raises(CacheError, match="lies inside the plan cache"):
+            secrets.secret()
+        _, stats, caught = _lower(entry, network, loss)
+    finally:
+        secrets.forget()
+    assert stats["memory_compiled"] == 1 and stats["compiled"] == 1
+    assert len(caught) == 1 and "lies inside the plan cache" in caught[0], caught
+    assert not inside.exists()

@@ -364,6 +364,35 @@ def test_detach_has_zero_gradient():
     np.testing.assert_array_equal(grad, [1.0, 2.0])
 
 
+@covers("floor", "shift_left", "shift_right", "bitcast")
+def test_bit_operations_compute_numpys_bits_and_carry_no_gradient():
+    """The ops scalar graphs build numbers from (lower/approximations.py): no gradient
+    flows through them, and their values are NumPy's."""
+    tape = tc.Tape()
+    x = tape.parameter(np.array([0.5, -1.25, 2.75]))
+    bits = tape.apply("bitcast", [x], {"dtype": "int64"})
+    one = tape.leaf(np.array(1, np.int64))
+    shifted = tape.apply("shift_right", [tape.apply("shift_left", [bits, one]), one])
+    floor = tape.apply("floor", [x * 3.0])
+    back = tape.apply("bitcast", [bits], {"dtype": "float64"})
+    loss = (x * 2.0).sum() + floor.sum() + back.sum()
+    adjoints = tape.differentiate(loss, [x])
+    with pytest.raises(tc.DTypeError, match="differ in width"):
+        tape.apply("bitcast", [x], {"dtype": "int32"})
+    with pytest.raises(tc.DTypeError, match="integer"):
+        tape.apply("shift_left", [x, x])
+    network = tape.into_network()
+    run = network.forward(network.parameters())
+    values = np.array([0.5, -1.25, 2.75])
+    ints = values.view(np.int64)
+    np.testing.assert_array_equal(run.of(bits), ints)
+    np.testing.assert_array_equal(run.of(shifted), (ints << 1) >> 1)
+    np.testing.assert_array_equal(run.of(floor), np.floor(values * 3))
+    np.testing.assert_array_equal(run.of(back), values)
+    # d/dx of 2x + floor(3x) + bitcast(bitcast(x)): only the first term's 2 flows
+    np.testing.assert_array_equal(run.recorded_gradients(adjoints).of(x), [2.0, 2.0, 2.0])
+
+
 def test_every_registered_op_has_a_gradient_case():
     """A new op is one registry entry plus one gradient test: this keeps that promise."""
     missing = sorted(set(primitives.REGISTRY) - COVERED)

@@ -13,6 +13,7 @@ import pytest
 
 import tensorcode as tc
 from tensorcode.compiler.backends import threads
+from tensorcode.compiler.lower import loops
 from tensorcode.models import gpt2
 from tensorcode.nn.transformer import GptConfig
 
@@ -55,6 +56,8 @@ def _wide_mlp(rows=512):
 def test_forward_plans_agree_across_thread_counts():
     network, adjoints, roots = _wide_mlp()
     plan = network.entry(roots + list(adjoints.roots())).lower()
+    assert any(s.annotations.partition for k in plan.program.loops for s in k.body
+               if isinstance(s, loops.Loop))  # the test splits real loops
     parameters = network.parameters()
     outputs = _each_thread_count(
         lambda: [plan.forward(parameters).of(r) for r in roots + list(adjoints.roots())])

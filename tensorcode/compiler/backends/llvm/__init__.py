@@ -36,7 +36,6 @@ from ...lower.program import ir_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...lower.program import Program
-    from ...lower.schedule import Schedule
     from .program import LlvmProgram
 
 _PROGRAMS: dict[str, Any] = {}
@@ -66,10 +65,10 @@ def environment_key() -> str:
 
 
 #: the packages (and single modules) whose source decides what a plan's object does:
-#: this backend, the schedule, kernels, loop layouts and fusion it renders, the op
-#: registry, the Philox constants and the float32 approximations it shares with Numba
+#: this backend, the schedule, kernels, loop programs (with the float32 approximations)
+#: and fusion it renders, the op registry and the Philox constants
 _GENERATOR_SOURCES = ("tensorcode.compiler.backends.llvm", "tensorcode.compiler.lower",
-                      "tensorcode.compiler.core", "tensorcode.compiler.backends.numba.approx")
+                      "tensorcode.compiler.core")
 
 
 def _generator_files() -> list[pathlib.Path]:
@@ -133,12 +132,12 @@ class LlvmBackend:
 
 def prepared(program: Program, approximate: bool) -> LlvmProgram:
     """The loaded program of ``program`` (a step plan's with its update; see the module
-    docstring). The code generator still renders the schedule the program was built from
-    (``program.schedule``) and its ``StepSpec``."""
+    docstring). The loader reads the typed ``Program`` alone: argument layout, sizes,
+    roots and step; only rendering reads the schedule (``_render``)."""
     from ..profiling import active
     from .interface import layout_of, rule_api
 
-    schedule, step = program.schedule, program.step
+    step = program.step
     if step is not None:
         rule_api()  # a rule this backend can lower, before any work
     profile = active()
@@ -148,9 +147,9 @@ def prepared(program: Program, approximate: bool) -> LlvmProgram:
         if found is not None:
             _count("memory_hits")
             return found
-        layout = layout_of(schedule)
-        addresses = _addresses(schedule, approximate, key, step, profile)
-        made = _program(schedule, approximate, key, layout, addresses, step, profile)
+        layout = layout_of(program)
+        addresses = _addresses(program, approximate, key, profile)
+        made = _program(program, approximate, key, layout, addresses, profile)
         _PROGRAMS[key] = made
     if profile:
         _register_profile(program, key, addresses)
@@ -168,32 +167,31 @@ def _register_profile(program: Program, key: str, addresses: dict[str, int]) -> 
     register(key, titles, costs, profile_reader(addresses, len(costs)))
 
 
-def _program(schedule: Schedule, approximate: bool, key: str, layout: Any,
-             addresses: dict[str, int], step: Any = None, profile: bool = False
-             ) -> LlvmProgram:
+def _render(program: Program, approximate: bool, profile: bool = False) -> Any:
+    """``program`` rendered to an LLVM module (and its layout), each kernel call timed
+    when ``profile``: the one place this backend reads ``program.schedule``, which the
+    code generator still renders. When the generator renders the ``Program`` itself, this
+    is the line to change and ``Program.schedule`` can go."""
+    from .codegen import render
+
+    return render(program.schedule, approximate, program.step, profile)
+
+
+def _program(program: Program, approximate: bool, key: str, layout: Any,
+             addresses: dict[str, int], profile: bool = False) -> LlvmProgram:
     from .program import LlvmProgram
 
-    s, g = schedule, schedule.graph
-    input_shapes = [tuple(int(d) for d in g.nodes[i].type.shape) for i in s.sources.inputs]
-    ends: dict[str, int] = {}
-    for i, (dtype, offset) in s.sources.parameters.items():
-        ends[dtype] = max(ends.get(dtype, 0), offset + g.nodes[i].type.size)
-    head_sizes = [ends.get(d, 0) for d in s.sources.parameter_dtypes]
-    head_sizes += [g.nodes[i].type.size for i in s.constants]
+    step = program.step
+    input_shapes = [a.shape for a in program.inputs]
+    head_sizes = [a.size for a in program.parameters + program.constants]
     outs = list(layout.outputs)
-    picks = [(outs.index(d), offset) for d, offset, _ in s.roots]
+    picks = [(outs.index(root.dtype), root.offset) for root in program.roots]
 
     def source() -> str:
-        from .codegen import render
-
-        return str(render(schedule, approximate, step, profile)[0])
+        return str(_render(program, approximate, profile)[0])
     made = LlvmProgram(key, layout, addresses, input_shapes, head_sizes, picks, source)
     if step is not None:
-        slots = list(getattr(step, "updated", step.slots))
-        sizes = {d: max([offset + n for _, dt, offset, n, _ in slots if dt == d], default=0)
-                 for d in s.sources.parameter_dtypes}
-        made.set_step(step.loss, len(step.rule.state_keys),
-                      [sizes[d] for d in s.sources.parameter_dtypes],
+        made.set_step(step.loss, len(step.rule.state_keys), [a.size for a in program.updates],
                       max([t[0] + 1 for t in step.slots], default=0))
     return made
 
@@ -224,25 +222,16 @@ def _compile(render: Callable[[], Any], key: str, what: str) -> bytes:
     return data
 
 
-def _plan_compiler(schedule: Schedule, approximate: bool, key: str, step: Any = None,
-                   profile: bool = False) -> Callable[[], bytes]:
-    def compile_plan() -> bytes:
-        from .codegen import render
-
-        return _compile(lambda: render(schedule, approximate, step, profile)[0], key,
-                        f"plan ({len(schedule.kernels)} kernels)")
-    return compile_plan
-
-
-def _addresses(schedule: Schedule, approximate: bool, key: str, step: Any = None,
-               profile: bool = False) -> dict[str, int]:
+def _addresses(program: Program, approximate: bool, key: str, profile: bool = False
+               ) -> dict[str, int]:
     """A plan's entry points (see ``_entry_addresses``; a profiled plan's adds
     ``tc_profile``)."""
     from .interface import ENTRIES, PROFILE_ENTRY, STEP_ENTRIES
 
     entries = ENTRIES + (PROFILE_ENTRY,) if profile else None
-    return _entry_addresses(key, _plan_compiler(schedule, approximate, key, step, profile),
-                            entries, STEP_ENTRIES)
+    return _entry_addresses(key, lambda: _compile(
+        lambda: _render(program, approximate, profile)[0], key,
+        f"plan ({len(program.kernels)} kernels)"), entries, STEP_ENTRIES)
 
 
 def _entry_addresses(key: str, compile_object: Callable[[], bytes],
@@ -252,11 +241,11 @@ def _entry_addresses(key: str, compile_object: Callable[[], bytes],
     ``optional`` the object defines): the cache
     entry's object when it is valid, else a fresh compile (written to the cache when it
     can be used)."""
-    from ..plan_directory import locked, plans_directory, warn_once
+    from ..plan_directory import Untrusted, locked, plans_directory, warn_once
     from . import cache
     from .objects import UntrustedObject, load
 
-    def load_entries(data: bytes) -> dict[str, int]:
+    def load_entries(data: bytes | bytearray) -> dict[str, int]:
         return load(data) if entries is None else load(data, entries, optional)
 
     try:
@@ -267,30 +256,41 @@ def _entry_addresses(key: str, compile_object: Callable[[], bytes],
                                       "(see docs/compiler.md, 'Trusting a cache directory')")
         _count("memory_compiled")
         return load_entries(compile_object())
-    with locked(directory / f"l_{key}.lock"):
-        problem = None
-        try:
-            data = cache.read(directory, key)
-        except ValueError as error:
-            data, problem = None, str(error)
-        if data is not None:
-            try:
-                addresses = load_entries(data)
-            except UntrustedObject as error:
-                problem = str(error)
-            else:
-                _count("cache_loaded")
-                return addresses
-        if problem is not None:
+
+    def refused(problem: str, counted: bool = True) -> None:  # one warning per entry
+        if counted:
             _count("untrusted_entries")
             _count("corrupt_entries")
-            warn_once(key + ":llvm", f"tensorcode: plan cache entry "
-                                      f"{cache.entry_path(directory, key)} was not used "
-                                      f"({problem}); recompiling it")
-        data = compile_object()
-        addresses = load_entries(data)
-        cache.write(directory, key, data)
-        return addresses
+        warn_once(key + ":llvm", f"tensorcode: plan cache entry "
+                                  f"{cache.entry_path(directory, key)} was not used "
+                                  f"({problem}); recompiling it")
+
+    try:
+        with locked(directory / f"l_{key}.lock"):
+            try:
+                data = cache.read(directory, key)
+            except ValueError as error:
+                data = None
+                refused(str(error))
+            if data is not None:
+                try:
+                    addresses = load_entries(data)
+                except UntrustedObject as error:
+                    refused(str(error))
+                else:
+                    _count("cache_loaded")
+                    return addresses
+            compiled = compile_object()
+            addresses = load_entries(compiled)
+            try:
+                cache.write(directory, key, compiled)
+            except ValueError as error:  # a directory at the entry's path: not cached
+                refused(str(error), counted=False)
+            return addresses
+    except Untrusted as error:  # the entry's lock: not a regular file of ours
+        refused(str(error))
+        _count("memory_compiled")
+        return load_entries(compile_object())
 
 
 _UPDATES: dict[tuple[str, str], Callable[..., None]] = {}

@@ -10,64 +10,54 @@ valid tag, and is recompiled and counted (``untrusted_entries``), never loaded. 
 object is still checked against the symbol allowlist before it is loaded
 (``objects.load``).
 
-The secret and the tag function are ``backends/secret.py``'s (shared with the Numba
-backend's cache manifests).
+The secret and the tag function are ``backends/secret.py``'s, the file format and its
+checks ``backends/tagged_file.py``'s (shared with the Numba backend's cache).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hmac
-import os
 import pathlib
-import stat
 
+from .. import tagged_file
 from ..secret import SECRET_ENV, authenticate, secret, secret_path
 
 MAGIC = b"tensorcode.llvm1"  # 16 bytes
-TAG_BYTES = 32
+TAG_BYTES = tagged_file.TAG_BYTES
+
+
+def _context(directory: pathlib.Path, key: str) -> tuple[bytes, bytes]:
+    return str(directory.resolve()).encode(), key.encode()
 
 
 def tag(directory: pathlib.Path, key: str, data: bytes) -> bytes:
-    return authenticate(MAGIC, str(directory.resolve()).encode(), key.encode(), data)
+    return authenticate(MAGIC, *_context(directory, key), data)
 
 
 def entry_path(directory: pathlib.Path, key: str) -> pathlib.Path:
     return directory / f"l_{key}.o"
 
 
-def read(directory: pathlib.Path, key: str) -> bytes | None:
-    """The object of entry ``key`` when its tag is valid; None when the entry is absent;
-    ``ValueError`` (saying why) when it exists and must not be used."""
-    from ..plan_directory import Untrusted, check_owned
+def read(directory: pathlib.Path, key: str) -> bytearray | None:
+    """The object of entry ``key`` when its tag is valid (streamed, under the size limit
+    of ``tagged_file``); None when the entry is absent; ``ValueError`` (saying why) when
+    something is there that must not be used."""
+    from ..plan_directory import Untrusted
 
-    path = entry_path(directory, key)
-    if not os.path.lexists(path):
-        return None
     try:
-        check_owned(path, directory=False)
-        content = path.read_bytes()
-    except (OSError, Untrusted) as error:
+        return tagged_file.read(entry_path(directory, key), MAGIC, _context(directory, key))
+    except Untrusted as error:
         raise ValueError(str(error)) from None
-    head = len(MAGIC) + TAG_BYTES
-    if len(content) < head or content[:len(MAGIC)] != MAGIC:
-        raise ValueError("not a TensorCode LLVM cache entry")
-    data = content[head:]
-    if not hmac.compare_digest(content[len(MAGIC):head], tag(directory, key, data)):
-        raise ValueError("its authentication tag is not valid here")
-    return data
 
 
 def write(directory: pathlib.Path, key: str, data: bytes) -> None:
-    """Write entry ``key`` atomically, owner-only (the caller holds its lock)."""
-    from ....files.atomic import atomic_write_bytes
+    """Write entry ``key`` atomically, owner-only (the caller holds its lock);
+    ``ValueError`` when a directory holds its path (the object is then not cached)."""
+    from ..plan_directory import Untrusted
 
-    path = entry_path(directory, key)
-    with contextlib.suppress(FileNotFoundError):
-        if not stat.S_ISREG(path.lstat().st_mode):
-            path.unlink()
-    atomic_write_bytes(path, MAGIC + tag(directory, key, data) + data)
-    os.chmod(path, 0o600)
+    try:
+        tagged_file.write(entry_path(directory, key), MAGIC, _context(directory, key), data)
+    except (OSError, Untrusted) as error:
+        raise ValueError(str(error)) from None
 
 
 __all__ = ["MAGIC", "SECRET_ENV", "secret", "secret_path", "tag", "read", "write",

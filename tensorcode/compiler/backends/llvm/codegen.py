@@ -2,9 +2,10 @@
 
 ``render(schedule, approximate)`` builds an ``llvmlite.ir.Module`` holding:
 
-- one internal function per kernel, ``k<n>(arenas..) -> i32``, written by the method of
-  ``Renderer`` named after the kernel's kind (``fused``, ``matmul``, ``take``, ...); it
-  returns 0, or a status (``Layout.errors``) when an index is out of range;
+- one internal function per kernel, ``k<n>(arenas..) -> i32``, rendered from the
+  kernel's loop program (``lower/loops.py``) by the statement table ``STATEMENTS`` and
+  the op table ``ops.LOWERINGS``; it returns 0, or a status (``Layout.errors``) when an
+  index is out of range;
 - ``body(arenas..) -> i32``: every kernel in order, stopping at the first status;
 - the C-ABI entry points, all ``i32 (ptr arrays, ptr extents, double lr)``: ``tc_run``
   (one call of ``body`` over the pointers in ``arrays``, in ``Layout.arguments`` order),
@@ -15,11 +16,11 @@
   between cases in elements, 0 for an input shared by every case; output arenas hold
   one row per case; one scratch arena).
 
-The kernels compute what the Numba backend's generated loops compute (``numba.py``),
-in the same order: the same loop layout (``fused_layout``), the float64 accumulators of
-float reductions, reductions over the innermost loop in two passes (the terms to a row
-of scratch, then a vectorized reduction of the row), and matrix products above
-``LOOP_MATMUL_LIMIT`` through the same BLAS routines Numba's ``np.dot`` calls
+The loop program fixes what every kernel computes and in which order, so this module
+and the Numba backend's (``backends/numba/loops.py``) give the same bits: float
+reductions into a register accumulate in float64, reductions over the innermost loop
+run in two passes (the terms to a row of scratch, then ``rows.py``'s vectorized
+reduction of the row), and a ``Gemm`` calls the BLAS routine Numba's ``np.dot`` calls
 (``sgemm``/``dgemm``, or ``gemv``/``dot`` for a vector operand) with the same arguments.
 """
 
@@ -31,12 +32,13 @@ from typing import Any
 from llvmlite import ir
 
 from ....errors import CompileError
-from ...lower import loops
+from ...lower import loops, partition
+from ...lower.approximations import APPROXIMATIONS, expand
 from ...lower.kernels import Arena, Strided
 from ...lower.loops import LoopKernel
 from ...lower.schedule import Schedule
 from . import ops, rows
-from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, Layout, layout_of
+from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, POOL_RUN, Layout, layout_of
 from .profile import Counters
 from .random import RandomFills
 from .types import (
@@ -77,11 +79,17 @@ class Renderer:
         self.random = RandomFills(self.module)
         self.b: ir.IRBuilder
         self.fn: ir.Function
+        self.args: list[ir.Value] = []
         self.fail: dict[int, ir.Block] = {}
+        #: the row room of each dtype, and a partition chunk's own copy of it
+        self.row_room = partition.row_regions(self.g, self.s.kernels, self.s.arena)
+        self.private: dict[str, ir.Value] = {}
+        self.depth = 0
+        self.tags = 0
 
     # -- the module --------------------------------------------------------------------
     def render(self) -> ir.Module:
-        program = loops.lower(self.g, self.s.kernels, self.s.arena)
+        program = partition.lower(self.g, self.s.kernels, self.s.arena)
         kernels = [self.kernel(k, kernel) for k, kernel in enumerate(program)]
         body = ir.Function(self.module, self.kernel_type, "body")
         body.linkage = "internal"
@@ -238,6 +246,7 @@ class Renderer:
         fn.linkage = "internal"
         self._noalias(fn)
         self.fn = fn
+        self.args = list(fn.args)
         self.b = ir.IRBuilder(fn.append_basic_block("entry"))
         self.values: dict[str, ir.Value] = {}
         self.accumulators = {a.name: a for a in kernel.accumulators}
@@ -260,7 +269,17 @@ class Renderer:
         render(self, stmt)
 
     def arena(self, arena: Arena) -> ir.Value:
-        return self.fn.args[self.position[arena]]
+        return self.args[self.position[arena]]
+
+    def address(self, arena: Arena, dtype: str, index: loops.Expr) -> tuple[ir.Value, ir.Value]:
+        """The base pointer and element index of an access: the arena's, or a partition
+        chunk's own row room when the access lies in the row room."""
+        if self.private and partition.in_row_room(arena.role, dtype, index, self.row_room):
+            assert isinstance(index, loops.Index)
+            start = self.row_room[dtype][0]
+            terms = [(stride, self.value(term)) for stride, term in index.terms]
+            return self.private[dtype], offset(self.b, index.base - start, terms)
+        return self.arena(arena), self.value(index)
 
     def pointer(self, view: Strided, at: ir.Value | None = None) -> ir.Value:
         """The address of ``view``'s first element (``at`` elements in, if given)."""
@@ -294,17 +313,22 @@ class Renderer:
             terms = [(stride, self.value(term)) for stride, term in expr.terms]
             return offset(self.b, expr.base, terms)
         if isinstance(expr, loops.Load):
-            index = self.value(expr.index)
-            return load(self.b, self.arena(expr.arena), expr.dtype, index)
+            base, index = self.address(expr.arena, expr.dtype, expr.index)
+            return load(self.b, base, expr.dtype, index)
         return self.apply(expr)
 
     def apply(self, expr: loops.Apply) -> ir.Value:
-        """One element of a registry op from the op table (its float32 approximation
-        when approximations are on)."""
+        """One element of a registry op from the op table; a float32 op with an
+        approximation (``lower/approximations.py``), unless exact math was asked for, is
+        its scalar graph instead."""
+        if expr.dtype == "float32" and self.approximate and expr.op in APPROXIMATIONS:
+            self.tags += 1
+            lets, value = expand(expr.op, expr.args[0], str(self.tags))
+            for let in lets:
+                self.s_let(let)
+            return self.value(value)
         args = [self.value(a) for a in expr.args]
         element = ops.Element(self.b, expr.dtype, expr.operand)
-        if expr.dtype == "float32" and self.approximate and expr.op in ops.APPROXIMATIONS:
-            return ops.APPROXIMATIONS[expr.op](element, args)
         lowering = ops.LOWERINGS.get(expr.op)
         if lowering is None:
             raise CompileError(f"llvm backend: no lowering for op {expr.op!r}")
@@ -316,12 +340,59 @@ class Renderer:
 
     def s_store(self, s: loops.Store) -> None:
         value = self.value(s.value)
-        store(self.b, value, self.arena(s.arena), s.dtype, self.value(s.index))
+        base, index = self.address(s.arena, s.dtype, s.index)
+        store(self.b, value, base, s.dtype, index)
 
     def s_loop(self, s: loops.Loop) -> None:
+        if s.annotations.partition and self.depth == 0:
+            self._partitioned(s)
+            return
+        self.depth += 1
         with loop(self.b, s.extent, s.var) as index:
             self.values[s.var] = index
             self.block(s.body)
+        self.depth -= 1
+
+    def _partitioned(self, s: loops.Loop) -> None:
+        """A partitioned loop: its chunks as a function ``chunk(ctx, c)`` over
+        iterations ``[c * partition, min(extent, (c + 1) * partition))`` with ``ctx`` the
+        kernel's arena pointers and a row room of its own, called through the worker
+        pool's ``tc_pool_run`` (``backends/pool.py``), which runs every chunk once."""
+        chunk_type = ir.FunctionType(ir.VoidType(), [PTR, I64])
+        name = f"{self.fn.name}.part{len(self.module.globals)}"
+        chunk_fn = ir.Function(self.module, chunk_type, name)
+        chunk_fn.linkage = "internal"
+        outer = (self.fn, self.b, self.args, self.slots, self.private)
+        self.fn, self.slots = chunk_fn, {}
+        self.b = b = ir.IRBuilder(chunk_fn.append_basic_block("entry"))
+        context, c = chunk_fn.args
+        self.args = [b.load(b.gep(context, [i64(k)], inbounds=True, source_etype=PTR),
+                            typ=PTR) for k in range(len(self.layout.arguments))]
+        self.private = {d: b.alloca(TYPES[d], size=i64(end - start))
+                        for d, (start, end) in self.row_room.items()}
+        size = s.annotations.partition
+        low = b.mul(c, i64(size), flags=["nuw", "nsw"])
+        high = b.add(low, i64(size), flags=["nuw", "nsw"])
+        high = b.select(b.icmp_signed("<", high, i64(s.extent)), high, i64(s.extent))
+        self.depth = 1
+        with loop(b, b.sub(high, low), s.var) as index:
+            self.values[s.var] = self.b.add(low, index, flags=["nuw", "nsw"])
+            self.block(s.body)
+        self.depth = 0
+        self.b.ret_void()
+        self.fn, self.b, self.args, self.slots, self.private = outer
+        b = self.b
+        entry = self.fn.entry_basic_block
+        with b.goto_block(entry):
+            b.position_at_start(entry)
+            context = b.alloca(PTR, size=i64(len(self.args)))
+        for k, pointer in enumerate(self.args):
+            b.store(pointer, b.gep(context, [i64(k)], inbounds=True, source_etype=PTR))
+        run = self.module.globals.get(POOL_RUN)
+        if run is None:
+            run = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]),
+                              POOL_RUN)
+        b.call(run, [chunk_fn, context, i64(partition.chunks(s))])
 
     def s_init(self, s: loops.Init) -> None:
         acc = self.accumulators[s.name]
@@ -346,8 +417,8 @@ class Renderer:
         self.b.position_at_end(ok)
 
     def s_row_reduce(self, s: loops.RowReduce) -> None:
-        row = self.b.gep(self.arena(Arena("scratch", s.dtype)), [i64(s.start)], inbounds=True,
-                         source_etype=TYPES[s.dtype])
+        base, at = self.address(Arena("scratch", s.dtype), s.dtype, loops.Index(s.start))
+        row = self.b.gep(base, [at], inbounds=True, source_etype=TYPES[s.dtype])
         self.values[s.name] = self.rows.call(self.b, s.op, s.dtype, row, s.n)
 
     def s_gemm(self, s: loops.Gemm) -> None:
@@ -432,7 +503,7 @@ class Renderer:
                                 source_etype=TYPES[arena.dtype])
                      for arena, at in zip(scratch, s.workspace))
         self.random.categorical(self.b, s, out_pointer, key_pointer, self.pointer(logits),
-                                logits.dtype, int(logits.shape[-1]), room)  # type: ignore[arg-type]
+                                logits.dtype, int(logits.shape[-1]), room)
 
 
 #: the renderer of each statement kind of the loop program

@@ -1,7 +1,8 @@
 """What a plan object's caller and the plan cache need to know, without building IR.
 
 A warm process loads plans from the cache and calls them; it needs the entry points'
-names, the argument layout of a schedule's module (``layout_of``: cheap, no IR), the
+names, the argument layout of a program's module (``layout_of``: cheap, no IR, read
+from the typed ``Program``), the
 symbols an object may call (``BLAS_PREFIX``, ``LIBM``) and whether an optimizer's rule
 can be lowered (``rule_api``), but not the code generator: nothing here imports
 ``llvmlite.ir``, so a process that only loads plans never does.
@@ -15,7 +16,8 @@ from typing import Any
 
 from ....errors import CompileError
 from ...lower.kernels import Arena, Kernel, OneHotKernel, ScatterAddKernel, TakeKernel
-from ...lower.loops import index_message, scratch_sizes
+from ...lower.loops import index_message
+from ...lower.program import Program, build
 from ...lower.schedule import Schedule
 
 ENTRIES = ("tc_run", "tc_batch", "tc_run_objects")
@@ -43,28 +45,29 @@ class Layout:
     errors: list[str] = field(default_factory=list)
 
 
-def layout_of(schedule: Schedule) -> Layout:
-    """The argument layout of ``schedule``'s module (cheap: no IR is built)."""
-    s, g = schedule, schedule.graph
-    arguments = [Arena("parameter", d) for d in s.sources.parameter_dtypes]
-    arguments += [Arena("constant", g.nodes[i].type.dtype, k) for k, i in enumerate(s.constants)]
-    arguments += [Arena("input", g.nodes[i].type.dtype, k)
-                  for k, i in enumerate(s.sources.inputs)]
-    scratch = scratch_sizes(g, s.kernels, s.arena)
+def layout_of(program: Program | Schedule) -> Layout:
+    """The argument layout of ``program``'s module (cheap: no IR is built), read from the
+    typed ``Program`` alone. A ``Schedule`` is taken only from the code generator, which
+    still renders the schedule (``codegen.render``): its ``Program`` is built here."""
+    if isinstance(program, Schedule):
+        program = build(program)
+    arguments = [a.arena for a in program.sources]
+    scratch = {a.dtype: a.size for a in program.scratch}
     arguments += [Arena("scratch", d) for d in scratch]
-    outputs = {d: int(s.out_arena[d]) for d in sorted(s.out_arena)}
+    outputs = {a.dtype: a.size for a in program.outputs}
     arguments += [Arena("output", d) for d in outputs]
     errors: list[str] = []
-    for kernel in s.kernels:
-        message = range_error(schedule, kernel)
+    for kernel in program.kernels:
+        message = range_error(program, kernel)
         if message is not None and message not in errors:
             errors.append(message)
     return Layout(arguments, scratch, outputs, errors)
 
 
-def range_error(schedule: Schedule, kernel: Kernel) -> str | None:
-    """The message of an index out of range in ``kernel`` (None: it reads no index)."""
-    g = schedule.graph
+def range_error(program: Program | Schedule, kernel: Kernel) -> str | None:
+    """The message of an index out of range in ``kernel`` (None: it reads no index), from
+    the graph of ``program`` (or of the schedule the code generator renders)."""
+    g = program.graph
     if isinstance(kernel, TakeKernel):
         node = g.nodes[kernel.nodes[0]]
         size = g.nodes[node.inputs[0]].type.shape[kernel.axis]
@@ -83,6 +86,9 @@ EAGER_ENTRY = "tc_update"
 #: the prefix of the Fortran BLAS symbols of the OpenBLAS SciPy's wheel bundles (the
 #: library ``scipy.linalg.cython_blas`` calls, so results match Numba's ``np.dot``)
 BLAS_PREFIX = "scipy_"
+
+#: the worker pool's entry point a partitioned loop calls (``backends/pool.py``)
+POOL_RUN = "tc_pool_run"
 
 #: the libm functions a lowering calls by name (float64, float32), per op
 LIBM = {"tanh": ("tanh", "tanhf"), "log1p": ("log1p", "log1pf"), "erf": ("erf", "erff")}

@@ -16,13 +16,14 @@ are produced and loaded.
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import threading
 from typing import Any
 
 from ....errors import CompileError
-from ..threads import scipy_openblas
-from .interface import BLAS_PREFIX, ENTRIES, LIBM, STEP_ENTRIES
+from ..threads import ensure_pool, scipy_openblas
+from .interface import BLAS_PREFIX, ENTRIES, LIBM, POOL_RUN, STEP_ENTRIES
 
 #: the optimization level plans compile at (measured: see docs/compiler.md)
 OPT_LEVEL = 2
@@ -40,14 +41,14 @@ _LIBM = {name + suffix for name in ("exp", "log", "sin", "cos", "pow", "sqrt", "
                                     "fabs", "exp2", "log2", "log10", "expm1", "sincos")
          for suffix in ("", "f")} | {symbol for pair in LIBM.values() for symbol in pair}
 #: every symbol a plan object may leave undefined; any other refuses the object
-ALLOWED = frozenset(_BLAS | _LIBM | {"memset", "memcpy", "memmove"})
+ALLOWED = frozenset(_BLAS | _LIBM | {"memset", "memcpy", "memmove", POOL_RUN})
 
 
 class UntrustedObject(Exception):
     """An object that must not be loaded (the text says why)."""
 
 
-def undefined_symbols(data: bytes) -> list[str]:
+def undefined_symbols(data: bytes | bytearray) -> list[str]:
     """The undefined symbols of a little-endian ELF64 relocatable object;
     ``UntrustedObject`` for anything else."""
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
@@ -76,7 +77,7 @@ def undefined_symbols(data: bytes) -> list[str]:
         raise UntrustedObject(f"malformed ELF object ({error})") from None
 
 
-def check_symbols(data: bytes) -> None:
+def check_symbols(data: bytes | bytearray) -> None:
     """Refuse an object whose undefined symbols are not all in ``ALLOWED``."""
     refused = sorted(set(undefined_symbols(data)) - ALLOWED)
     if refused:
@@ -103,6 +104,15 @@ class _Runtime:
         self.engines: list[Any] = []  # kept alive: their code is called
         self.lock = threading.Lock()
         self.blas_loaded = False
+        self.pool_loaded = False
+
+    def load_pool(self) -> None:
+        """Start the worker pool (sized by ``threads``) and name its ``tc_pool_run`` to
+        the linker, once per process."""
+        address = ensure_pool()
+        if not self.pool_loaded:
+            self.llvm.add_symbol(POOL_RUN, address)
+            self.pool_loaded = True
 
     def load_blas(self) -> None:
         if self.blas_loaded:
@@ -147,19 +157,25 @@ def compile_object(module: Any, machine: Any = None) -> bytes:
     return bytes(machine.emit_object(parsed))
 
 
-def load(data: bytes, entries: tuple[str, ...] = ENTRIES,
+def load(data: bytes | bytearray, entries: tuple[str, ...] = ENTRIES,
          optional: tuple[str, ...] = STEP_ENTRIES) -> dict[str, int]:
     """Check ``data``'s symbols, add it to a fresh engine and return the address of each
     of ``entries`` (a plan's ``ENTRIES`` by default), and of ``optional`` (a step plan's
-    ``STEP_ENTRIES``) when the object defines them."""
+    ``STEP_ENTRIES``) when the object defines them. ``data`` may be the buffer a cache
+    entry was read into: LLVM reads it in place, no copy is made."""
     check_symbols(data)
     rt = runtime()
-    if any(s.startswith(BLAS_PREFIX) for s in undefined_symbols(data)):
+    undefined = undefined_symbols(data)
+    if any(s.startswith(BLAS_PREFIX) for s in undefined):
         rt.load_blas()
+    if POOL_RUN in undefined:
+        rt.load_pool()
     llvm = rt.llvm
     with rt.lock:
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), rt.machine)
-        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+        buffer = data if isinstance(data, bytes) else \
+            (ctypes.c_char * len(data)).from_buffer(data)
+        engine.add_object_file(llvm.ObjectFileRef.from_data(buffer))
         engine.finalize_object()
         addresses = {name: int(engine.get_function_address(name)) for name in entries}
         if not all(addresses.values()):

@@ -6,8 +6,8 @@ values, ``out`` the result's dtype and ``operand`` operand 0's) with ``b``, an
 registry's Numba template computes, operation for operation (the same IEEE operations
 in the same order, the same intrinsics or libm functions, NaN-propagating ``maximum``
 and ``minimum``), so where both backends run the same order the results are the same
-bits. ``APPROXIMATIONS`` are the float32 approximations of ``backends/numba/approx.py`` as IR
-(taken unless exact math was asked for).
+bits. The float32 approximations are not rows: they are scalar graphs of these ops
+(``lower/approximations.py``), which the renderer expands unless exact math was asked for.
 
 A libm function is called by the name in ``LIBM``; those names are part of the
 symbol allowlist of a compiled plan's object (``objects.py``).
@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 from llvmlite import ir
 
-from ..numba import approx
 from .interface import LIBM
-from .types import F32, I32, TYPES, constant, convert, is_float
+from .types import TYPES, constant, convert, is_float
 
 
 @dataclass(frozen=True)
@@ -161,76 +159,12 @@ LOWERINGS: dict[str, Lowering] = {
     "ge": _compare(">="), "eq": _compare("=="), "ne": _compare("!="),
     "where": _where,
     "astype": _astype,
+    # the bit operations scalar graphs build numbers from
+    "floor": lambda e, a: e.intrinsic("llvm.floor", a[0]),
+    "shift_left": lambda e, a: e.b.shl(a[0], a[1]),
+    "shift_right": lambda e, a: e.b.ashr(a[0], a[1]),
+    "bitcast": lambda e, a: e.b.bitcast(a[0], TYPES[e.out]),
 }
 
 
-# ---------------------------------------------------------------------------------------
-# float32 approximations (backends/numba/approx.py, operation for operation)
-
-
-def _f(value: float) -> ir.Constant:
-    return constant(value, "float32")
-
-
-def _clamp(b: ir.IRBuilder, x: ir.Value, high: float, low: float) -> ir.Value:
-    """``hi if x > hi else (lo if x < lo else x)``."""
-    hi, lo = _f(high), _f(low)
-    return b.select(b.fcmp_ordered(">", x, hi), hi,
-                    b.select(b.fcmp_ordered("<", x, lo), lo, x))
-
-
-def _pow2(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
-    """``2.0 ** n`` as float32 for an i32 ``n`` in [-126, 127]: exponent bits."""
-    bits = b.shl(b.add(n, ir.Constant(I32, 127)), ir.Constant(I32, 23))
-    return b.bitcast(bits, F32)
-
-
-def tanh_f32(e: Element, args: Sequence[ir.Value]) -> ir.Value:
-    (x,) = args
-    b = e.b
-    c = _clamp(b, x, approx.TANH_CLAMP, -approx.TANH_CLAMP)
-    s = b.fmul(c, c)
-    p: ir.Value = _f(approx.TANH_NUMERATOR[-1])
-    for a in approx.TANH_NUMERATOR[-2::-1]:
-        p = b.fadd(b.fmul(p, s), _f(a))
-    q: ir.Value = _f(approx.TANH_DENOMINATOR[-1])
-    for coefficient in approx.TANH_DENOMINATOR[-2::-1]:
-        q = b.fadd(b.fmul(q, s), _f(coefficient))
-    ratio = b.fdiv(b.fmul(p, c), q)
-    tiny = b.fcmp_ordered("<", e.intrinsic("llvm.fabs", x), _f(approx.TANH_TINY))
-    return b.select(tiny, x, ratio)
-
-
-def exp_f32(e: Element, args: Sequence[ir.Value]) -> ir.Value:
-    (x,) = args
-    b = e.b
-    c = _clamp(b, x, approx.EXP_HIGH, approx.EXP_LOW)
-    n = e.intrinsic("llvm.floor", b.fadd(b.fmul(c, _f(approx.EXP_LOG2E)), _f(0.5)))
-    r = b.fsub(c, b.fmul(n, _f(approx.EXP_LN2_HIGH)))
-    r = b.fsub(r, b.fmul(n, _f(approx.EXP_LN2_LOW)))
-    y = b.fadd(b.fmul(_f(approx.EXP_POLYNOMIAL[0]), r), _f(approx.EXP_POLYNOMIAL[1]))
-    for coefficient in approx.EXP_POLYNOMIAL[2:]:
-        y = b.fadd(b.fmul(y, r), _f(coefficient))
-    y = b.fadd(b.fadd(b.fmul(y, b.fmul(r, r)), r), _f(1))
-    k = b.fptosi(n, I32)
-    h = b.ashr(k, ir.Constant(I32, 1))
-    y = b.fmul(b.fmul(y, _pow2(b, h)), _pow2(b, b.sub(k, h)))
-    number = b.select(b.fcmp_ordered("==", x, x), y, x)
-    return b.select(b.fcmp_ordered(">", x, _f(approx.EXP_HIGH)), _f(np.inf),
-                    b.select(b.fcmp_ordered("<", x, _f(approx.EXP_LOW)), _f(0), number))
-
-
-def sigmoid_f32(e: Element, args: Sequence[ir.Value]) -> ir.Value:
-    (x,) = args
-    b = e.b
-    m = b.fneg(e.intrinsic("llvm.fabs", x))
-    t = exp_f32(e, [m])
-    d = b.fadd(_f(1), t)
-    return b.select(b.fcmp_ordered(">=", x, _f(0)), b.fdiv(_f(1), d), b.fdiv(t, d))
-
-
-APPROXIMATIONS: dict[str, Lowering] = {"tanh": tanh_f32, "exp": exp_f32,
-                                       "sigmoid": sigmoid_f32}
-
-
-__all__ = ["LOWERINGS", "APPROXIMATIONS", "Element", "maximum"]
+__all__ = ["LOWERINGS", "Element", "maximum"]

@@ -2,13 +2,14 @@
 
 Every entry point has the one C signature ``i32 (ptr arrays, ptr extents, double lr)``
 (``codegen.ENTRY_TYPE``): ``arrays`` the data pointers in ``Layout.arguments`` order.
-``LlvmProgram`` checks what it is handed as Numba's dispatcher and the generated checks
-would (``TypeError`` for a wrong type, dtype or layout, ``ValueError`` naming input
-``#k`` for a wrong shape), allocates fresh output arenas per call (results never alias)
-and keeps one scratch arena per thread (scratch never leaves a call). A nonzero status
-is the message ``Layout.errors`` holds for it, raised as ``IndexError`` (the plan turns
-it into its documented ``FeedError``). Nothing keeps a caller's array past the call; a
-bound call keeps the arrays it was bound to, as the bound plan does.
+``LlvmProgram`` checks what it is handed (the inputs against the ``Program``'s, the fixed
+buffers against their sizes), allocates fresh output arenas per call (results never
+alias) and keeps one scratch arena per thread (scratch never leaves a call). A call it
+refuses raises ``Refused`` with the ``Status`` and the argument's index; the object's
+nonzero status is ``Status.RANGE``, with the message ``Layout.errors`` holds for it as
+the detail (the plan turns either into its documented ``FeedError``). Nothing keeps a
+caller's array past the call; a bound call keeps the arrays it was bound to, as the
+bound plan does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ...lower.program import Refused, Status
+from ..calls import PlainCalls
 from .interface import ARRAY_DATA_OFFSET, PROFILE_ENTRY, Layout
 
 _ENTRY = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double)
@@ -75,11 +78,15 @@ _OBJECTS = _field_reader is not None
 
 
 def _check_input(k: int, value: Any, dtype: np.dtype) -> None:
-    """``TypeError`` naming input ``#k`` unless ``value`` is a C-contiguous ndarray of
-    exactly ``dtype`` (what every call path asks of an input before taking its pointer)."""
+    """``Refused(INPUT, k)`` unless ``value`` is a C-contiguous ndarray of exactly
+    ``dtype`` (what every call path asks of an input before taking its pointer)."""
     if type(value) is not np.ndarray or value.dtype != dtype or not value.flags.c_contiguous:
-        raise TypeError(f"no matching definition for input #{k}: expected a "
-                        f"C-contiguous {dtype.name} array")
+        raise Refused(Status.INPUT, k)
+
+
+def _range(errors: list[str], status: int) -> Refused:
+    """The refusal of the object's nonzero ``status``: an index out of range."""
+    return Refused(Status.RANGE, -1, errors[status - 1])
 
 
 def _set_inputs(wanted: Sequence[tuple[np.dtype, tuple[int, ...]]], inputs: Sequence[Any],
@@ -90,7 +97,7 @@ def _set_inputs(wanted: Sequence[tuple[np.dtype, tuple[int, ...]]], inputs: Sequ
     of the same dtype, shape and contiguity, keeps its pointer: a training loop that
     feeds the same arrays every step pays only that identity check."""
     if len(inputs) != len(wanted):
-        raise TypeError(f"the plan takes {len(wanted)} inputs, got {len(inputs)}")
+        raise Refused(Status.ARITY, len(inputs))
     for k, value in enumerate(inputs):
         dtype, shape = wanted[k]
         seen = last[k]
@@ -99,7 +106,7 @@ def _set_inputs(wanted: Sequence[tuple[np.dtype, tuple[int, ...]]], inputs: Sequ
             continue  # (an array's dtype, shape and strides can change in place)
         _check_input(k, value, dtype)
         if value.shape != shape:
-            raise ValueError(f"input #{k}: expected shape {list(shape)}")
+            raise Refused(Status.SHAPE, k)
         pointers[start + k] = _address(value)
         last[k] = weakref.ref(value)
 
@@ -111,18 +118,18 @@ def _set_objects(wanted: Sequence[tuple[np.dtype, tuple[int, ...]]], inputs: Seq
     data pointers at the call (nothing to remember between calls: each is a few
     attribute reads and an ``id``)."""
     if len(inputs) != len(wanted):
-        raise TypeError(f"the plan takes {len(wanted)} inputs, got {len(inputs)}")
+        raise Refused(Status.ARITY, len(inputs))
     for k, value in enumerate(inputs):
         dtype, shape = wanted[k]
         if type(value) is not np.ndarray or value.dtype != dtype or \
                 not value.flags.c_contiguous:
             _check_input(k, value, dtype)  # raises, naming what is wrong
         if value.shape != shape:
-            raise ValueError(f"input #{k}: expected shape {list(shape)}")
+            raise Refused(Status.SHAPE, k)
         objects[start + k] = id(value)
 
 
-class LlvmProgram:
+class LlvmProgram(PlainCalls):
     """The ``backends.Compiled`` entry points of a loaded LLVM plan object."""
 
     def __init__(self, key: str, layout: Layout, addresses: dict[str, int],
@@ -160,15 +167,12 @@ class LlvmProgram:
     # -- checks ------------------------------------------------------------------------
     def _head_pointers(self, head: Sequence[Any]) -> list[int]:
         if len(head) != len(self._head):
-            raise TypeError(f"the plan takes {len(self._head)} parameter and constant "
-                            f"buffers, got {len(head)}")
+            raise Refused(Status.BUFFER, len(head))
         pointers = []
         for k, (value, (dtype, size)) in enumerate(zip(head, self._head)):
             if type(value) is not np.ndarray or value.dtype != dtype or \
                     not value.flags.c_contiguous or value.size < size:
-                raise TypeError(f"no matching definition for argument {k}: expected a "
-                                f"C-contiguous {dtype.name} array of at least {size} "
-                                "elements")
+                raise Refused(Status.BUFFER, k)
             pointers.append(_address(value))
         return pointers
 
@@ -177,7 +181,7 @@ class LlvmProgram:
         """Pointers of ``inputs``, and for a batch each input's stride between cases
         and the number of cases."""
         if len(inputs) != len(self._inputs):
-            raise TypeError(f"the plan takes {len(self._inputs)} inputs, got {len(inputs)}")
+            raise Refused(Status.ARITY, len(inputs))
         pointers, strides, n = [], [], 1
         if batch:
             for value in inputs:
@@ -187,11 +191,10 @@ class LlvmProgram:
             _check_input(k, value, dtype)
             if batch:
                 if value.shape[1:] != shape or (value.shape[0] != n and value.shape[0] != 1):
-                    raise ValueError(f"input #{k}: expected shape {list(shape)} after the "
-                                     "case axis")
+                    raise Refused(Status.SHAPE, k)
                 strides.append(0 if value.shape[0] == 1 else int(np.prod(shape, dtype=np.int64)))
             elif value.shape != shape:
-                raise ValueError(f"input #{k}: expected shape {list(shape)}")
+                raise Refused(Status.SHAPE, k)
             pointers.append(_address(value))
         return pointers, strides, n
 
@@ -206,7 +209,7 @@ class LlvmProgram:
     def _call(self, entry: Any, pointers: list[int], extents: Any = None) -> None:
         status = entry(self._array_type(*pointers), extents, 0.0)
         if status:
-            raise IndexError(self.layout.errors[status - 1])
+            raise _range(self.layout.errors, status)
 
     # -- entry points ------------------------------------------------------------------
     def run(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -251,7 +254,7 @@ class LlvmProgram:
                     j += 1
                 status = entry(objects, None, _ZERO)
                 if status:
-                    raise IndexError(errors[status - 1])
+                    raise _range(errors, status)
                 return outputs
             return call_objects
 
@@ -270,7 +273,7 @@ class LlvmProgram:
                 j += 1
             status = entry(pointers, None, _ZERO)
             if status:
-                raise IndexError(errors[status - 1])
+                raise _range(errors, status)
             return tuple(outputs)
         return call
 
@@ -300,7 +303,7 @@ class LlvmProgram:
             _set_inputs(wanted, inputs, pointers, start, last)
             status = entry(pointers, None, _ZERO)
             if status:
-                raise IndexError(errors[status - 1])
+                raise _range(errors, status)
             return tuple([read(offset) for read, offset in reads])
         return numbers
 
@@ -338,16 +341,13 @@ class LlvmProgram:
 
     def _tail_pointers(self, tail: Sequence[Any]) -> list[int]:
         if len(tail) != len(self._tail):
-            raise TypeError(f"the step takes {len(self._tail)} parameter, state and step "
-                            f"buffers, got {len(tail)}")
+            raise Refused(Status.BUFFER, len(self._head) + len(tail))
         pointers = []
         for k, (value, (dtype, size)) in enumerate(zip(tail, self._tail)):
             if type(value) is not np.ndarray or value.dtype != dtype or \
                     not value.flags.c_contiguous or not value.flags.writeable or \
                     value.size < size:
-                raise TypeError(f"no matching definition for step buffer {k}: expected a "
-                                f"writable C-contiguous {dtype.name} array of at least "
-                                f"{size} elements")
+                raise Refused(Status.BUFFER, len(self._head) + k)
             pointers.append(_address(value))
         return pointers
 
@@ -381,7 +381,7 @@ class LlvmProgram:
         assert self._step is not None  # set_step is called only for objects that have it
         status = self._step(self._array_type_of(len(pointers))(*pointers), None, float(lr))
         if status:
-            raise IndexError(self.layout.errors[status - 1])
+            raise _range(self.layout.errors, status)
         k, offset, _ = self._loss
         return float(outputs[k][offset])
 
@@ -422,7 +422,7 @@ class LlvmProgram:
             _set_inputs(wanted, inputs, pointers, start, last)
             status = entry(pointers, None, lr)
             if status:
-                raise IndexError(errors[status - 1])
+                raise _range(errors, status)
             return float(outputs[loss_arena][loss_offset])
         return call
 
@@ -435,8 +435,7 @@ class LlvmProgram:
         n = lrs.shape[0]
         for k, value in enumerate(arrays[split:inputs_end]):
             if value.shape[0] not in (1, n):
-                raise ValueError(f"input #{k}: expected shape [K or 1, "
-                                 f"{', '.join(map(str, self._inputs[k][1]))}] for K steps")
+                raise Refused(Status.SHAPE, k)
         tail = self._tail_pointers(arrays[inputs_end:])
         outputs = tuple(np.empty(size, d) for size, d in self._outputs)
         losses = np.empty(n, self._loss[2])
@@ -446,7 +445,7 @@ class LlvmProgram:
         assert self._steps is not None
         status = self._steps(self._array_type_of(len(pointers))(*pointers), extents, 0.0)
         if status:
-            raise IndexError(self.layout.errors[status - 1])
+            raise _range(self.layout.errors, status)
         return losses
 
     @staticmethod

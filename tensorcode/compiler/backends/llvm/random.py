@@ -20,7 +20,7 @@ from llvmlite import ir
 
 from ....errors import CompileError
 from ...core import philox
-from ...lower.kernels import RandomKernel
+from ...lower.loops import RandomFill
 from .types import F32, F64, I32, I64, constant, convert, i64, load, loop, store
 
 
@@ -38,7 +38,7 @@ class RandomFills:
     def __init__(self, module: ir.Module) -> None:
         self.module = module
 
-    def fill(self, b: ir.IRBuilder, kernel: RandomKernel, out: ir.Value,
+    def fill(self, b: ir.IRBuilder, kernel: RandomFill, out: ir.Value,
              key: ir.Value) -> None:
         """Fill ``out`` (``kernel.out.size`` elements) from the stream of the four
         integers at ``key``."""
@@ -73,7 +73,7 @@ class RandomFills:
             raise CompileError(f"llvm backend: no fill for {kernel.op}")
 
     @staticmethod
-    def _key(b: ir.IRBuilder, kernel: RandomKernel, key: ir.Value
+    def _key(b: ir.IRBuilder, kernel: RandomFill, key: ir.Value
              ) -> tuple[ir.Value, ir.Value, ir.Value]:
         """The stream's first counter block and its two key words."""
         key_dtype = kernel.key.dtype
@@ -188,7 +188,7 @@ class RandomFills:
 
 
     # -- categorical -------------------------------------------------------------------
-    def categorical(self, b: ir.IRBuilder, kernel: RandomKernel, out: ir.Value,
+    def categorical(self, b: ir.IRBuilder, kernel: RandomFill, out: ir.Value,
                     key: ir.Value, logits: ir.Value, dtype: str, classes: int,
                     room: tuple[ir.Value, ir.Value, ir.Value, ir.Value]) -> None:
         """``random_kernels.fill_categorical``: one index per row of ``logits``

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
+from ...core.dtypes import FLOAT_DTYPES
+
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
@@ -29,7 +31,6 @@ PTR = ir.PointerType()
 ENTRY_TYPE = ir.FunctionType(I32, [PTR, PTR, F64])
 
 TYPES: dict[str, ir.Type] = {"float32": F32, "float64": F64, "int32": I32, "int64": I64}
-FLOAT_DTYPES = ("float32", "float64")
 
 
 def is_float(dtype: str) -> bool:

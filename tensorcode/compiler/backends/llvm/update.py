@@ -22,11 +22,10 @@ from typing import Any
 from llvmlite import ir
 
 from ....errors import CompileError
+from ...core.dtypes import DTYPES
 from . import ops
 from .interface import EAGER_ENTRY, rule_api
 from .types import ENTRY_TYPE, F64, I8, I32, I64, PTR, TYPES, constant, i64, load, loop, store
-
-_SHORT = {"float32": "f32", "float64": "f64"}
 
 
 def update_function(module: ir.Module, rule: Any, dtype: str,
@@ -34,7 +33,7 @@ def update_function(module: ir.Module, rule: Any, dtype: str,
     """``update_<dtype>(U, O, S0.., steps, present, lr)`` of a step plan (see the module
     doc): the parameters updated in place, the slot tables constants of the module."""
     n_state = len(rule.state_keys)
-    short = _SHORT[dtype]
+    short = DTYPES[dtype]
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * (4 + n_state) + [F64]),
                      f"update_{short}")
     fn.linkage = "internal"

@@ -1,18 +1,20 @@
 """The Numba backend's ahead-of-time plan cache, and the backend itself.
 
 ``NumbaBackend.prepare(program)`` generates the plan's module (``module``),
-writes it to ``<cache>/plans/p_<hash>.py`` and compiles it with Numba's ``cache=True``,
-so a second process that lowers the same network loads machine code instead of
-compiling. A module already loaded in this process is reused from memory.
+writes it to ``<cache>/plans/p_<hash>.py`` and compiles its entry points with Numba,
+keeping each compiled function in the plan cache (``sealed_cache``: authenticated
+files, never Numba's own ``cache=True``), so a second process that lowers the same
+network loads machine code instead of compiling. A module already loaded in this
+process is reused from memory.
 
 The cache directory is ``TENSORCODE_CACHE_DIR``, or ``tensorcode`` under the user's cache
 directory (``XDG_CACHE_HOME`` or ``~/.cache``). The key hashes the lowered IR (types,
 attrs, baked scalars, parameter offsets), the TensorCode, Numba, llvmlite and LLVM
 versions, the code generator's version, the CPU name and features, and the generated
-source. Before importing a cached module the source is regenerated and compared: a
-corrupt or foreign file is reported once as a warning and rewritten. Writers take a lock
-file per entry and replace files atomically, so processes filling the same entry at once
-do not corrupt it.
+source. The module is built from the source generated in this process; the file is
+written for people and tracebacks, and a corrupt or foreign one is reported once as a
+warning and rewritten. Writers take a lock file per entry and replace files atomically,
+so processes filling the same entry at once do not corrupt it.
 
 ``compile_stats()`` counts, in this process, Numba compilations and cache loads of plan
 code, so a test can prove a cache hit in a fresh process without timing anything.
@@ -26,20 +28,21 @@ import hashlib
 import json
 import os
 import pathlib
+import stat
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
 
-from ....errors import CacheError, TensorCodeError
+from ....errors import CacheError
 from ....version import __version__
-from ...lower.program import ir_key
+from ...lower.program import Refused, Status, check_inputs, ir_key
+from ..calls import PlainCalls
 from ..counters import count
 from ..plan_directory import Untrusted as _Untrusted
-from ..plan_directory import check_owned as _check_owned
 from ..plan_directory import locked as _locked
 from ..plan_directory import plans_directory
 from ..plan_directory import warn_once as _warn_once
@@ -106,6 +109,7 @@ def _installed_version(package: str) -> str:
 
 
 def _purge_numba_cache(directory: pathlib.Path, stem: str) -> None:
+    """Remove entry ``stem``'s compiled files (earlier versions' Numba files too)."""
     pycache = directory / "__pycache__"
     if pycache.is_dir():
         for f in pycache.glob(f"{stem}.*"):
@@ -135,40 +139,54 @@ REUSE_BYTES = 1 << 18
 class _JitOptions(TypedDict):
     """The ``numba.njit`` keywords every entry point of a plan module compiles with."""
 
-    cache: bool
     nogil: bool
     error_model: Literal["python", "numpy"]
 
 
-class CompiledModule:
+class CompiledModule(PlainCalls):
     """The loaded, jitted functions of one plan module (a ``backends.Program``): ``run``
     compiled now for the plan's exact argument types, ``batch()`` and ``scalars()`` on
-    first use; all three call the one jitted ``body``."""
+    first use; all three call the one jitted ``body``.
+
+    A call Numba cannot run raises Python's own exceptions: the dispatcher's
+    ``TypeError`` (no compiled signature takes the arguments), the generated checks'
+    ``ValueError`` (a shape) and ``IndexError`` (an index out of range). ``refusal``
+    maps them to a ``Status`` and an argument index by checking the inputs against the
+    ``Program`` again (``check_inputs``), never by reading the exception's text; an
+    ``IndexError`` is ``Status.RANGE``, its text (the generator's words for the kernel)
+    the detail."""
 
     fuses_updates = True
+    refused = (TypeError, ValueError, IndexError)
+
+    def refusal(self, error: BaseException, inputs: Sequence[Any], leading: int | None = None
+                ) -> Refused | None:
+        if isinstance(error, IndexError):
+            return Refused(Status.RANGE, -1, str(error))
+        return check_inputs(self.program, inputs, leading)
 
     def __init__(self, key: str, module: Any, program: Program, source: str = "",
-                 cache: bool = True, sealed: Callable[[], None] | None = None) -> None:
+                 directory: pathlib.Path | None = None) -> None:
         import numba
 
         self.key = key
         self.module = module
         self.program = program
         self.source = source
-        self._sealed = sealed
-        options: _JitOptions = {"cache": cache, "nogil": True, "error_model": "numpy"}
-        body_options: _JitOptions = {**options, "cache": False}
+        #: where the entry points' compiled code is kept (``sealed_cache``); None: memory
+        self._directory = directory
+        options: _JitOptions = {"nogil": True, "error_model": "numpy"}
         # only the compiled entry points call ``body``: no Python wrapper to build, and
         # no cache entry of its own (each cached entry point holds the code it calls).
         # numba's stubs leave out these two CPU-target options, which njit accepts.
         self.body = numba.njit(no_cpython_wrapper=True,  # type: ignore[call-overload]
-                               no_cfunc_wrapper=True, **body_options)(module.body)
+                               no_cfunc_wrapper=True, **options)(module.body)
         module.body = self.body
         # a step plan's update helpers (``step``): internal like ``body``
         self._helpers = [self.body]
         for name in (helpers(program) if program.step is not None else ()):
             helper = numba.njit(no_cpython_wrapper=True,  # type: ignore[call-overload]
-                                no_cfunc_wrapper=True, **body_options)(getattr(module, name))
+                                no_cfunc_wrapper=True, **options)(getattr(module, name))
             setattr(module, name, helper)
             self._helpers.append(helper)
         self._entries: dict[str, Any] = {}
@@ -189,23 +207,28 @@ class CompiledModule:
         self._batch_lock = threading.Lock()
         self.output_dtypes = [a.dtype for a in program.outputs]
 
+    def _jit(self, name: str, types: tuple | None) -> Any:
+        """The module's function ``name`` compiled (or loaded, ``sealed_cache``) for
+        ``types``; on first call when None."""
+        from .sealed_cache import jit
+
+        return jit(getattr(self.module, name), types, self._options, self._directory,
+                   f"p_{self.key}")
+
     def _compile_run(self) -> None:
         """Compile (or load) ``run`` for the plan's exact argument types: through
         ``run_into`` and this thread's reused scratch when the arenas are large."""
-        import numba
-
-        program, module, options = self.program, self.module, self._options
+        program, module = self.program, self.module
         before = _dispatcher_counts(self._helpers)
         run = program.run.name
         if program.scratch_bytes + program.output_bytes >= REUSE_BYTES:
-            self._run_into = numba.njit(signature(program.run_into), **options)(
-                getattr(module, program.run_into.name))
+            self._run_into = self._jit(program.run_into.name, signature(program.run_into))
             self.run = self._run_reusing
             # run_scalars (all-scalar plans) calls ``run``: compiled if it is ever used
-            setattr(module, run, numba.njit(**options)(getattr(module, run)))
+            setattr(module, run, self._jit(run, None))
             self._account([self._run_into], before)
         else:
-            self.run = numba.njit(self.run_signature, **options)(getattr(module, run))
+            self.run = self._jit(run, self.run_signature)
             setattr(module, run, self.run)  # run_scalars calls it
             self._account([self.run], before)
 
@@ -241,8 +264,6 @@ class CompiledModule:
         hits, misses = _dispatcher_counts(dispatchers + self._helpers)
         count("cache_loaded", hits - before[0])
         count("compiled", misses - before[1])
-        if misses - before[1] and self._sealed is not None:
-            self._sealed()  # Numba wrote cache files: record their hashes
 
     def scalars(self) -> Any:
         """``run_scalars``, compiled on first use (only all-scalar plans have it)."""
@@ -252,11 +273,8 @@ class CompiledModule:
         self._ensure_run()  # run_scalars calls it
         with self._batch_lock:
             if self._scalars is None:
-                import numba
-
                 before = _dispatcher_counts(self._helpers + [self.run])
-                self._scalars = numba.njit(signature(entry), **self._options)(
-                    getattr(self.module, entry.name))
+                self._scalars = self._jit(entry.name, signature(entry))
                 self._account([self._scalars, self.run], before)
             return self._scalars
 
@@ -264,12 +282,9 @@ class CompiledModule:
         """``run_batch``, compiled on first use."""
         with self._batch_lock:
             if self._batch is None:
-                import numba
-
                 entry = self.program.run_batch
                 before = _dispatcher_counts(self._helpers)
-                self._batch = numba.njit(signature(entry), **self._options)(
-                    getattr(self.module, entry.name))
+                self._batch = self._jit(entry.name, signature(entry))
                 self._account([self._batch], before)
             return self._batch
 
@@ -293,11 +308,8 @@ class CompiledModule:
         with self._batch_lock:
             function = self._entries.get(entry.name)
             if function is None:
-                import numba
-
                 before = _dispatcher_counts(self._helpers)
-                function = numba.njit(signature(entry), **self._options)(
-                    getattr(self.module, entry.name))
+                function = self._jit(entry.name, signature(entry))
                 self._account([function], before)
                 self._entries[entry.name] = function
             return function
@@ -338,8 +350,9 @@ def _load_module(source: str, key: str, filename: str) -> Any:
 def compiled_module(program: Program, approximate: bool = True) -> CompiledModule:
     """The compiled module for ``program`` (a step plan's with its update): from this
     process's memory, the on-disk cache, or compiled now (and cached). When the cache
-    directory cannot be trusted or written (``plans_directory``), the plan is compiled
-    in memory, with one warning."""
+    directory cannot be trusted or written (``plans_directory``), or the entry's paths
+    hold something that is not a file of ours, the plan is compiled in memory, with one
+    warning."""
     source = generate(program, approximate=approximate)
     # the key covers the generated code too, so any change to code generation (or to a
     # scheduling constant) is a new entry rather than a mismatch
@@ -350,91 +363,87 @@ def compiled_module(program: Program, approximate: bool = True) -> CompiledModul
             count("memory_hits")
             return _MODULES[key]
         try:
-            compiled = _cached_module(source, key, program)
-        except (CacheError, OSError) as error:
-            reason = str(error) if isinstance(error, CacheError) else \
-                f"the plan cache cannot be used: {error.strerror or error}"
-            _warn_once("untrusted-cache", f"tensorcode: {reason}; compiling plans in memory "
-                                          "(see docs/compiler.md, 'Trusting a cache "
-                                          "directory')")
-            count("memory_compiled")
+            compiled = _numba_module(source, key, program)
+        except (CacheError, OSError, _Untrusted) as error:
+            _in_memory(error, key)
             compiled = CompiledModule(
-                key, _load_module(source, key, f"<tensorcode plan {key}>"), program, source,
-                cache=False)
+                key, _load_module(source, key, f"<tensorcode plan {key}>"), program, source)
         _MODULES[key] = compiled
         return compiled
 
 
-def _cached_module(source: str, key: str, program: Program) -> Any:
-    """``compiled_module`` through the on-disk cache (raises ``CacheError`` or
-    ``OSError`` when the directory or the entry cannot be used)."""
-    return _numba_module(source, key, program)
+def _in_memory(error: Exception, key: str) -> None:
+    """Say (once) why a plan or update compiles in memory, and count it."""
+    if isinstance(error, _Untrusted):  # this entry's paths only
+        _warn_once(key + ":entry", f"tensorcode: plan cache entry {key} cannot be used "
+                                   f"({error}); compiling it in memory")
+    else:
+        reason = str(error) if isinstance(error, CacheError) else \
+            f"the plan cache cannot be used: {getattr(error, 'strerror', None) or error}"
+        _warn_once("untrusted-cache", f"tensorcode: {reason}; compiling plans in memory "
+                                      "(see docs/compiler.md, 'Trusting a cache "
+                                      "directory')")
+    count("memory_compiled")
 
 
 def _numba_module(source: str, key: str, program: Program) -> CompiledModule:
-    """The entry's module compiled or loaded by Numba, through the on-disk cache."""
+    """The entry's module compiled, or its functions loaded, through the on-disk cache
+    (raises ``CacheError``, ``OSError`` or ``Untrusted`` when it cannot be used)."""
+    from ..secret import secret
+
     directory = plans_directory()
+    secret()  # a CacheError now, not when a later entry point is first compiled
     stem = f"p_{key}"
-    path = directory / f"{stem}.py"
     with _locked(directory / f"{stem}.lock"):
         _prepare_entry(directory, stem, source, key)
-
-        holding = [True]  # the entry's lock is held while the module is first built
-
-        def sealed() -> None:
-            if holding[0]:
-                _seal(directory, stem)
-            else:
-                with _locked(directory / f"{stem}.lock"):
-                    _seal(directory, stem)
-
-        try:
-            try:
-                return CompiledModule(key, _load_module(source, key, str(path)), program, source,
-                                      sealed=sealed)
-            except Exception as error:
-                if isinstance(error, (TensorCodeError,)):
-                    raise
-                count("corrupt_entries")
-                _warn_once(key + ":numba", f"tensorcode: compiled cache for {path} could "
-                                           f"not be loaded ({type(error).__name__}); "
-                                           "rebuilding it")
-                _purge_numba_cache(directory, stem)
-                return CompiledModule(key, _load_module(source, key, str(path)), program, source,
-                                      sealed=sealed)
-        finally:
-            holding[0] = False
+        module = _load_module(source, key, str(directory / f"{stem}.py"))
+        return CompiledModule(key, module, program, source, directory / "__pycache__")
 
 
 def _prepare_entry(directory: pathlib.Path, stem: str, source: str, key: str) -> None:
-    """Make entry ``stem`` hold ``source`` (written atomically when missing, rebuilt when
-    corrupt or foreign) and drop Numba cache files that do not match the manifest; the
-    caller holds the entry's lock."""
+    """Make entry ``stem``'s source file hold ``source`` (written atomically when missing,
+    rewritten when corrupt or foreign, one warning); the caller holds the entry's lock.
+    The file is for people and tracebacks: the module is built from ``source`` itself.
+    Raises ``Untrusted`` when a directory holds the path (it is not removed)."""
     path = directory / f"{stem}.py"
-    existing = None
-    if os.path.lexists(path):
-        try:
-            _check_owned(path, directory=False)
-            existing = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError, _Untrusted):
-            existing = ""
-    if existing != source:
-        if existing is not None:
-            count("corrupt_entries")
-            _warn_once(key, f"tensorcode: plan cache entry {path} was corrupt or "
-                            "foreign; rebuilding it")
-            _purge_numba_cache(directory, stem)
-            path.unlink()
-        from ....files.atomic import atomic_write_bytes  # local: kept out of the import
-
-        atomic_write_bytes(path, source.encode("utf-8"))
-        os.chmod(path, 0o600)
-        count("sources_written")
-    if not _verify_numba_files(directory, stem):
+    data = source.encode("utf-8")
+    existing = _read_source(path, len(data))
+    if existing == data:
+        return
+    if existing is not None:
+        if stat.S_ISDIR(path.lstat().st_mode):
+            raise _Untrusted(f"{path} is a directory")
         count("corrupt_entries")
-        _warn_once(key + ":numba", f"tensorcode: compiled cache files of {path} do not "
-                                   "match what TensorCode recorded; rebuilding them")
+        _warn_once(key, f"tensorcode: plan cache entry {path} was corrupt or "
+                        "foreign; rebuilding it")
         _purge_numba_cache(directory, stem)
+        path.unlink()
+    from ....files.atomic import atomic_write_bytes  # local: kept out of the import
+
+    atomic_write_bytes(path, data)
+    os.chmod(path, 0o600)
+    count("sources_written")
+
+
+def _read_source(path: pathlib.Path, size: int) -> bytes | None:
+    """The bytes of the source file at ``path`` when it is a regular file of ours of
+    ``size`` bytes, ``b""`` when something else is there, None when nothing is."""
+    from ..plan_directory import NO_FOLLOW, check_status
+
+    try:
+        descriptor = os.open(path, os.O_RDONLY | NO_FOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return b""
+    try:
+        info = os.fstat(descriptor)
+        check_status(path, info, directory=False)
+    except (OSError, _Untrusted):
+        os.close(descriptor)
+        return b""
+    with open(descriptor, "rb") as handle:
+        return handle.read(size + 1) if info.st_size == size else b""
 
 
 _FUNCTIONS: dict[str, dict[str, Any]] = {}
@@ -443,7 +452,7 @@ _FUNCTIONS: dict[str, dict[str, Any]] = {}
 def compiled_functions(source: str, entries: dict[str, str]) -> dict[str, Any]:
     """The functions ``entries`` names (name -> signature text) of the generated module
     ``source``, jitted for those signatures: from this process's memory, the plan cache
-    (entry ``u_<key>``, sealed like a plan's) or compiled now and cached there. For code
+    (entry ``u_<key>``, kept like a plan's) or compiled now and cached there. For code
     that is not a plan (an optimizer's eager update, ``numba.update``); when the cache
     cannot be used it is compiled in memory, with one warning."""
     text = f"{environment_key()}\n{sorted(entries.items())}\n{source}"
@@ -452,125 +461,42 @@ def compiled_functions(source: str, entries: dict[str, str]) -> dict[str, Any]:
         if key in _FUNCTIONS:
             count("memory_hits")
             return _FUNCTIONS[key]
+        stem = f"u_{key}"
         try:
+            from ..secret import secret
+
             directory = plans_directory()
-            stem = f"u_{key}"
+            secret()
             with _locked(directory / f"{stem}.lock"):
                 _prepare_entry(directory, stem, source, key)
-                path = str(directory / f"{stem}.py")
-                try:
-                    functions = _jit(_load_module(source, key, path), entries, True)
-                except TensorCodeError:
-                    raise
-                except Exception as error:
-                    count("corrupt_entries")
-                    _warn_once(key + ":numba", f"tensorcode: compiled cache for {path} could "
-                                               f"not be loaded ({type(error).__name__}); "
-                                               "rebuilding it")
-                    _purge_numba_cache(directory, stem)
-                    functions = _jit(_load_module(source, key, path), entries, True)
-                if functions.pop("", None):
-                    _seal(directory, stem)
-        except (CacheError, OSError) as error:
-            reason = str(error) if isinstance(error, CacheError) else \
-                f"the plan cache cannot be used: {error.strerror or error}"
-            _warn_once("untrusted-cache", f"tensorcode: {reason}; compiling plans in memory "
-                                          "(see docs/compiler.md, 'Trusting a cache "
-                                          "directory')")
-            count("memory_compiled")
-            functions = _jit(_load_module(source, key, f"<tensorcode update {key}>"), entries,
-                             False)
-            functions.pop("", None)
+                module = _load_module(source, key, str(directory / f"{stem}.py"))
+                functions = _jit(module, entries, directory / "__pycache__", stem)
+        except (CacheError, OSError, _Untrusted) as error:
+            _in_memory(error, key)
+            functions = _jit(_load_module(source, key, f"<tensorcode update {key}>"),
+                             entries, None, stem)
         _FUNCTIONS[key] = functions
         return functions
 
 
-def _jit(module: Any, entries: dict[str, str], cache: bool) -> dict[str, Any]:
-    """``module``'s functions jitted for their signatures; under the key ``""``, True
-    when any was compiled now (its cache files then need sealing)."""
-    import numba
+def _jit(module: Any, entries: dict[str, str], directory: pathlib.Path | None,
+         stem: str) -> dict[str, Any]:
+    """``module``'s functions jitted for their signatures, kept in ``directory``
+    (``sealed_cache``; in memory when None)."""
     from numba import types
 
+    from .sealed_cache import jit
+
     functions: dict[str, Any] = {}
-    compiled = False
     for name, text in entries.items():
         signature = eval(compile(text, "<signature>", "eval"), {"types": types})
-        function = numba.njit(signature, cache=cache, nogil=True, error_model="numpy")(
-            getattr(module, name))
+        function = jit(getattr(module, name), signature,
+                       {"nogil": True, "error_model": "numpy"}, directory, stem)
         hits, misses = _dispatcher_counts([function])
         count("cache_loaded", hits)
         count("compiled", misses)
-        compiled = compiled or misses > 0
         functions[name] = function
-    functions[""] = compiled
     return functions
-
-
-# ---------------------------------------------------------------------------------------
-# trust: the cache directory is treated the way ssh treats ~/.ssh (``plan_directory``)
-
-
-def _digest(path: pathlib.Path) -> str:
-    """The file's authentication tag (``secret.authenticate`` over the directory, its
-    name and its bytes): a file whose recorded tag was not made with the secret, a hash
-    recomputed by whoever planted it included, does not match."""
-    from ..secret import authenticate
-
-    return authenticate(b"tensorcode.numba-cache/1", str(path.parent.resolve()).encode(),
-                        path.name.encode(), path.read_bytes()).hex()
-
-
-def _numba_files(directory: pathlib.Path, stem: str) -> list[pathlib.Path]:
-    return sorted((directory / "__pycache__").glob(f"{stem}.*"))
-
-
-def _manifest_path(directory: pathlib.Path, stem: str) -> pathlib.Path:
-    return directory / f"{stem}.manifest.json"
-
-
-def _read_manifest(directory: pathlib.Path, stem: str) -> dict[str, str]:
-    from ....files import decode
-
-    path = _manifest_path(directory, stem)
-    try:
-        _check_owned(path, directory=False)
-        document = decode(path.read_bytes())
-    except (OSError, ValueError, _Untrusted):
-        return {}
-    if not isinstance(document, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in document.items()):
-        return {}
-    return document
-
-
-def _verify_numba_files(directory: pathlib.Path, stem: str) -> bool:
-    """Whether every Numba cache file of entry ``stem`` (its index files are pickles,
-    which Numba loads before any check of ours) is a regular file owned by us, writable
-    by no one else, with the authentication tag (HMAC-SHA-256, ``_digest``) TensorCode
-    recorded after Numba wrote it."""
-    manifest = _read_manifest(directory, stem)
-    for path in _numba_files(directory, stem):
-        try:
-            _check_owned(path, directory=False)
-            if manifest.get(path.name) != _digest(path):
-                return False
-        except (OSError, _Untrusted):
-            return False
-    return True
-
-
-def _seal(directory: pathlib.Path, stem: str) -> None:
-    """Record the authentication tags of entry ``stem``'s Numba cache files (just written by Numba
-    in this process) in its manifest; the caller holds the entry's lock."""
-    from ....files import atomic_write_bytes, dumps
-
-    record = {}
-    for path in _numba_files(directory, stem):
-        os.chmod(path, 0o600)  # whatever the umask, writable by us alone
-        record[path.name] = _digest(path)
-    manifest = _manifest_path(directory, stem)
-    atomic_write_bytes(manifest, dumps(record, sort_keys=True))
-    os.chmod(manifest, 0o600)
 
 
 # ---------------------------------------------------------------------------------------

@@ -5,22 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
 
 @intrinsic
-def pow2_float32(typingctx, n):
-    """``2.0 ** n`` as float32 for an int32 ``n`` in [-126, 127], built from the exponent
-    bits (a shift and a bitcast: it vectorizes, unlike ``ldexp``)."""
-    sig = types.float32(types.int32)
+def bitcast(typingctx, x, to):
+    """The bits of scalar ``x`` read as the NumPy scalar type ``to`` of the same width
+    (the registry's ``bitcast``): one LLVM ``bitcast``, which vectorizes."""
+    if not isinstance(to, types.NumberClass) or to.instance_type.bitwidth != x.bitwidth:
+        return None
+    target = to.instance_type
+    sig = target(x, to)
 
     def codegen(context, builder, signature, args):
-        (value,) = args
-        biased = builder.add(value, ir.Constant(ir.IntType(32), 127))
-        bits = builder.shl(biased, ir.Constant(ir.IntType(32), 23))
-        return builder.bitcast(bits, ir.FloatType())
+        return builder.bitcast(args[0], context.get_value_type(target))
     return sig, codegen
 
 
@@ -80,4 +79,4 @@ def row_min(row: np.ndarray) -> Any:
     return _min_of_numbers(row)
 
 
-__all__ = ["pow2_float32", "row_max", "row_min", "row_sum"]
+__all__ = ["bitcast", "row_max", "row_min", "row_sum"]

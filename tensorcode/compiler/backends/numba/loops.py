@@ -32,6 +32,7 @@ from ...core import philox
 from ...core.dtypes import DTYPES, FLOAT_DTYPES, NUMPY_SOURCE
 from ...core.ir import number_literal
 from ...lower import loops
+from ...lower.approximations import APPROXIMATIONS, expand
 from ...lower.kernels import Arena, Strided
 from ...lower.loops import LoopKernel
 from ...lower.program import Program
@@ -129,8 +130,7 @@ class Generator:
         self.const_lines: list[str] = []
         self.out = _Emitter()
         self.tags = 0
-        self.uses_pow2 = False
-        self.row_reductions: set[str] = set()
+        self.intrinsics: set[str] = set()
         self.random_fills: set[str] = set()
 
     # -- names ----------------------------------------------------------------------
@@ -193,19 +193,19 @@ class Generator:
         return f"({text})" if compound or text.startswith("-") else text
 
     def apply(self, expr: loops.Apply) -> str:
-        """The op's row in ``lowerings``: its float32 approximation (statements emitted
-        before the expression) when the row has one and approximations are on, else its
-        scalar template."""
-        args = [self.operand(a) for a in expr.args]
+        """The op's template in ``lowerings``; a float32 op with an approximation
+        (``lower/approximations.py``), unless exact math was asked for, is its scalar
+        graph instead: its statements first, then its value."""
         dtype = expr.dtype
-        row = lowering(expr.op)
-        if row.approx_f32 is not None and dtype == "float32" and self.approximate:
+        if dtype == "float32" and self.approximate and expr.op in APPROXIMATIONS:
             self.tags += 1
-            code = row.approx_f32(args, str(self.tags), lambda value: self.const(value, dtype))
-            for line in code.lines:
-                self.out.line(line)
-            self.uses_pow2 = self.uses_pow2 or "pow2_float32" in code.intrinsics
-            return code.value
+            lets, value = expand(expr.op, expr.args[0], str(self.tags))
+            for let in lets:
+                self.s_let(let)
+            return self.value(value)
+        args = [self.operand(a) for a in expr.args]
+        row = lowering(expr.op)
+        self.intrinsics |= row.intrinsics
         template = row.template  # a constant is made only where the template reads it
         named = {"one": (1, dtype), "zero": (0, dtype), "zero0": (0, expr.operand)}
         text = template.format(*args, np_dtype=NP[dtype], **{
@@ -242,7 +242,7 @@ class Generator:
 
     def s_row_reduce(self, s: loops.RowReduce) -> None:
         fn = _ROW_REDUCTION[s.op]
-        self.row_reductions.add(fn)
+        self.intrinsics.add(fn)
         row = Arena("scratch", s.dtype).label
         self.out.line(f"{s.name} = {fn}({row}[{s.start}:{s.start + s.n}])")
 

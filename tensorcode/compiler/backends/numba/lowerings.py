@@ -5,24 +5,19 @@ writes it, as JAX's ``register_lowering`` and PyTensor's ``numba_funcify`` do).
 A row is a ``Lowering``: ``template``, one NumPy-scalar expression with ``{0}``, ``{1}``,
 ``{2}`` for the operands' values, ``{one}`` and ``{zero}`` for constants of the result
 dtype, ``{zero0}`` for a zero of operand 0's dtype and ``{np_dtype}`` for the result's
-NumPy scalar type; and optionally ``approx_f32``, which writes the float32 result as
-vectorizable statements instead (``approx.py``), used unless exact math was asked for
-(float64 always uses ``template``). Reductions, views, movement, index, contraction and
-random ops are lowered by their kernel records (``loops.py``).
+NumPy scalar type; and ``intrinsics``, the functions of ``intrinsics.py`` the template
+calls (the generated module imports them). The float32 approximations are not rows:
+they are scalar graphs of these ops (``lower/approximations.py``). Reductions, views,
+movement, index, contraction and random ops are lowered by the loop program
+(``lower/loops.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ....errors import CompileError
 from ...core.registry import COMPARISONS, REGISTRY
-from .approx import ScalarCode, exp_code, sigmoid_code, tanh_code
-
-#: approx(operand names, temporary tag, float32 constant namer) -> the statements
-Approximation = Callable[[Sequence[str], str, Callable[[Any], str]], ScalarCode]
 
 
 @dataclass(frozen=True)
@@ -30,7 +25,7 @@ class Lowering:
     """One elementwise op in the fused loops (see the module doc)."""
 
     template: str
-    approx_f32: Approximation | None = None
+    intrinsics: frozenset[str] = frozenset()
 
 
 #: the imports every generated module starts with: the names the templates use
@@ -38,14 +33,13 @@ IMPORTS = ("import math", "import numpy as np")
 
 LOWERINGS: dict[str, Lowering] = {
     "neg": Lowering("-{0}"),
-    # float32 exp, tanh and sigmoid lower to vectorizable approximations (approx.py)
-    "exp": Lowering("np.exp({0})", exp_code),
+    "exp": Lowering("np.exp({0})"),
     "log": Lowering("np.log({0})"),
     "log1p": Lowering("np.log1p({0})"),
-    "tanh": Lowering("np.tanh({0})", tanh_code),
+    "tanh": Lowering("np.tanh({0})"),
     # exp of -|x| never overflows: 1/(1+exp(-x)) for x >= 0, exp(x)/(1+exp(x)) below
     "sigmoid": Lowering("({one} / ({one} + np.exp(-{0})) if {0} >= {zero} else "
-                        "np.exp({0}) / ({one} + np.exp({0})))", sigmoid_code),
+                        "np.exp({0}) / ({one} + np.exp({0})))"),
     "relu": Lowering("np.maximum({0}, {zero})"),
     "sqrt": Lowering("np.sqrt({0})"),
     "abs": Lowering("np.abs({0})"),
@@ -66,6 +60,11 @@ LOWERINGS: dict[str, Lowering] = {
        for name in COMPARISONS},
     "where": Lowering("({1} if {0} != {zero0} else {2})"),
     "astype": Lowering("{np_dtype}({0})"),
+    # the bit operations scalar graphs build numbers from
+    "floor": Lowering("np.floor({0})"),
+    "shift_left": Lowering("{0} << {1}"),
+    "shift_right": Lowering("{0} >> {1}"),
+    "bitcast": Lowering("bitcast({0}, {np_dtype})", frozenset({"bitcast"})),
 }
 
 
@@ -82,4 +81,4 @@ def templates(op: str) -> str:
     return lowering(op).template
 
 
-__all__ = ["Lowering", "LOWERINGS", "Approximation", "lowering", "templates"]
+__all__ = ["Lowering", "LOWERINGS", "lowering", "templates"]

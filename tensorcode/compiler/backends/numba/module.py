@@ -61,8 +61,8 @@ def _input_checks(program: Program, batch: bool) -> list[str]:
 def generate(program: Program, key: str = "", approximate: bool = True) -> str:
     """The module source for ``program`` (deterministic: the same program gives the
     same text, which the plan cache compares before importing). ``approximate`` turns
-    on the float32 approximations of ``approx.py``; a step plan's program adds its fused
-    update and its entry points (``step``)."""
+    on the float32 approximations (``lower/approximations.py``); a step plan's program
+    adds its fused update and its entry points (``step``)."""
     gen = Generator(program, approximate)
     p = program
     for k, kernel in enumerate(p.loops):
@@ -73,7 +73,7 @@ def generate(program: Program, key: str = "", approximate: bool = True) -> str:
         *IMPORTS,
         "",
     ]
-    intrinsics = (["pow2_float32"] if gen.uses_pow2 else []) + sorted(gen.row_reductions)
+    intrinsics = sorted(gen.intrinsics)
     if intrinsics:
         lines.append(f"from tensorcode.compiler.backends.numba.intrinsics import "
                      f"{', '.join(intrinsics)}")

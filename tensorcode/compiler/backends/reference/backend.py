@@ -17,14 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import TensorCodeError
+from ....errors import FeedError, TensorCodeError
 from ...lower import update as update_rule
-from ...lower.program import Program
+from ...lower.program import Program, Refused, Status, check_inputs
 from ...lower.update import UpdateRule
+from ..calls import PlainCalls
 from .interpreter import Prepared, evaluate
 
 
-class Interpreted:
+class Interpreted(PlainCalls):
     """The entry points of ``program``, interpreted (see the module doc)."""
 
     key = ""
@@ -43,21 +44,11 @@ class Interpreted:
         raise TensorCodeError("the reference backend generates no source")
 
     def _check(self, inputs: tuple[np.ndarray, ...], batch: bool) -> None:
-        """The compiled entry points' checks: ``TypeError`` for an argument that is not
-        an array of the exact dtype, in native order and C-contiguous (no compiled
-        signature would match it), ``ValueError`` naming ``input #k`` for a shape."""
-        if len(inputs) != len(self.program.inputs):
-            raise TypeError(f"the plan takes {len(self.program.inputs)} inputs, got "
-                            f"{len(inputs)}")
-        for k, (x, value) in enumerate(zip(self.program.inputs, inputs)):
-            if not isinstance(value, np.ndarray) or value.dtype.name != x.dtype or \
-                    not value.dtype.isnative or not value.flags.c_contiguous:
-                raise TypeError(f"input #{k}: no matching signature")
-            if not batch and value.shape != x.shape:
-                raise TypeError(f"input #{k}: no matching signature")
-            if batch and (value.ndim == 0 or value.shape[1:] != x.shape):
-                raise ValueError(f"input #{k}: expected shape {list(x.shape)} after the "
-                                 "case axis")
+        """The compiled entry points' checks (``lower.program.check_inputs``): a
+        ``Refused`` for the first input no compiled signature would take."""
+        refused = check_inputs(self.program, inputs, 0 if batch else None)
+        if refused is not None:
+            raise refused
 
     def run(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
         """``run(P.., C.., X..)``: the output arenas, one per dtype."""
@@ -75,7 +66,10 @@ class Interpreted:
             values[i] = buffers[dtype][offset:offset + t.size].reshape(t.shape)
         for i, value in zip(p.input_nodes, inputs):
             values[i] = value
-        evaluate(g, values, g.outputs)
+        try:
+            evaluate(g, values, g.outputs)
+        except FeedError as error:  # the registry's check of an index take, scatter or
+            raise Refused(Status.RANGE, -1, str(error)) from None  # one_hot reads
         outs = [np.empty(a.size, a.dtype) for a in p.outputs]
         for r, (k, start, stop) in zip(g.outputs, self._roots):
             outs[k][start:stop] = np.asarray(values[r]).reshape(-1)

@@ -1,0 +1,273 @@
+"""Parallel partitions: which loops of the loop program run in chunks on the worker pool.
+
+A kernel's top-level loop is *partitioned* when its iterations are independent and its
+work pays for waking the pool: the loop then carries ``Annotations.partition``, a fixed
+number of iterations per chunk, and a renderer that honours it calls the chunks through
+the pool (``backends/pool.py``); one that does not runs the loop as before. The chunk
+size is decided here from the loop's work alone, never from the thread count, and each
+chunk computes exactly what the serial loop computes for its iterations (reductions run
+whole inside one iteration), so results are the same bits for any number of threads.
+
+Independent iterations, checked on the loop program itself:
+
+- no ``Check`` (a status returns from the kernel), ``Gemm`` (BLAS has threads of its
+  own) or ``RandomFill`` (its workspace is shared) inside the loop;
+- every name the body reads is bound inside it (a loop variable, a ``Let``, an
+  accumulator the body resets): nothing flows between iterations through registers;
+- every ``Store`` outside the row room writes a region of its own per iteration: its
+  index steps by the loop variable with a stride wider than what the inner terms span;
+- every ``Load`` reads nothing another iteration writes: its elements lie outside every
+  region the loop stores to, or it reads the very element the same iteration stores.
+
+The *row room* (``layout.row_terms``: the scratch where a row of terms waits for its
+vectorized reduction) is private to a chunk: the renderer gives each chunk its own copy,
+so kernels that normalize rows (softmax, layer norm) partition too. A loop may write the
+row room only where a ``RowReduce`` inside the same loop reads it (a whole-array sum,
+whose one row is reduced after the loop, stays on one thread).
+
+The cost model is two numbers, measured by ``python -m benchmarks --only threads``
+(``pool: wake-up``): a loop is partitioned when it does at least ``MIN_WORK`` element
+operations (loads, stores, arithmetic; a transcendental op counts ``TRANSCENDENTAL``), in
+chunks of at least ``CHUNK_WORK``, so waking the pool (a few microseconds) stays small
+beside what a chunk computes. W1-W3's small steps stay on one thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+
+from ..core import registry as primitives
+from ..core.ir import Graph
+from . import loops
+from .kernels import Kernel
+from .loops import (
+    Accumulate,
+    Apply,
+    Check,
+    Expr,
+    Gemm,
+    Index,
+    Init,
+    Let,
+    Load,
+    Loop,
+    LoopKernel,
+    RandomFill,
+    Ref,
+    RowReduce,
+    Stmt,
+    Store,
+)
+
+#: the element operations below which a loop stays on the calling thread (waking the
+#: pool costs a few microseconds; this much work takes tens)
+MIN_WORK = 1 << 16
+#: the element operations of one chunk at least (fixed, so chunks do not depend on the
+#: thread count)
+CHUNK_WORK = 1 << 14
+#: what a transcendental op (exp, tanh, log...) counts among element operations
+TRANSCENDENTAL = 8
+
+
+def lower(graph: Graph, kernels: Sequence[Kernel], arena: Mapping[str, int]
+          ) -> tuple[LoopKernel, ...]:
+    """A schedule's ``kernels`` (over ``graph``, its own scratch ``arena``) as loop
+    programs (``loops.lower``) with their partitions decided."""
+    return annotate(loops.lower(graph, kernels, dict(arena)),
+                    row_regions(graph, kernels, arena))
+
+
+def row_regions(graph: Graph, kernels: Sequence[Kernel], arena: Mapping[str, int]
+                ) -> dict[str, tuple[int, int]]:
+    """The row room of each dtype: ``(start, end)`` elements of its scratch arena."""
+    return {d: (int(arena.get(d, 0)), int(arena.get(d, 0)) + int(n))
+            for d, n in loops.row_room(graph, kernels).items() if n}
+
+
+def annotate(kernels: Sequence[LoopKernel], rows: Mapping[str, tuple[int, int]]
+             ) -> tuple[LoopKernel, ...]:
+    """``kernels`` with each partitionable, large enough top-level loop annotated with
+    its chunk (see the module doc); ``rows``: the row room, private to a chunk."""
+    return tuple(replace(k, body=tuple(_decide(s, rows) for s in k.body)) for k in kernels)
+
+
+def chunks(loop: Loop) -> int:
+    """How many chunks a partitioned ``loop`` runs as."""
+    return -(-loop.extent // loop.annotations.partition)
+
+
+def in_row_room(arena_role: str, dtype: str, index: Expr,
+                rows: Mapping[str, tuple[int, int]]) -> bool:
+    """Whether an access (of ``arena_role`` scratch, ``dtype``) lies in the row room."""
+    if arena_role != "scratch" or dtype not in rows or not isinstance(index, Index):
+        return False
+    start, end = rows[dtype]
+    return start <= index.base < end
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def _decide(stmt: Stmt, rows: Mapping[str, tuple[int, int]]) -> Stmt:
+    if not isinstance(stmt, Loop) or stmt.extent < 2 or stmt.annotations.partition:
+        return stmt
+    per_iteration = _work(stmt.body)
+    if per_iteration * stmt.extent < MIN_WORK or not _independent(stmt, rows):
+        return stmt
+    chunk = max(1, math.ceil(CHUNK_WORK / max(per_iteration, 1)))
+    if chunk >= stmt.extent:
+        return stmt
+    return replace(stmt, annotations=replace(stmt.annotations, partition=chunk))
+
+
+def _walk(body: Sequence[Stmt]) -> Iterator[Stmt]:
+    for s in body:
+        yield s
+        if isinstance(s, Loop):
+            yield from _walk(s.body)
+
+
+def _exprs(stmt: Stmt) -> Iterator[Expr]:
+    if isinstance(stmt, Let):
+        yield stmt.value
+    elif isinstance(stmt, Store):
+        yield stmt.index
+        yield stmt.value
+    elif isinstance(stmt, Accumulate):
+        yield stmt.value
+
+
+def _nodes(expr: Expr) -> Iterator[Expr]:
+    yield expr
+    if isinstance(expr, Apply):
+        for a in expr.args:
+            yield from _nodes(a)
+    elif isinstance(expr, Load):
+        yield from _nodes(expr.index)
+    elif isinstance(expr, Index):
+        for _, term in expr.terms:
+            yield from _nodes(term)
+
+
+def _expr_work(expr: Expr) -> int:
+    total = 0
+    for node in _nodes(expr):
+        if isinstance(node, Load):
+            total += 1
+        elif isinstance(node, Apply):
+            total += TRANSCENDENTAL if primitives.is_transcendental(node.op) else 1
+    return total
+
+
+def _work(body: Sequence[Stmt]) -> int:
+    total = 0
+    for s in body:
+        if isinstance(s, Loop):
+            total += s.extent * _work(s.body)
+        elif isinstance(s, RowReduce):
+            total += s.n
+        else:
+            total += sum(_expr_work(e) for e in _exprs(s)) + (1 if isinstance(s, Store) else 0)
+    return total
+
+
+def _extents(loop: Loop) -> dict[str, int]:
+    found = {loop.var: loop.extent}
+    for s in _walk(loop.body):
+        if isinstance(s, Loop):
+            found[s.var] = s.extent
+    return found
+
+
+def _interval(index: Index, extents: Mapping[str, int]) -> tuple[int, int] | None:
+    """The lowest and highest element ``index`` reaches over the loop; None when a term
+    is not a loop variable (then nothing is known)."""
+    low = high = index.base
+    for stride, term in index.terms:
+        if not isinstance(term, Ref) or term.name not in extents:
+            return None
+        reach = stride * (extents[term.name] - 1)
+        low, high = low + min(0, reach), high + max(0, reach)
+    return low, high
+
+
+def _own_region(index: Expr, var: str, extents: Mapping[str, int]) -> bool:
+    """Whether ``index`` writes a region of its own for each value of ``var``."""
+    if not isinstance(index, Index):
+        return False
+    outer = [s for s, t in index.terms if isinstance(t, Ref) and t.name == var]
+    if len(outer) != 1 or outer[0] <= 0:
+        return False
+    span = 0
+    for stride, term in index.terms:
+        if isinstance(term, Ref) and term.name == var:
+            continue
+        if not isinstance(term, Ref) or term.name not in extents:
+            return False
+        span += abs(stride) * (extents[term.name] - 1)
+    return outer[0] > span
+
+
+def _independent(loop: Loop, rows: Mapping[str, tuple[int, int]]) -> bool:
+    statements = list(_walk(loop.body))
+    if any(isinstance(s, (Check, Gemm, RandomFill)) for s in statements):
+        return False
+    extents = _extents(loop)
+    bound = set(extents)
+    bound |= {s.name for s in statements if isinstance(s, (Let, RowReduce, Init))}
+    for s in statements:
+        if isinstance(s, Accumulate) and s.name not in bound:
+            return False
+        for expr in _exprs(s):
+            for node in _nodes(expr):
+                if isinstance(node, Ref) and node.name not in bound:
+                    return False
+    reduced = [(s.dtype, s.start, s.start + s.n) for s in statements
+               if isinstance(s, RowReduce)]
+    for s in statements:  # a row of terms must be reduced inside the iteration that wrote it
+        if isinstance(s, Store) and in_row_room(s.arena.role, s.dtype, s.index, rows):
+            assert isinstance(s.index, Index)
+            at = s.index.base
+            if not any(d == s.dtype and start <= at < end for d, start, end in reduced):
+                return False
+    stores = [s for s in statements if isinstance(s, Store)
+              and not in_row_room(s.arena.role, s.dtype, s.index, rows)]
+    written: list[tuple[object, tuple[int, int], Expr]] = []
+    for s in stores:
+        if not _own_region(s.index, loop.var, extents):
+            return False
+        assert isinstance(s.index, Index)
+        region = _interval(s.index, extents)
+        if region is None:
+            return False
+        written.append((s.arena, region, s.index))
+    for s in statements:
+        for expr in _exprs(s):
+            for node in _nodes(expr):
+                if isinstance(node, Load) and not _reads_safely(node, written, extents, rows):
+                    return False
+    return True
+
+
+def _reads_safely(load: Load, written: Sequence[tuple[object, tuple[int, int], Expr]],
+                  extents: Mapping[str, int], rows: Mapping[str, tuple[int, int]]) -> bool:
+    """Whether ``load`` reads nothing another iteration of the loop writes."""
+    if in_row_room(load.arena.role, load.dtype, load.index, rows):
+        return True
+    if not isinstance(load.index, Index):
+        return False
+    reach = _interval(load.index, extents)
+    for arena, region, index in written:
+        if arena != load.arena:
+            continue
+        if reach is None:
+            return False
+        if reach[0] <= region[1] and region[0] <= reach[1] and load.index != index:
+            return False
+    return True
+
+
+__all__ = ["CHUNK_WORK", "MIN_WORK", "TRANSCENDENTAL", "annotate", "chunks", "in_row_room",
+           "lower", "row_regions"]

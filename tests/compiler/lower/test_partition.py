@@ -1,0 +1,64 @@
+"""Parallel partitions: which loops the cost model splits into chunks, and that a chunk's
+size never depends on the thread count."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import tensorcode as tc
+from tensorcode.compiler.backends import threads
+from tensorcode.compiler.lower import loops, partition
+
+
+def _loops(roots, tape):
+    network = tape.into_network()
+    plan = network.entry(roots).lower("reference")
+    return plan.program.loops
+
+
+def _partitions(kernels):
+    return [s.annotations.partition for k in kernels for s in k.body
+            if isinstance(s, loops.Loop)]
+
+
+def test_large_elementwise_and_row_kernels_are_partitioned():
+    tape = tc.Tape()
+    x = tape.input(np.ones((512, 256), np.float32), name="x")
+    kernels = _loops([x.tanh() * 2.0, x.softmax(axis=1), tc.layer_norm(x)], tape)
+    chunks = [p for p in _partitions(kernels) if p]
+    assert len(chunks) >= 3
+    for kernel in kernels:
+        for s in kernel.body:
+            if isinstance(s, loops.Loop) and s.annotations.partition:
+                assert 1 <= s.annotations.partition < s.extent
+                assert partition.chunks(s) >= 2
+
+
+def test_small_loops_stay_on_one_thread():
+    tape = tc.Tape()
+    x = tape.input(np.ones((48, 16), np.float32), name="x")
+    assert not any(_partitions(_loops([x.tanh() * 2.0, x.softmax(axis=1)], tape)))
+
+
+def test_loops_that_carry_state_between_iterations_are_not_split():
+    tape = tc.Tape()
+    x = tape.input(np.ones((1024, 256), np.float32), name="x")
+    # one accumulator over every iteration of the outer loop
+    assert not any(_partitions(_loops([x.sum()], tape)))
+    tape = tc.Tape()
+    table = tape.input(np.ones((64, 256), np.float32), name="table")
+    ids = tape.input(np.zeros(4096, np.int64), name="ids")
+    # a gather checks its indices: its kernel may stop with a status
+    assert not any(_partitions(_loops([table.take(ids)], tape)))
+
+
+def test_chunks_do_not_depend_on_the_thread_count():
+    def decided():
+        tape = tc.Tape()
+        x = tape.input(np.ones((512, 256), np.float32), name="x")
+        return _partitions(_loops([x.tanh(), x.softmax(axis=1)], tape))
+    tc.set_num_threads(1)
+    one = decided()
+    tc.set_num_threads(3)
+    assert decided() == one and any(one)
+    tc.set_num_threads(threads.available_cpus())
