@@ -25,11 +25,13 @@ so kernels that normalize rows (softmax, layer norm) partition too. A loop may w
 row room only where a ``RowReduce`` inside the same loop reads it (a whole-array sum,
 whose one row is reduced after the loop, stays on one thread).
 
-The cost model is two numbers, measured by ``python -m benchmarks --only threads``
-(``pool: wake-up``): a loop is partitioned when it does at least ``MIN_WORK`` element
-operations (loads, stores, arithmetic; a transcendental op counts ``TRANSCENDENTAL``), in
-chunks of at least ``CHUNK_WORK``, so waking the pool (a few microseconds) stays small
-beside what a chunk computes. W1-W3's small steps stay on one thread.
+The cost model is two numbers: a loop is partitioned when it does at least ``MIN_WORK``
+element operations (loads, stores, arithmetic; a transcendental op counts
+``TRANSCENDENTAL``), in chunks of at least ``CHUNK_WORK``. Measured on a 2-core AMD EPYC
+(``python -m benchmarks --only threads``): a run of the pool costs well under a
+microsecond while its workers spin, and W3's largest loop (about 65,000 element
+operations, a few microseconds of vectorized code) ran no faster on two threads than on
+one, so the threshold sits four times above it. W1-W3's steps stay on one thread.
 """
 
 from __future__ import annotations
@@ -61,12 +63,12 @@ from .loops import (
     Store,
 )
 
-#: the element operations below which a loop stays on the calling thread (waking the
-#: pool costs a few microseconds; this much work takes tens)
-MIN_WORK = 1 << 16
+#: the element operations below which a loop stays on the calling thread (see the
+#: module doc: W3's largest loop, a quarter of this, did not pay for a second thread)
+MIN_WORK = 1 << 18
 #: the element operations of one chunk at least (fixed, so chunks do not depend on the
 #: thread count)
-CHUNK_WORK = 1 << 14
+CHUNK_WORK = 1 << 15
 #: what a transcendental op (exp, tanh, log...) counts among element operations
 TRANSCENDENTAL = 8
 
