@@ -89,7 +89,7 @@ def test_an_exported_plan_equals_the_llvm_plan_bit_for_bit(kind, tmp_path):
     plan = network.entry(roots).lower("llvm")
     partitioned = any(s.annotations.partition for k in plan.program.loops for s in k.body
                       if hasattr(s, "annotations"))
-    assert partitioned == (kind == "partitioned")
+    assert partitioned == (kind in ("partitioned", "matmul"))  # a large product: row blocks
     given = dict(zip([n.name for n in network.graph.nodes if n.op == "input"], values))
     inputs = [given[name] for name in _names(plan)]
     document = plan.export(tmp_path / "lib", name=kind)

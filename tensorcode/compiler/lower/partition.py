@@ -46,6 +46,7 @@ from . import loops
 from .kernels import Kernel
 from .loops import (
     Accumulate,
+    Annotations,
     Apply,
     Check,
     Expr,
@@ -69,6 +70,12 @@ MIN_WORK = 1 << 18
 #: the element operations of one chunk at least (fixed, so chunks do not depend on the
 #: thread count)
 CHUNK_WORK = 1 << 15
+#: a matrix product of at least this many flops is split into row blocks (one BLAS call
+#: each, BLAS then running on the pool's threads), of at least ``GEMM_CHUNK_FLOPS`` and
+#: ``GEMM_MIN_ROWS`` rows each
+GEMM_MIN_FLOPS = 1 << 23
+GEMM_CHUNK_FLOPS = 1 << 22
+GEMM_MIN_ROWS = 16
 #: what a transcendental op (exp, tanh, log...) counts among element operations
 TRANSCENDENTAL = 8
 
@@ -92,7 +99,36 @@ def annotate(kernels: Sequence[LoopKernel], rows: Mapping[str, tuple[int, int]]
              ) -> tuple[LoopKernel, ...]:
     """``kernels`` with each partitionable, large enough top-level loop annotated with
     its chunk (see the module doc); ``rows``: the row room, private to a chunk."""
-    return tuple(replace(k, body=tuple(_decide(s, rows) for s in k.body)) for k in kernels)
+    return tuple(replace(k, body=_split_gemm(k.body) or tuple(_decide(s, rows) for s in k.body))
+                 for k in kernels)
+
+
+def _split_gemm(body: Sequence[Stmt]) -> tuple[Stmt, ...] | None:
+    """A kernel that is one large matrix product (its ``Let``s, then a ``Gemm``) as a
+    partitioned loop over blocks of the product's rows, each block one BLAS call of
+    ``m / blocks`` rows (the ``Let``s move into the loop: a chunk reads nothing bound
+    outside it); None when the product is small, a vector product, or reads ``a``
+    transposed (its leading dimension would change with the block)."""
+    if not body or not isinstance(body[-1], Gemm) or \
+            not all(isinstance(s, Let) for s in body[:-1]):
+        return None
+    gemm = body[-1]
+    flops = 2 * gemm.m * gemm.n * gemm.k
+    if gemm.a_layout != "C" or gemm.m < 2 or gemm.n < 2 or flops < GEMM_MIN_FLOPS:
+        return None
+    blocks = next((b for b in (8, 4, 2) if gemm.m % b == 0 and gemm.m // b >= GEMM_MIN_ROWS
+                   and flops // b >= GEMM_CHUNK_FLOPS), 0)
+    if not blocks:
+        return None
+    rows = gemm.m // blocks
+    var = "rows"
+
+    def shifted(at: Expr, stride: int) -> Expr:
+        step = Index(0, ((rows * stride, Ref(var)),))
+        return Apply("add", (at, step), "int64", "int64")
+    block = replace(gemm, m=rows, a_at=shifted(gemm.a_at, gemm.a.strides[-2]),
+                    out_at=shifted(gemm.out_at, gemm.out.strides[-2]))
+    return (Loop(var, blocks, (*body[:-1], block), Annotations(partition=1)),)
 
 
 def chunks(loop: Loop) -> int:

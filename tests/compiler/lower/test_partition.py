@@ -62,3 +62,28 @@ def test_chunks_do_not_depend_on_the_thread_count():
     tc.set_num_threads(3)
     assert decided() == one and any(one)
     tc.set_num_threads(threads.available_cpus())
+
+
+def test_a_large_matrix_product_splits_into_row_blocks_with_the_same_bits():
+    tape = tc.Tape()
+    x = tape.input(np.random.default_rng(0).normal(size=(128, 256)).astype(np.float32),
+                   name="x")
+    w = tape.parameter(np.random.default_rng(1).normal(size=(256, 384)).astype(np.float32))
+    y = x @ w
+    network = tape.into_network()
+    (kernel,) = network.entry([y]).lower("reference").program.loops
+    (blocks,) = kernel.body
+    assert isinstance(blocks, loops.Loop) and blocks.annotations.partition == 1
+    (gemm,) = [s for s in blocks.body if isinstance(s, loops.Gemm)]
+    assert gemm.m * blocks.extent == 128 and gemm.n == 384
+    answers = {}
+    for backend in ("llvm", "numba"):
+        plan = network.entry([y]).lower(backend)
+        for n in (1, 2, 3):
+            tc.set_num_threads(n)
+            answers[backend, n] = plan.forward(network.parameters()).of(y).copy()
+    tc.set_num_threads(threads.available_cpus())
+    first = answers["llvm", 1]
+    assert all(np.array_equal(first, other) for other in answers.values())
+    want = network.entry([y]).lower("reference").forward(network.parameters()).of(y)
+    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-4)
