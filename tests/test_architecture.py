@@ -447,14 +447,15 @@ def test_file_headers_are_checked_in_one_place():
 #: (plans: 2425 for the lean feed path of plans called from threads and the bound step
 #: call that keeps its fixed buffers' pointers, then the saved graph's size bound,
 #: Plan.export and the declared backend contract; core: 1550 for the bit operations of
-#: the approximations and the transcendental flag; lower: 4200 since the kernels and the
+#: the approximations and the transcendental flag; lower: 4250 since the kernels and the
 #: float32 approximations are lowered once there, to the loop program the renderers
-#: read, with the rewrite rules' pattern engine, the parallel partitions' cost model,
+#: read, with the rewrite rules' pattern engine, the parallel partitions' cost model
+#: (matrix products in row blocks included),
 #: the kernels found by pattern (``row_kernels.py``) and each kernel's cost
 #: (``cost.py``); backends: 6300 for the renderers of that program, the native worker
 #: pool and thread knob, the checked Numba cache, the contract's plain calls and the
 #: per-kernel profiles, ``profiling.py`` and ``llvm/profile.py``)
-LINE_BUDGET = {"core": 1550, "trace": 1250, "lower": 4200, "backends": 6300, "plans": 2425,
+LINE_BUDGET = {"core": 1550, "trace": 1250, "lower": 4250, "backends": 6300, "plans": 2425,
                "subset": 1750, "shims": 75}
 
 
