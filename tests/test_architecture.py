@@ -315,6 +315,23 @@ def test_no_backend_imports_another():
     assert not crossing, "\n".join(crossing)
 
 
+def test_code_generators_read_the_program_not_the_schedule():
+    """The contract between lowering and code generation is one record, ``Program``: no
+    backend module imports the schedule, and the record does not carry it."""
+    import dataclasses
+
+    from tensorcode.compiler.lower.program import Program
+
+    readers = [f"{module}:{line}" for module, path in _MODULES.items()
+               if module.startswith("tensorcode.compiler.backends")
+               for line, target, names in _imports(path)
+               if target == "tensorcode.compiler.lower.schedule"
+               or (target == "tensorcode.compiler.lower" and "schedule" in names)]
+    assert not readers, "backend modules importing the schedule: " + ", ".join(readers)
+    fields = {f.name for f in dataclasses.fields(Program)}
+    assert "schedule" not in fields and "kernels" in fields and "graph" in fields
+
+
 #: modules outside ``compiler/backends`` that still import numba or llvmlite (shrinks)
 NUMBA_ELSEWHERE: set[str] = set()
 

@@ -173,14 +173,9 @@ class Program:
     ``input_nodes`` and ``constant_nodes`` say which graph node each source array
     holds, for a backend that interprets ``graph`` instead of generating code.
     ``loops`` is each kernel as a loop program (``loops.py``), what every code
-    generator renders, made on first use. ``schedule`` is the schedule the program was
-    built from; one call still reads it, the ``llvm`` code generator's ``render``
-    (``backends/llvm/__init__.py``: ``_render``, the hand-over point: once that generator
-    renders this record, the field goes). The Numba generator and every loader, the llvm
-    one included, read the
-    record alone."""
+    generator renders, made on first use. Every generator and loader reads this record
+    alone: none sees the ``Schedule`` it was built from."""
 
-    schedule: Schedule
     graph: Graph
     kernels: tuple[Kernel, ...]
     parameters: tuple[Array, ...]
@@ -314,7 +309,7 @@ def build(schedule: Schedule, step: StepSpec | None = None) -> Program:
         updates = tuple(Array(Arena("update", a.dtype), a.shape, True) for a in parameters)
         states = tuple(Array(Arena("state", a.dtype, j), a.shape, True)
                        for j in range(len(step.rule.state_keys)) for a in parameters)
-    return Program(s, g, tuple(s.kernels), parameters, constants, inputs, scratch, outputs,
+    return Program(g, tuple(s.kernels), parameters, constants, inputs, scratch, outputs,
                    roots, {d: int(n) for d, n in s.arena.items()},
                    tuple((i, d, int(o)) for i, (d, o) in s.sources.parameters.items()),
                    tuple(s.sources.inputs), tuple(s.constants), updates, states, step)

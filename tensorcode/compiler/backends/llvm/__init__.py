@@ -1,4 +1,4 @@
-"""The ``llvm`` backend: a schedule rendered to LLVM IR, compiled by llvmlite, loaded natively.
+"""The ``llvm`` backend: a ``Program`` rendered to LLVM IR, compiled by llvmlite, loaded natively.
 
 ``LlvmBackend.prepare(program, approximate)`` returns an ``LlvmProgram``:
 
@@ -8,7 +8,7 @@
 3. else the authenticated cache entry ``l_<key>.o`` (``cache.py``) is loaded when its
    tag is valid; an entry that exists without a valid tag is reported once, counted
    (``untrusted_entries``) and recompiled;
-4. else the schedule is rendered (``codegen.py``), compiled (``objects.py``) and
+4. else the program is rendered (``codegen.py``), compiled (``objects.py``) and
    written to the cache. A fresh object and a cached one load the same way
    (``objects.load``): symbols checked against the allowlist, an MCJIT engine, the
    entry points called through ``ctypes``. Numba is never imported.
@@ -133,7 +133,7 @@ class LlvmBackend:
 def prepared(program: Program, approximate: bool) -> LlvmProgram:
     """The loaded program of ``program`` (a step plan's with its update; see the module
     docstring). The loader reads the typed ``Program`` alone: argument layout, sizes,
-    roots and step; only rendering reads the schedule (``_render``)."""
+    roots and step."""
     from ..profiling import active
     from .interface import layout_of, rule_api
 
@@ -169,12 +169,10 @@ def _register_profile(program: Program, key: str, addresses: dict[str, int]) -> 
 
 def _render(program: Program, approximate: bool, profile: bool = False) -> Any:
     """``program`` rendered to an LLVM module (and its layout), each kernel call timed
-    when ``profile``: the one place this backend reads ``program.schedule``, which the
-    code generator still renders. When the generator renders the ``Program`` itself, this
-    is the line to change and ``Program.schedule`` can go."""
+    when ``profile``."""
     from .codegen import render
 
-    return render(program.schedule, approximate, program.step, profile)
+    return render(program, approximate, profile)
 
 
 def _program(program: Program, approximate: bool, key: str, layout: Any,

@@ -1,6 +1,6 @@
-"""A schedule rendered to one LLVM module: one function per kernel, ``body``, the entries.
+"""A ``Program`` rendered to one LLVM module: one function per kernel, ``body``, the entries.
 
-``render(schedule, approximate)`` builds an ``llvmlite.ir.Module`` holding:
+``render(program, approximate)`` builds an ``llvmlite.ir.Module`` holding:
 
 - one internal function per kernel, ``k<n>(arenas..) -> i32``, rendered from the
   kernel's loop program (``lower/loops.py``) by the statement table ``STATEMENTS`` and
@@ -36,7 +36,8 @@ from ...lower import loops, partition
 from ...lower.approximations import APPROXIMATIONS, expand
 from ...lower.kernels import Arena, Strided
 from ...lower.loops import LoopKernel
-from ...lower.schedule import Schedule
+from ...lower.program import Program
+from ...lower.update import StepSpec
 from . import ops, rows
 from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, POOL_RUN, Layout, layout_of
 from .profile import Counters
@@ -61,16 +62,15 @@ from .types import (
 
 
 class Renderer:
-    """Builds the module of one schedule (see the module docstring)."""
+    """Builds the module of one ``Program`` (see the module docstring)."""
 
-    def __init__(self, schedule: Schedule, approximate: bool, step: Any = None,
-                 profile: bool = False) -> None:
-        self.step = step
+    def __init__(self, program: Program, approximate: bool, profile: bool = False) -> None:
+        self.step = program.step
         self.profile = profile
-        self.s = schedule
-        self.g = schedule.graph
+        self.p = program
+        self.g = program.graph
         self.approximate = approximate
-        self.layout = layout_of(schedule)
+        self.layout = layout_of(program)
         self.module = ir.Module(name="tensorcode_plan")
         self.module.triple = ""
         self.position = {arena: k for k, arena in enumerate(self.layout.arguments)}
@@ -82,15 +82,14 @@ class Renderer:
         self.args: list[ir.Value] = []
         self.fail: dict[int, ir.Block] = {}
         #: the row room of each dtype, and a partition chunk's own copy of it
-        self.row_room = partition.row_regions(self.g, self.s.kernels, self.s.arena)
+        self.row_room = partition.row_regions(self.g, program.kernels, program.row_start)
         self.private: dict[str, ir.Value] = {}
         self.depth = 0
         self.tags = 0
 
     # -- the module --------------------------------------------------------------------
     def render(self) -> ir.Module:
-        program = partition.lower(self.g, self.s.kernels, self.s.arena)
-        kernels = [self.kernel(k, kernel) for k, kernel in enumerate(program)]
+        kernels = [self.kernel(k, kernel) for k, kernel in enumerate(self.p.loops)]
         body = ir.Function(self.module, self.kernel_type, "body")
         body.linkage = "internal"
         self._noalias(body)
@@ -114,7 +113,7 @@ class Renderer:
         self._entry_run(body)
         self._entry_batch(body)
         if self.step is not None:
-            self._entry_steps(body)
+            self._entry_steps(body, self.step)
         if counters is not None:
             counters.entry()
         return self.module
@@ -172,17 +171,17 @@ class Renderer:
             b.position_at_end(after)
         b.ret(i32(0))
 
-    def _entry_steps(self, body: ir.Function) -> None:
+    def _entry_steps(self, body: ir.Function, spec: StepSpec) -> None:
         """``tc_step`` and ``tc_steps``: after the arenas, ``arrays`` holds the writable
         parameter buffers (one per dtype), the state buffers (state-major), the slots'
         step counts and state flags, then for ``tc_steps`` the K learning rates and the
         K losses' buffer."""
         from .update import update_function
 
-        spec, layout = self.step, self.layout
-        dtypes = list(self.s.sources.parameter_dtypes)
+        layout = self.layout
+        dtypes = [a.dtype for a in self.p.parameters]
         n_state = len(spec.rule.state_keys)
-        slots = list(getattr(spec, "updated", spec.slots))
+        slots = list(spec.updated)
         updates = {d: update_function(self.module, spec.rule, d,
                                       [t for t in slots if t[1] == d]) for d in dtypes}
         count = len(layout.arguments)
@@ -520,12 +519,12 @@ STATEMENTS: dict[type, Callable[[Renderer, Any], None]] = {
 }
 
 
-def render(schedule: Schedule, approximate: bool, step: Any = None, profile: bool = False
+def render(program: Program, approximate: bool, profile: bool = False
            ) -> tuple[ir.Module, Layout]:
-    """The module of ``schedule`` (with a step plan's update and entry points when
-    ``step``, a ``StepSpec``, is given; with kernel counters and ``tc_profile`` when
-    ``profile``) and its argument layout."""
-    renderer = Renderer(schedule, approximate, step, profile)
+    """The module of ``program`` (with a step plan's update and entry points when it has
+    a ``step``; with kernel counters and ``tc_profile`` when ``profile``) and its
+    argument layout."""
+    renderer = Renderer(program, approximate, profile)
     module = renderer.render()
     return module, renderer.layout
 

@@ -17,8 +17,7 @@ from typing import Any
 from ....errors import CompileError
 from ...lower.kernels import Arena, Kernel, OneHotKernel, ScatterAddKernel, TakeKernel
 from ...lower.loops import index_message
-from ...lower.program import Program, build
-from ...lower.schedule import Schedule
+from ...lower.program import Program
 
 ENTRIES = ("tc_run", "tc_batch", "tc_run_objects")
 #: where a NumPy array object keeps its data pointer: ``PyArrayObject`` starts with the
@@ -45,12 +44,8 @@ class Layout:
     errors: list[str] = field(default_factory=list)
 
 
-def layout_of(program: Program | Schedule) -> Layout:
-    """The argument layout of ``program``'s module (cheap: no IR is built), read from the
-    typed ``Program`` alone. A ``Schedule`` is taken only from the code generator, which
-    still renders the schedule (``codegen.render``): its ``Program`` is built here."""
-    if isinstance(program, Schedule):
-        program = build(program)
+def layout_of(program: Program) -> Layout:
+    """The argument layout of ``program``'s module (cheap: no IR is built)."""
     arguments = [a.arena for a in program.sources]
     scratch = {a.dtype: a.size for a in program.scratch}
     arguments += [Arena("scratch", d) for d in scratch]
@@ -64,9 +59,9 @@ def layout_of(program: Program | Schedule) -> Layout:
     return Layout(arguments, scratch, outputs, errors)
 
 
-def range_error(program: Program | Schedule, kernel: Kernel) -> str | None:
+def range_error(program: Program, kernel: Kernel) -> str | None:
     """The message of an index out of range in ``kernel`` (None: it reads no index), from
-    the graph of ``program`` (or of the schedule the code generator renders)."""
+    the graph of ``program``."""
     g = program.graph
     if isinstance(kernel, TakeKernel):
         node = g.nodes[kernel.nodes[0]]

@@ -60,7 +60,7 @@ def position_independent_object(program: Program, approximate: bool) -> bytes:
     if program.step is not None:
         raise CompileError("a step plan updates its parameters in place; export a forward "
                            "plan (lower the entry without an optimizer step)")
-    module, _ = render(program.schedule, approximate, None)
+    module, _ = render(program, approximate)
     data = compile_object(module, machine=_pic_machine())
     check_symbols(data)
     return data
@@ -72,7 +72,7 @@ def plan_facts(program: Program, data: bytes) -> tuple[Layout, list[str]]:
     from .objects import undefined_symbols
 
     blas = sorted(s for s in set(undefined_symbols(data)) if s.startswith(BLAS_PREFIX))
-    return layout_of(program.schedule), blas
+    return layout_of(program), blas
 
 
 __all__ = ["ENTRIES", "RUN_ENTRY", "plan_facts", "position_independent_object",
