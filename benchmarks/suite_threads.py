@@ -11,8 +11,14 @@ result bit for bit (a partition's chunks do not depend on the thread count).
   training step (AdamW, 16 rows); ``--quick`` runs these and W1-W4;
 - ``gpt2-124M forward``: GPT-2 124M's forward at T = 128 on random weights (not with
   ``--quick``: writing and loading 500 MB of weights takes a minute);
+- ``gpt 2x64 train step``: the transformer step issue-sized: 2 layers, dim 64, context
+  128, 16 rows, Adam;
 - ``pool: wake-up``: what one parallel run of empty chunks costs (the pool's fixed cost a
-  partition must pay back), beside a serial run of the same chunks.
+  partition must pay back), beside a serial run of the same chunks;
+- ``...: scaling estimate``: the 2x64 step and (not with ``--quick``) GPT-2 124M's
+  forward at 1, 2, 4, 8 and 16 threads, estimated from their kernels' one-thread times
+  and chunk counts (``threads_scaling.py``: what a machine with more cores would show,
+  an upper bound on the speed-up).
 
 Threads here are TensorCode's own: the pool's workers and the BLAS threads, sized
 together by ``tc.set_num_threads``.
@@ -107,9 +113,28 @@ def _compiler_rows(quick: bool, n: int) -> list[Row]:
     return rows
 
 
-def _gpt_rows(quick: bool, n: int) -> list[Row]:
+def _step_maker(config: Any, optimizer: Any, rows: int = 16) -> Callable[[], Callable[[], Any]]:
+    """A function that builds a training model of ``config`` (``rows`` rows of its full
+    context) and returns one step at learning rate 0 on fixed random tokens."""
+    from tensorcode.models import gpt2
+
+    def make() -> Callable[[], Any]:
+        context = config.block_size
+        trainer = gpt2.GptModel(config, batch=rows, context=context)
+        rng = np.random.default_rng(0)
+        batch = rng.integers(0, config.vocab_size, (rows, context))
+        targets = rng.integers(0, config.vocab_size, (rows, context))
+        trainer.training().lower()
+        return lambda: trainer.train_step(batch, targets, optimizer, 0.0)
+    return make
+
+
+def _gpt_rows(quick: bool, n: int, wake: float) -> list[Row]:
+    import tensorcode as tc
     from tensorcode.models import gpt2
     from tensorcode.nn.transformer import GptConfig
+
+    from .threads_scaling import scaling_rows
 
     rows: list[Row] = []
     small = GptConfig(vocab_size=65, block_size=64, n_layer=4, n_head=4, n_embd=128)
@@ -117,19 +142,17 @@ def _gpt_rows(quick: bool, n: int) -> list[Row]:
     ids = np.random.default_rng(1).integers(0, small.vocab_size, (1, 64))
     rows += _rows("gpt small 4x128 forward B=1 T=64", lambda: model.logits(ids), n,
                   10 if quick else 40, 1e3, "ms", "layered plans")
-    trainer = gpt2.GptModel(small, batch=16, context=64)
-    rng = np.random.default_rng(0)
-    batch = rng.integers(0, small.vocab_size, (16, 64))
-    targets = rng.integers(0, small.vocab_size, (16, 64))
-    import tensorcode as tc
-
-    optimizer = tc.optim.AdamW(weight_decay=0.01)
-    trainer.training().lower()
-    # a training step updates the model: compare the loss of the same step from the same
-    # state, so both thread counts start from one snapshot each round
-    rows += _rows("gpt small 4x128 train step B=16 T=64 AdamW",
-                  lambda: trainer.train_step(batch, targets, optimizer, 0.0), n,
+    # learning rate 0: every step computes the same loss from the same parameters, so
+    # the thread counts' losses compare bit for bit
+    step = _step_maker(small, tc.optim.AdamW(weight_decay=0.01))()
+    rows += _rows("gpt small 4x128 train step B=16 T=64 AdamW", step, n,
                   5 if quick else 20, 1e3, "ms", "learning rate 0, so every step is the same")
+    narrow = GptConfig(vocab_size=65, block_size=128, n_layer=2, n_head=4, n_embd=64)
+    step = _step_maker(narrow, tc.optim.Adam())()
+    rows += _rows("gpt 2x64 train step B=16 T=128 Adam", step, n, 5 if quick else 20, 1e3,
+                  "ms", "learning rate 0, so every step is the same")
+    rows += scaling_rows(SUITE, "gpt 2x64 train step B=16 T=128 Adam",
+                         _step_maker(narrow, tc.optim.Adam()), 5 if quick else 20, wake)
     if not quick:
         with tempfile.TemporaryDirectory(prefix="tensorcode-threads-gpt-") as tmp:
             directory = pathlib.Path(tmp) / "model"
@@ -140,6 +163,11 @@ def _gpt_rows(quick: bool, n: int) -> list[Row]:
             big_ids = np.random.default_rng(1).integers(0, config.vocab_size, (1, 128))
             rows += _rows("gpt2-124M forward B=1 T=128", lambda: big.logits(big_ids), n, 3,
                           1e3, "ms", "random weights, layered plans")
+
+            def forward() -> Callable[[], Any]:
+                profiled = gpt2.load(directory, context=128, cache_length=256)
+                return lambda: profiled.logits(big_ids)
+            rows += scaling_rows(SUITE, "gpt2-124M forward B=1 T=128", forward, 3, wake)
     return rows
 
 
@@ -178,7 +206,9 @@ def _pool_rows(n: int) -> list[Row]:
 def run(quick: bool) -> list[Row]:
     n = _threads()
     cpu = _cpu_name()
-    rows = _pool_rows(n) + _compiler_rows(quick, n) + _gpt_rows(quick, n)
+    pool = _pool_rows(n)
+    wake = pool[0].value * 1e-6
+    rows = pool + _compiler_rows(quick, n) + _gpt_rows(quick, n, wake)
     for row in rows:
         row.extra["cpu"] = cpu
     return rows

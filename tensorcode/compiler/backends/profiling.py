@@ -53,7 +53,9 @@ def active() -> bool:
 class KernelTime:
     """Kernel ``index`` of the plan ``plan`` (its cache key): its ``title`` (kind and
     nodes), its ``cost``, how many times the plan ran (``calls``) and the ``seconds`` the
-    kernel took over all of them."""
+    kernel took over all of them; ``chunks``: how many chunks its partition runs as on
+    the worker pool (1: it runs on the calling thread), from which the time at other
+    thread counts can be estimated."""
 
     plan: str
     index: int
@@ -61,6 +63,7 @@ class KernelTime:
     cost: KernelCost
     calls: int
     seconds: float
+    chunks: int = 1
 
     @property
     def label(self) -> str:
@@ -77,6 +80,7 @@ class _Profiled:
     titles: tuple[str, ...]
     costs: tuple[KernelCost, ...]
     read: Reader
+    chunks: tuple[int, ...]
 
 
 _PLANS: dict[str, _Profiled] = {}
@@ -84,10 +88,12 @@ _RATE: list[float] = []
 
 
 def register(key: str, titles: Sequence[str], costs: Sequence[KernelCost],
-             read: Reader) -> None:
-    """Record a profiled plan (the llvm backend calls this once it loaded one)."""
+             read: Reader, chunks: Sequence[int] | None = None) -> None:
+    """Record a profiled plan (the llvm backend calls this once it loaded one);
+    ``chunks``: each kernel's partition chunks (default: none partitioned)."""
     with _LOCK:
-        _PLANS[key] = _Profiled(key, tuple(titles), tuple(costs), read)
+        _PLANS[key] = _Profiled(key, tuple(titles), tuple(costs), read,
+                                tuple(chunks) if chunks is not None else (1,) * len(costs))
         if not _RATE:
             _RATE.append(_counter_rate(read))
 
@@ -111,7 +117,8 @@ def kernel_times(reset: bool = False) -> list[KernelTime]:
     for plan in plans:
         cycles, calls, _ = plan.read(reset)
         for k, (title, cost) in enumerate(zip(plan.titles, plan.costs)):
-            found.append(KernelTime(plan.key, k, title, cost, calls, float(cycles[k]) / rate))
+            found.append(KernelTime(plan.key, k, title, cost, calls, float(cycles[k]) / rate,
+                                    plan.chunks[k]))
     return found
 
 

@@ -7,12 +7,16 @@ is the number of CPUs this process may run on (``os.sched_getaffinity``, so a
 container's or ``taskset``'s limit counts, not the machine's core count).
 
 Setting it sizes the native worker pool (``pool.py``: ``n - 1`` workers beside the
-calling thread) and the BLAS that plans call (SciPy's bundled OpenBLAS, through its own
-``openblas_set_num_threads``), so the two never add up to more than ``n`` runnable
-threads: a BLAS call runs on the calling thread while the pool's workers are parked,
-and a chunk of a partitioned loop never calls BLAS. The pool is started lazily, the
-first time a plan asks for it, so a process that never runs a partitioned loop starts
-no threads.
+calling thread). The BLAS plans call (SciPy's bundled OpenBLAS) runs one thread per
+call, set through its own ``openblas_set_num_threads`` when the knob is set and when the
+llvm backend first loads it: a large matrix product is split into row blocks on the
+pool instead (``lower/partition.py``), one BLAS call per block, so BLAS threads and the
+pool's never add up to more than ``n`` runnable threads. OpenBLAS's own threads wait for
+each other by spinning; on a machine whose cores other processes keep busy, measured on
+a 2-core AMD EPYC with two other busy processes, a small GPT's 2.5 ms forward took
+880 ms with two BLAS threads (and the same 2.5 ms with one BLAS thread and the pool's
+two). The pool is started lazily, the first time a plan asks for it, so a process that
+never runs a partitioned loop starts no threads.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from ...errors import TensorCodeError
 ENV = "TENSORCODE_NUM_THREADS"
 #: read when ``ENV`` is not set (ignored unless a whole number >= 1)
 OMP_ENV = "OMP_NUM_THREADS"
+
+#: the threads of one BLAS call a plan makes (see the module doc)
+BLAS_THREADS = 1
 
 _LOCK = threading.Lock()
 _THREADS: int | None = None
@@ -72,7 +79,8 @@ def get_num_threads() -> int:
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads for plans' partitioned loops and for BLAS from now on.
+    """Use ``n`` threads for plans' partitioned loops from now on (BLAS: one, see the
+    module doc).
 
     Plans already lowered keep their partitions (a partition's chunks do not depend on
     the thread count, so results do not change); only how many threads share the chunks
@@ -81,7 +89,7 @@ def set_num_threads(n: int) -> None:
     n = _check(n, "set_num_threads(n)")
     with _LOCK:
         _THREADS = n
-    set_blas_threads(n)
+    set_blas_threads(BLAS_THREADS)
     if _POOL_SIZED >= 0:  # the pool was started: resize it now, else at its first use
         ensure_pool()
 
@@ -135,5 +143,6 @@ def configured_by_environment() -> bool:
     return any(os.environ.get(name, "").strip() for name in (ENV, OMP_ENV))
 
 
-__all__ = ["ENV", "OMP_ENV", "available_cpus", "configured_by_environment", "ensure_pool",
-           "get_num_threads", "scipy_openblas", "set_blas_threads", "set_num_threads"]
+__all__ = ["BLAS_THREADS", "ENV", "OMP_ENV", "available_cpus", "configured_by_environment",
+           "ensure_pool", "get_num_threads", "scipy_openblas", "set_blas_threads",
+           "set_num_threads"]

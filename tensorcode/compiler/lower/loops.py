@@ -225,7 +225,10 @@ class RowReduce:
 class Gemm:
     """``out = a @ b`` by BLAS for ``m x k`` and ``k x n`` operands whose last two axes
     BLAS reads in place (``a_layout``, ``b_layout``: ``"C"`` row-major, ``"F"``
-    transposed), each starting ``*_at`` elements into its arena; ``out`` row-major."""
+    transposed), each starting ``*_at`` elements into its arena; ``out`` row-major.
+    ``a_ld``: the distance in elements between two of ``a``'s stored rows when it is not
+    ``a``'s own width (a block of rows of a transposed ``a``: ``partition.py``); 0 when
+    it is (``k`` for ``"C"``, ``m`` for ``"F"``)."""
 
     a: Strided
     a_at: Expr
@@ -238,6 +241,7 @@ class Gemm:
     m: int
     k: int
     n: int
+    a_ld: int = 0
 
 
 @dataclass(frozen=True)

@@ -107,14 +107,15 @@ def _split_gemm(body: Sequence[Stmt]) -> tuple[Stmt, ...] | None:
     """A kernel that is one large matrix product (its ``Let``s, then a ``Gemm``) as a
     partitioned loop over blocks of the product's rows, each block one BLAS call of
     ``m / blocks`` rows (the ``Let``s move into the loop: a chunk reads nothing bound
-    outside it); None when the product is small, a vector product, or reads ``a``
-    transposed (its leading dimension would change with the block)."""
+    outside it); None when the product is small or a vector product. A block of a
+    transposed ``a`` (a backward pass's ``x.T @ g``) is a block of its stored columns,
+    read with the whole product's leading dimension (``Gemm.a_ld``)."""
     if not body or not isinstance(body[-1], Gemm) or \
             not all(isinstance(s, Let) for s in body[:-1]):
         return None
     gemm = body[-1]
     flops = 2 * gemm.m * gemm.n * gemm.k
-    if gemm.a_layout != "C" or gemm.m < 2 or gemm.n < 2 or flops < GEMM_MIN_FLOPS:
+    if gemm.m < 2 or gemm.n < 2 or flops < GEMM_MIN_FLOPS or gemm.a_ld:
         return None
     blocks = next((b for b in (8, 4, 2) if gemm.m % b == 0 and gemm.m // b >= GEMM_MIN_ROWS
                    and flops // b >= GEMM_CHUNK_FLOPS), 0)
@@ -127,13 +128,20 @@ def _split_gemm(body: Sequence[Stmt]) -> tuple[Stmt, ...] | None:
         step = Index(0, ((rows * stride, Ref(var)),))
         return Apply("add", (at, step), "int64", "int64")
     block = replace(gemm, m=rows, a_at=shifted(gemm.a_at, gemm.a.strides[-2]),
-                    out_at=shifted(gemm.out_at, gemm.out.strides[-2]))
+                    out_at=shifted(gemm.out_at, gemm.out.strides[-2]),
+                    a_ld=gemm.m if gemm.a_layout == "F" else 0)
     return (Loop(var, blocks, (*body[:-1], block), Annotations(partition=1)),)
 
 
 def chunks(loop: Loop) -> int:
     """How many chunks a partitioned ``loop`` runs as."""
     return -(-loop.extent // loop.annotations.partition)
+
+
+def kernel_chunks(kernel: LoopKernel) -> int:
+    """How many chunks ``kernel``'s partitioned loop runs as (1: none is partitioned)."""
+    return max((chunks(s) for s in kernel.body
+                if isinstance(s, Loop) and s.annotations.partition), default=1)
 
 
 def in_row_room(arena_role: str, dtype: str, index: Expr,

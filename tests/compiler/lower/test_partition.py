@@ -4,6 +4,7 @@ size never depends on the thread count."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tensorcode as tc
 from tensorcode.compiler.backends import threads
@@ -64,18 +65,23 @@ def test_chunks_do_not_depend_on_the_thread_count():
     tc.set_num_threads(threads.available_cpus())
 
 
-def test_a_large_matrix_product_splits_into_row_blocks_with_the_same_bits():
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_a_large_matrix_product_splits_into_row_blocks_with_the_same_bits(layout):
+    """Row-major ``a`` (``x @ w``) and transposed ``a`` (a backward pass's ``x.T @ g``:
+    a block of its stored columns, read with the whole product's leading dimension)."""
     tape = tc.Tape()
-    x = tape.input(np.random.default_rng(0).normal(size=(128, 256)).astype(np.float32),
+    shape = (128, 256) if layout == "C" else (256, 128)
+    x = tape.input(np.random.default_rng(0).normal(size=shape).astype(np.float32),
                    name="x")
     w = tape.parameter(np.random.default_rng(1).normal(size=(256, 384)).astype(np.float32))
-    y = x @ w
+    y = (x if layout == "C" else x.T) @ w
     network = tape.into_network()
     (kernel,) = network.entry([y]).lower("reference").program.loops
     (blocks,) = kernel.body
     assert isinstance(blocks, loops.Loop) and blocks.annotations.partition == 1
     (gemm,) = [s for s in blocks.body if isinstance(s, loops.Gemm)]
     assert gemm.m * blocks.extent == 128 and gemm.n == 384
+    assert gemm.a_layout == layout and gemm.a_ld == (128 if layout == "F" else 0)
     answers = {}
     for backend in ("llvm", "numba"):
         plan = network.entry([y]).lower(backend)

@@ -159,12 +159,14 @@ def prepared(program: Program, approximate: bool) -> LlvmProgram:
 def _register_profile(program: Program, key: str, addresses: dict[str, int]) -> None:
     """Record a profiled plan's counters with ``backends.profiling``."""
     from ...lower.cost import kernel_cost
+    from ...lower.partition import kernel_chunks
     from ..profiling import register
     from .program import profile_reader
 
     costs = [kernel_cost(program.graph, kernel) for kernel in program.kernels]
     titles = [kernel.title for kernel in program.loops]
-    register(key, titles, costs, profile_reader(addresses, len(costs)))
+    register(key, titles, costs, profile_reader(addresses, len(costs)),
+             [kernel_chunks(kernel) for kernel in program.loops])
 
 
 def _render(program: Program, approximate: bool, profile: bool = False) -> Any:

@@ -446,7 +446,8 @@ class Renderer:
                 matrix, layout, shape, vector = pb, b_layout, (kk, n), pa
                 trans = layout != "C"
             if layout == "F":
-                rows_, cols, lda = shape[0], shape[1], shape[0]
+                rows_, cols, lda = shape[0], shape[1], (s.a_ld or shape[0]) if n == 1 \
+                    else shape[0]
             else:
                 cols, rows_, lda = shape[0], shape[1], shape[1]
             fn = self._blas_function(f"{kind}gemv", ir.VoidType(), 11)
@@ -458,7 +459,7 @@ class Renderer:
         transa = "n" if b_layout == "C" else "t"
         lda = n if b_layout == "C" else kk
         transb = "n" if a_layout == "C" else "t"
-        ldb = kk if a_layout == "C" else m
+        ldb = kk if a_layout == "C" else (s.a_ld or m)
         fn = self._blas_function(f"{kind}gemm", ir.VoidType(), 13)
         b.call(fn, [self._char(transa), self._char(transb), self._int(n), self._int(m),
                     self._int(kk), self._scalar(1.0, dtype), pb, self._int(lda), pa,

@@ -22,7 +22,7 @@ import threading
 from typing import Any
 
 from ....errors import CompileError
-from ..threads import ensure_pool, scipy_openblas
+from ..threads import BLAS_THREADS, ensure_pool, scipy_openblas, set_blas_threads
 from .interface import BLAS_PREFIX, ENTRIES, LIBM, POOL_RUN, STEP_ENTRIES
 
 #: the optimization level plans compile at (measured: see docs/compiler.md)
@@ -123,6 +123,7 @@ class _Runtime:
                                "bundles, and it was not found; install scipy from its "
                                "wheel, or lower with backend='numba'")
         self.llvm.load_library_permanently(library)
+        set_blas_threads(BLAS_THREADS)
         self.blas_loaded = True
 
 

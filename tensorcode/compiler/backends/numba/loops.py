@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ...core import philox
-from ...core.dtypes import DTYPES, FLOAT_DTYPES, NUMPY_SOURCE
+from ...core.dtypes import DTYPES, FLOAT_DTYPES, NUMPY, NUMPY_SOURCE
 from ...core.ir import number_literal
 from ...lower import loops
 from ...lower.approximations import APPROXIMATIONS, expand
@@ -39,7 +39,7 @@ from ...lower.program import Program
 from .lowerings import lowering
 
 #: bump when generated code changes meaning (part of every cache key)
-CODEGEN_VERSION = "7"
+CODEGEN_VERSION = "8"
 
 #: the ``intrinsics`` function reducing a row, by the row's reduction
 _ROW_REDUCTION = {"sum": "row_sum", "max": "row_max", "min": "row_min"}
@@ -254,7 +254,17 @@ class Generator:
                 return f"{span}.reshape(({rows}, {cols}))"
             return f"{span}.reshape(({cols}, {rows})).T"
 
-        self.out.line(f"np.dot({view(s.a, s.a_at, s.a_layout, s.m, s.k)}, "
+        def block(loc: Strided, at: loops.Expr, rows: int, cols: int, ld: int) -> str:
+            """A block of rows of a transposed operand, packed (``np.dot`` would copy
+            it, with a warning, to call BLAS: BLAS packs it again either way)."""
+            start, item = self.operand(at), NUMPY[loc.dtype].itemsize
+            return (f"np.ascontiguousarray(np.lib.stride_tricks.as_strided("
+                    f"{loc.arena.label}[{start}:], shape=({rows}, {cols}), "
+                    f"strides=({item}, {ld * item})))")
+
+        a = block(s.a, s.a_at, s.m, s.k, s.a_ld) if s.a_ld and s.a_layout == "F" \
+            else view(s.a, s.a_at, s.a_layout, s.m, s.k)
+        self.out.line(f"np.dot({a}, "
                       f"{view(s.b, s.b_at, s.b_layout, s.k, s.n)}, "
                       f"{view(s.out, s.out_at, 'C', s.m, s.n)})")
 
