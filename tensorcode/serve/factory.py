@@ -25,7 +25,7 @@ SETTINGS = "TENSORCODE_SERVE_SETTINGS"
 
 
 def _share_the_cpus(workers: int) -> None:
-    """Each of ``workers`` worker processes runs its plans (and their BLAS) on its share
+    """Each of ``workers`` worker processes runs its plans on its share
     of the CPUs, so N workers never run N times the CPUs' threads; a thread count the
     environment names (``TENSORCODE_NUM_THREADS``, ``OMP_NUM_THREADS``) is left as it is."""
     if not threads.configured_by_environment():
