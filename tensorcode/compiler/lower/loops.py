@@ -136,8 +136,8 @@ class Annotations:
     """How a loop may run: ``vectorize`` width and ``unroll`` factor (0: the compiler's
     choice), ``tile`` (0: untiled) and ``partition`` (0: one thread; else the fixed
     chunk of iterations a thread takes, so a result does not depend on the number of
-    threads). The renderers honour none of them yet: every loop is plain, LLVM's loop
-    unroller stays off and its vectorizer decides the width."""
+    threads). The llvm renderer honours ``partition`` (``partition.py``); the others
+    none yet: LLVM's loop unroller stays off and its vectorizer decides the width."""
 
     vectorize: int = 0
     unroll: int = 0
@@ -601,10 +601,7 @@ class Lowering:
         dtype = out.dtype
         b = self.out
         bnames = b.nest(batch, "j")
-        flat = _affine(0, c_strides(batch), bnames)
-        b.add(Let("ob", Apply("add", (Const(out.offset, "int64"),
-                                      Apply("mul", (flat, Const(m * n, "int64")), "int64",
-                                            "int64")), "int64", "int64")))
+        b.add(Let("ob", _affine(out.offset, [st * m * n for st in c_strides(batch)], bnames)))
 
         def batch_offset(loc: Any) -> Expr:
             if isinstance(loc, Scalar):

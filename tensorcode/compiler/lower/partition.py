@@ -10,8 +10,10 @@ whole inside one iteration), so results are the same bits for any number of thre
 
 Independent iterations, checked on the loop program itself:
 
-- no ``Check`` (a status returns from the kernel), ``Gemm`` (BLAS has threads of its
-  own) or ``RandomFill`` (its workspace is shared) inside the loop;
+- no ``Check`` (a status returns from the kernel) or ``RandomFill`` (its workspace is
+  shared) inside the loop; a ``Gemm`` (a batched product's loop: one BLAS call per
+  matrix, BLAS running one thread) writes a block of ``m * n`` elements at ``out_at``
+  and reads its operands' matrices at ``a_at`` and ``b_at``, checked as stores and loads;
 - every name the body reads is bound inside it (a loop variable, a ``Let``, an
   accumulator the body resets): nothing flows between iterations through registers;
 - every ``Store`` outside the row room writes a region of its own per iteration: its
@@ -43,12 +45,13 @@ from dataclasses import replace
 from ..core import registry as primitives
 from ..core.ir import Graph
 from . import loops
-from .kernels import Kernel
+from .kernels import Kernel, Strided
 from .loops import (
     Accumulate,
     Annotations,
     Apply,
     Check,
+    Const,
     Expr,
     Gemm,
     Index,
@@ -183,6 +186,8 @@ def _exprs(stmt: Stmt) -> Iterator[Expr]:
         yield stmt.value
     elif isinstance(stmt, Accumulate):
         yield stmt.value
+    elif isinstance(stmt, Gemm):
+        yield from (stmt.a_at, stmt.b_at, stmt.out_at)
 
 
 def _nodes(expr: Expr) -> Iterator[Expr]:
@@ -214,6 +219,8 @@ def _work(body: Sequence[Stmt]) -> int:
             total += s.extent * _work(s.body)
         elif isinstance(s, RowReduce):
             total += s.n
+        elif isinstance(s, Gemm):
+            total += s.m * s.n * s.k
         else:
             total += sum(_expr_work(e) for e in _exprs(s)) + (1 if isinstance(s, Store) else 0)
     return total
@@ -239,8 +246,9 @@ def _interval(index: Index, extents: Mapping[str, int]) -> tuple[int, int] | Non
     return low, high
 
 
-def _own_region(index: Expr, var: str, extents: Mapping[str, int]) -> bool:
-    """Whether ``index`` writes a region of its own for each value of ``var``."""
+def _own_region(index: Expr, var: str, extents: Mapping[str, int], width: int = 1) -> bool:
+    """Whether ``index`` (and the ``width`` elements from it) writes a region of its own
+    for each value of ``var``."""
     if not isinstance(index, Index):
         return False
     outer = [s for s, t in index.terms if isinstance(t, Ref) and t.name == var]
@@ -253,12 +261,12 @@ def _own_region(index: Expr, var: str, extents: Mapping[str, int]) -> bool:
         if not isinstance(term, Ref) or term.name not in extents:
             return False
         span += abs(stride) * (extents[term.name] - 1)
-    return outer[0] > span
+    return outer[0] >= span + width
 
 
 def _independent(loop: Loop, rows: Mapping[str, tuple[int, int]]) -> bool:
     statements = list(_walk(loop.body))
-    if any(isinstance(s, (Check, Gemm, RandomFill)) for s in statements):
+    if any(isinstance(s, (Check, RandomFill)) for s in statements):
         return False
     extents = _extents(loop)
     bound = set(extents)
@@ -289,12 +297,45 @@ def _independent(loop: Loop, rows: Mapping[str, tuple[int, int]]) -> bool:
         if region is None:
             return False
         written.append((s.arena, region, s.index))
+    lets = {s.name: s.value for s in statements if isinstance(s, Let)}
+    gemms = [s for s in statements if isinstance(s, Gemm)]
+    for g in gemms:
+        out = _matrix(g.out, lets.get(_name(g.out_at)), extents)
+        if out is None or not _own_region(lets[_name(g.out_at)], loop.var, extents,
+                                          g.m * g.n):
+            return False
+        written.append((g.out.arena, out, Const(-1, "int64")))  # no load is exempt
+    for g in gemms:
+        for operand, first in ((g.a, g.a_at), (g.b, g.b_at)):
+            reach = _matrix(operand, lets.get(_name(first)), extents)
+            if reach is None or any(arena == operand.arena and reach[0] <= region[1]
+                                    and region[0] <= reach[1]
+                                    for arena, region, _ in written):
+                return False
     for s in statements:
         for expr in _exprs(s):
             for node in _nodes(expr):
                 if isinstance(node, Load) and not _reads_safely(node, written, extents, rows):
                     return False
     return True
+
+
+def _name(expr: Expr) -> str:
+    return expr.name if isinstance(expr, Ref) else ""
+
+
+def _matrix(operand: Strided, at: Expr | None, extents: Mapping[str, int]
+            ) -> tuple[int, int] | None:
+    """The elements a ``Gemm`` operand's matrices reach over the loop, from ``at`` (the
+    ``Index`` its ``*_at`` names) and the operand's last two axes; None when unknown."""
+    if not isinstance(at, Index):
+        return None
+    reach = _interval(at, extents)
+    if reach is None:
+        return None
+    span = sum((size - 1) * abs(stride)
+               for size, stride in zip(operand.shape[-2:], operand.strides[-2:]))
+    return reach[0], reach[1] + span
 
 
 def _reads_safely(load: Load, written: Sequence[tuple[object, tuple[int, int], Expr]],

@@ -82,6 +82,12 @@ def test_a_large_matrix_product_splits_into_row_blocks_with_the_same_bits(layout
     (gemm,) = [s for s in blocks.body if isinstance(s, loops.Gemm)]
     assert gemm.m * blocks.extent == 128 and gemm.n == 384
     assert gemm.a_layout == layout and gemm.a_ld == (128 if layout == "F" else 0)
+    _same_bits_everywhere(network, y)
+
+
+def _same_bits_everywhere(network, y):
+    """``y`` the same bits on llvm and numba at 1, 2 and 3 threads, and within float32
+    rounding of the reference interpreter."""
     answers = {}
     for backend in ("llvm", "numba"):
         plan = network.entry([y]).lower(backend)
@@ -93,3 +99,57 @@ def test_a_large_matrix_product_splits_into_row_blocks_with_the_same_bits(layout
     assert all(np.array_equal(first, other) for other in answers.values())
     want = network.entry([y]).lower("reference").forward(network.parameters()).of(y)
     np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_batched_product_runs_its_matrices_in_chunks():
+    """Attention's ``q @ k`` over (batch, head): each iteration of the batch loop writes
+    a matrix of its own, so the loop is partitioned; a small one stays whole."""
+    rng = np.random.default_rng(0)
+    tape = tc.Tape()
+    q = tape.input(rng.normal(size=(16, 4, 128, 16)).astype(np.float32), name="q")
+    k = tape.input(rng.normal(size=(16, 4, 16, 128)).astype(np.float32), name="k")
+    y = q @ k
+    network = tape.into_network()
+    (kernel,) = network.entry([y]).lower("reference").program.loops
+    (batch,) = kernel.body
+    assert isinstance(batch, loops.Loop) and batch.extent == 16
+    assert batch.annotations.partition == 1
+    _same_bits_everywhere(network, y)
+    small = tc.Tape()
+    q = small.input(rng.normal(size=(2, 2, 8, 4)).astype(np.float32), name="q")
+    k = small.input(rng.normal(size=(2, 2, 4, 8)).astype(np.float32), name="k")
+    assert not any(_partitions(_loops([q @ k], small)))
+
+
+def test_a_batched_product_writing_one_matrix_for_every_iteration_stays_whole():
+    """The check reads the product's output place: the same block for every iteration
+    (or an operand overlapping the output) keeps the loop on one thread."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(0)
+    tape = tc.Tape()
+    q = tape.input(rng.normal(size=(16, 4, 128, 16)).astype(np.float32), name="q")
+    k = tape.input(rng.normal(size=(16, 4, 16, 128)).astype(np.float32), name="k")
+    y = q @ k
+    (kernel,) = tape.into_network().entry([y]).lower("reference").program.loops
+    (batch,) = kernel.body
+    plain = replace(batch, annotations=loops.Annotations())
+
+    def with_output_at(index):
+        def rewrite(body):
+            return tuple(loops.Let(s.name, index) if isinstance(s, loops.Let) and
+                         s.name == "ob" else replace(s, body=rewrite(s.body))
+                         if isinstance(s, loops.Loop) else s for s in body)
+        return replace(kernel, body=rewrite((plain,)))
+
+    def partitioned(k):
+        (decided,) = partition.annotate([k], {})
+        return decided.body[0].annotations.partition
+
+    (ob,) = [s.value for s in partition._walk(batch.body)
+             if isinstance(s, loops.Let) and s.name == "ob"]
+    assert partitioned(with_output_at(ob)) == 1
+    assert partitioned(with_output_at(loops.Index(ob.base, ()))) == 0
+    (ab,) = [s.value for s in partition._walk(batch.body)
+             if isinstance(s, loops.Let) and s.name == "ab"]
+    assert partitioned(with_output_at(ab)) == 0  # blocks of q's stride overlap: 2048 < 128 * 128
