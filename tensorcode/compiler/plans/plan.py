@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...aot.export import export_plan
 from ...errors import FeedError, RandomError, TensorCodeError
 from ..backends import BACKENDS, Compiled
 from ..backends import get as get_backend
@@ -304,6 +303,8 @@ class Plan:
         shared library: ``lib<name>.so``, ``<name>.h`` and ``manifest.json`` in
         ``directory`` (refused when it is not empty, unless ``force``); the llvm
         backend's code, bit for bit. Returns the manifest (see ``docs/embedding.md``)."""
+        from ...aot.export import export_plan
+
         table = self.parameters() if parameters is None else parameters
         return export_plan(self, pathlib.Path(directory), table, name, force)
 
