@@ -9,7 +9,7 @@ container's or ``taskset``'s limit counts, not the machine's core count).
 Setting it sizes the native worker pool (``pool.py``: ``n - 1`` workers beside the
 calling thread). The BLAS plans call (SciPy's bundled OpenBLAS) runs one thread per
 call, set through its own ``openblas_set_num_threads`` when the knob is set and when the
-llvm backend first loads it: a large matrix product is split into row blocks on the
+llvm backend first loads it: a large matrix product is split into blocks on the
 pool instead (``lower/partition.py``), one BLAS call per block, so BLAS threads and the
 pool's never add up to more than ``n`` runnable threads. OpenBLAS's own threads wait for
 each other by spinning; on a machine whose cores other processes keep busy, measured on

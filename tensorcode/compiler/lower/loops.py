@@ -226,9 +226,9 @@ class Gemm:
     """``out = a @ b`` by BLAS for ``m x k`` and ``k x n`` operands whose last two axes
     BLAS reads in place (``a_layout``, ``b_layout``: ``"C"`` row-major, ``"F"``
     transposed), each starting ``*_at`` elements into its arena; ``out`` row-major.
-    ``a_ld``: the distance in elements between two of ``a``'s stored rows when it is not
-    ``a``'s own width (a block of rows of a transposed ``a``: ``partition.py``); 0 when
-    it is (``k`` for ``"C"``, ``m`` for ``"F"``)."""
+    ``a_ld``, ``b_ld``, ``out_ld``: the distance in elements between two stored rows of
+    ``a``, ``b`` and ``out`` when it is not the operand's own width (a block of a larger
+    product: ``partition.py``); 0 when it is."""
 
     a: Strided
     a_at: Expr
@@ -242,6 +242,8 @@ class Gemm:
     k: int
     n: int
     a_ld: int = 0
+    b_ld: int = 0
+    out_ld: int = 0
 
 
 @dataclass(frozen=True)

@@ -65,23 +65,42 @@ def test_chunks_do_not_depend_on_the_thread_count():
     tc.set_num_threads(threads.available_cpus())
 
 
-@pytest.mark.parametrize("layout", ["C", "F"])
-def test_a_large_matrix_product_splits_into_row_blocks_with_the_same_bits(layout):
-    """Row-major ``a`` (``x @ w``) and transposed ``a`` (a backward pass's ``x.T @ g``:
-    a block of its stored columns, read with the whole product's leading dimension)."""
+#: (a's shape, read transposed, b's shape, read transposed) -> (split side, blocks,
+#: the block's rows or columns, columns left over)
+PRODUCTS = {
+    "rows": ((1024, 256), False, (256, 128), False, "rows", 8, 128, 0),
+    "rows of a transposed a": ((256, 1024), True, (256, 128), False, "rows", 8, 128, 0),
+    "columns": ((128, 256), False, (256, 384), False, "columns", 3, 128, 0),
+    "columns of a transposed b": ((128, 256), False, (384, 256), True, "columns", 3, 128, 0),
+    "columns and the rest": ((128, 256), False, (256, 400), False, "columns", 3, 128, 16),
+}
+
+
+@pytest.mark.parametrize("case", list(PRODUCTS))
+def test_a_large_matrix_product_splits_into_blocks_with_the_same_bits(case):
+    """Rows when the product has at least as many rows as columns, else columns: the
+    larger operand is the one split, each block reading its part once; a block of a
+    transposed operand is a block of its stored columns (rows), read with the whole
+    product's leading dimension."""
+    a_shape, a_t, b_shape, b_t, side, count, size, rest = PRODUCTS[case]
+    rng = np.random.default_rng(0)
     tape = tc.Tape()
-    shape = (128, 256) if layout == "C" else (256, 128)
-    x = tape.input(np.random.default_rng(0).normal(size=shape).astype(np.float32),
-                   name="x")
-    w = tape.parameter(np.random.default_rng(1).normal(size=(256, 384)).astype(np.float32))
-    y = (x if layout == "C" else x.T) @ w
+    x = tape.input(rng.normal(size=a_shape).astype(np.float32), name="x")
+    w = tape.parameter(rng.normal(size=b_shape).astype(np.float32))
+    y = (x.T if a_t else x) @ (w.T if b_t else w)
     network = tape.into_network()
     (kernel,) = network.entry([y]).lower("reference").program.loops
-    (blocks,) = kernel.body
+    blocks = kernel.body[0]
     assert isinstance(blocks, loops.Loop) and blocks.annotations.partition == 1
+    assert blocks.var == side and blocks.extent == count
     (gemm,) = [s for s in blocks.body if isinstance(s, loops.Gemm)]
-    assert gemm.m * blocks.extent == 128 and gemm.n == 384
-    assert gemm.a_layout == layout and gemm.a_ld == (128 if layout == "F" else 0)
+    m, n = y.shape
+    if side == "rows":
+        assert (gemm.m, gemm.n, gemm.a_ld) == (size, n, m if a_t else 0)
+    else:
+        assert (gemm.m, gemm.n, gemm.out_ld, gemm.b_ld) == (m, size, n, 0 if b_t else n)
+    tail = [s for s in kernel.body[1:] if isinstance(s, loops.Gemm)]
+    assert [t.n for t in tail] == ([rest] if rest else [])
     _same_bits_everywhere(network, y)
 
 

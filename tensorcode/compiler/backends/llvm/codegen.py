@@ -457,13 +457,13 @@ class Renderer:
             return
         # M * M: C^T = B^T A^T in BLAS's column-major terms
         transa = "n" if b_layout == "C" else "t"
-        lda = n if b_layout == "C" else kk
+        lda = (s.b_ld or n) if b_layout == "C" else (s.b_ld or kk)
         transb = "n" if a_layout == "C" else "t"
-        ldb = kk if a_layout == "C" else (s.a_ld or m)
+        ldb = (s.a_ld or kk) if a_layout == "C" else (s.a_ld or m)
         fn = self._blas_function(f"{kind}gemm", ir.VoidType(), 13)
         b.call(fn, [self._char(transa), self._char(transb), self._int(n), self._int(m),
                     self._int(kk), self._scalar(1.0, dtype), pb, self._int(lda), pa,
-                    self._int(ldb), self._scalar(0.0, dtype), pc, self._int(n)])
+                    self._int(ldb), self._scalar(0.0, dtype), pc, self._int(s.out_ld or n)])
 
     def _blas_function(self, name: str, result: ir.Type, arity: int) -> ir.Function:
         symbol = f"{BLAS_PREFIX}{name}_"

@@ -254,19 +254,29 @@ class Generator:
                 return f"{span}.reshape(({rows}, {cols}))"
             return f"{span}.reshape(({cols}, {rows})).T"
 
-        def block(loc: Strided, at: loops.Expr, rows: int, cols: int, ld: int) -> str:
-            """A block of rows of a transposed operand, packed (``np.dot`` would copy
-            it, with a warning, to call BLAS: BLAS packs it again either way)."""
+        def strided(loc: Strided, at: loops.Expr, shape: tuple[int, int],
+                    strides: tuple[int, int]) -> str:
             start, item = self.operand(at), NUMPY[loc.dtype].itemsize
-            return (f"np.ascontiguousarray(np.lib.stride_tricks.as_strided("
-                    f"{loc.arena.label}[{start}:], shape=({rows}, {cols}), "
-                    f"strides=({item}, {ld * item})))")
+            return (f"np.lib.stride_tricks.as_strided({loc.arena.label}[{start}:], "
+                    f"shape={shape}, strides=({strides[0] * item}, {strides[1] * item}))")
 
-        a = block(s.a, s.a_at, s.m, s.k, s.a_ld) if s.a_ld and s.a_layout == "F" \
-            else view(s.a, s.a_at, s.a_layout, s.m, s.k)
-        self.out.line(f"np.dot({a}, "
-                      f"{view(s.b, s.b_at, s.b_layout, s.k, s.n)}, "
-                      f"{view(s.out, s.out_at, 'C', s.m, s.n)})")
+        def operand(loc: Strided, at: loops.Expr, layout: str, rows: int, cols: int,
+                    ld: int) -> str:
+            """An operand in place, or a block of a larger one (``ld``) packed first
+            (``np.dot`` would copy it, with a warning, to call BLAS: BLAS packs it again
+            either way)."""
+            if not ld:
+                return view(loc, at, layout, rows, cols)
+            steps = (ld, 1) if layout == "C" else (1, ld)
+            return f"np.ascontiguousarray({strided(loc, at, (rows, cols), steps)})"
+
+        a = operand(s.a, s.a_at, s.a_layout, s.m, s.k, s.a_ld)
+        b = operand(s.b, s.b_at, s.b_layout, s.k, s.n, s.b_ld)
+        if s.out_ld:  # a block of the output's columns: BLAS writes a packed one
+            self.out.line(f"{strided(s.out, s.out_at, (s.m, s.n), (s.out_ld, 1))}[:, :] = "
+                          f"np.dot({a}, {b})")
+            return
+        self.out.line(f"np.dot({a}, {b}, {view(s.out, s.out_at, 'C', s.m, s.n)})")
 
     def s_random_fill(self, s: loops.RandomFill) -> None:
         """A call of the fill of ``random_kernels`` (the Philox stream); every argument
