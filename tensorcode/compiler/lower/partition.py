@@ -11,7 +11,7 @@ whole inside one iteration), so results are the same bits for any number of thre
 Independent iterations, checked on the loop program itself:
 
 - no ``Check`` (a status returns from the kernel), ``Gemm`` (BLAS has threads of its
-  own) or ``RandomFill`` (its workspace is shared) inside the loop;
+  own) or ``Sample`` (its workspace is shared) inside the loop;
 - every name the body reads is bound inside it (a loop variable, a ``Let``, an
   accumulator the body resets): nothing flows between iterations through registers;
 - every ``Store`` outside the row room writes a region of its own per iteration: its
@@ -57,9 +57,9 @@ from .loops import (
     Load,
     Loop,
     LoopKernel,
-    RandomFill,
     Ref,
     RowReduce,
+    Sample,
     Stmt,
     Store,
 )
@@ -250,7 +250,7 @@ def _own_region(index: Expr, var: str, extents: Mapping[str, int]) -> bool:
 
 def _independent(loop: Loop, rows: Mapping[str, tuple[int, int]]) -> bool:
     statements = list(_walk(loop.body))
-    if any(isinstance(s, (Check, Gemm, RandomFill)) for s in statements):
+    if any(isinstance(s, (Check, Gemm, Sample)) for s in statements):
         return False
     extents = _extents(loop)
     bound = set(extents)

@@ -40,7 +40,7 @@ from ...lower.schedule import Schedule
 from . import ops, rows
 from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, POOL_RUN, Layout, layout_of
 from .profile import Counters
-from .random import RandomFills
+from .sample import Sampler
 from .types import (
     ENTRY_TYPE,
     F32,
@@ -76,7 +76,7 @@ class Renderer:
         self.position = {arena: k for k, arena in enumerate(self.layout.arguments)}
         self.kernel_type = ir.FunctionType(I32, [PTR] * len(self.layout.arguments))
         self.rows = rows.RowReductions(self.module)
-        self.random = RandomFills(self.module)
+        self.sampler = Sampler()
         self.b: ir.IRBuilder
         self.fn: ir.Function
         self.args: list[ir.Value] = []
@@ -491,19 +491,15 @@ class Renderer:
     def _scalar(self, value: float, dtype: str) -> ir.Value:
         return self._by_reference(TYPES[dtype], constant(value, dtype))
 
-    def s_random_fill(self, s: loops.RandomFill) -> None:
-        out_pointer, key_pointer = self.pointer(s.out), self.pointer(s.key)
-        if s.op != "categorical":
-            self.random.fill(self.b, s, out_pointer, key_pointer)
-            return
-        logits = s.logits
-        assert logits is not None  # a categorical draw reads its logits
+    def s_sample(self, s: loops.Sample) -> None:
         scratch = [Arena("scratch", d) for d in ("float64", "float64", "int64", "int64")]
         room = tuple(self.b.gep(self.arena(arena), [i64(at)], inbounds=True,
                                 source_etype=TYPES[arena.dtype])
                      for arena, at in zip(scratch, s.workspace))
-        self.random.categorical(self.b, s, out_pointer, key_pointer, self.pointer(logits),
-                                logits.dtype, int(logits.shape[-1]), room)
+        uniforms = self.b.gep(self.arena(scratch[0]), [i64(s.uniforms)], inbounds=True,
+                              source_etype=TYPES["float64"])
+        self.sampler.categorical(self.b, s, self.pointer(s.out), self.pointer(s.logits),
+                                 uniforms, room)
 
 
 #: the renderer of each statement kind of the loop program
@@ -516,7 +512,7 @@ STATEMENTS: dict[type, Callable[[Renderer, Any], None]] = {
     loops.Check: Renderer.s_check,
     loops.RowReduce: Renderer.s_row_reduce,
     loops.Gemm: Renderer.s_gemm,
-    loops.RandomFill: Renderer.s_random_fill,
+    loops.Sample: Renderer.s_sample,
 }
 
 
