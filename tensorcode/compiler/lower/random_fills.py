@@ -6,23 +6,23 @@ renders the float32 approximations (``approximations.py``), so no renderer knows
 random draw is. The stream is ``core/philox.py``'s, bit for bit (the reference backend
 runs that module itself; the tests evaluate these graphs with the registry's NumPy
 references and compare): the loop program has no unsigned types, so a 32-bit word is an
-``int64`` in ``[0, 2**32)``. Then a word times a multiplier below ``2**32`` is the
-32x32->64 product in an ``int64`` whose bits are the ``uint64``'s (a wrapping multiply),
-its high word an arithmetic ``shift_right`` by 32 masked with ``bitwise_and``, and a
-key's sum wraps by the same mask; ``bitwise_xor`` mixes. The counter is a wrapping
-``int64`` sum, as the ``uint64`` one.
+``int64`` in ``[0, 2**32)``. A word times a multiplier is ``mul_wide``, the 32x32->64
+product whose bits are the ``uint64``'s; its high word is an arithmetic ``shift_right``
+by 32 masked with ``bitwise_and``, its low word the mask; a key's sum wraps by the same
+mask; ``bitwise_xor`` mixes. No signed sum or product ever overflows (Numba's are
+undefined when they do): the counter ``base + block`` is taken in 32-bit halves.
 
 A fill is one loop over the node's counter blocks (four words each) writing the elements
-those words make, then the last, partial block (if any) unrolled after it; each
-iteration reads the key itself (so the loop's iterations are independent and a large
-fill runs in chunks on the worker pool, ``partition.py``, the same bits for any thread
-count). Per element: ``random_uniform`` float32 ``(w >> 8) * 2**-24`` (one word),
-float64 ``((a << 21) + (b >> 11)) * 2**-53`` (two), ``bernoulli`` ``w < round(p *
-2**32)`` (one), ``random_normal`` Box-Muller over ``philox.log`` and
-``philox.cos_turns`` in float64 (four words; ``frexp`` from the exponent bits, the
-quadrant by ``where``). A categorical draw's uniforms (two words per row) are filled
-into scratch the same way; its sort and inverse CDF are the ``Sample`` call
-(``statements.py`` says why that part stays a call).
+those words make, then the last, partial block (if any) unrolled after it, both after
+the key's words are read once (a large fill runs in chunks on the worker pool, each
+chunk reading the key itself, ``partition.py``: the same bits for any thread count).
+Per element: ``random_uniform`` float32 ``(w >> 8) * 2**-24`` (one word), float64
+``((a << 21) + (b >> 11)) * 2**-53`` (two), ``bernoulli`` ``w < round(p * 2**32)``
+(one), ``random_normal`` Box-Muller over ``philox.log`` and ``philox.cos_turns`` in
+float64 (four words; ``frexp`` from the exponent bits, the quadrant by ``where``).
+A categorical draw's uniforms (two words per row) are filled into scratch the same
+way; its sort and inverse CDF are the ``Sample`` call (``statements.py`` says why that
+part stays a call).
 """
 
 from __future__ import annotations
@@ -205,13 +205,15 @@ def fill(op: str, out: Strided, key: Strided, offset: int, attrs: dict,
     per = 4 // registry.random_words(op, out.dtype)
     full, rest = divmod(out.size, per)
 
+    g = Graph(f"{tag}k")
+    words_of_key = key_words(g, key)
+    statements: list[Stmt] = list(g.lets)
+
     def one_block(g: Graph, number: Expr, index: Index, count: int) -> list[Stmt]:
-        words = block(g, key_words(g, key), number)
-        made = values(g, op, out.dtype, attrs, words)
+        made = values(g, op, out.dtype, attrs, block(g, words_of_key, number))
         return [*g.lets, *(Store(out.arena, out.dtype, Index(index.base + j, index.terms),
                                  made[j]) for j in range(count))]
 
-    statements: list[Stmt] = []
     if full:
         body = one_block(Graph(tag), _i("add", Ref("blk"), _n(offset)),
                          Index(out.offset, ((per, Ref("blk")),)), per)

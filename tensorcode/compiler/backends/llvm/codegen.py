@@ -251,6 +251,9 @@ class Renderer:
         self.values: dict[str, ir.Value] = {}
         self.accumulators = {a.name: a for a in kernel.accumulators}
         self.slots: dict[str, ir.Value] = {}
+        #: the kernel's top-level ``Let``s so far (a partitioned loop's chunk rebinds
+        #: those it reads, ``partition.outer_lets``)
+        self.top_lets: list[loops.Let] = []
         for stmt in kernel.body:
             if self.accumulators and not self.slots and loops.uses_accumulators(stmt):
                 self._open_slots()
@@ -337,6 +340,8 @@ class Renderer:
     # statements
     def s_let(self, s: loops.Let) -> None:
         self.values[s.name] = self.value(s.value)
+        if self.depth == 0:
+            self.top_lets.append(s)
 
     def s_store(self, s: loops.Store) -> None:
         value = self.value(s.value)
@@ -356,14 +361,15 @@ class Renderer:
     def _partitioned(self, s: loops.Loop) -> None:
         """A partitioned loop: its chunks as a function ``chunk(ctx, c)`` over
         iterations ``[c * partition, min(extent, (c + 1) * partition))`` with ``ctx`` the
-        kernel's arena pointers and a row room of its own, called through the worker
+        kernel's arena pointers and a row room of its own (binding again the top-level
+        ``Let``s the loop reads, ``partition.outer_lets``), called through the worker
         pool's ``tc_pool_run`` (``backends/pool.py``), which runs every chunk once."""
         chunk_type = ir.FunctionType(ir.VoidType(), [PTR, I64])
         name = f"{self.fn.name}.part{len(self.module.globals)}"
         chunk_fn = ir.Function(self.module, chunk_type, name)
         chunk_fn.linkage = "internal"
-        outer = (self.fn, self.b, self.args, self.slots, self.private)
-        self.fn, self.slots = chunk_fn, {}
+        outer = (self.fn, self.b, self.args, self.slots, self.private, self.values)
+        self.fn, self.slots, self.values = chunk_fn, {}, dict(self.values)
         self.b = b = ir.IRBuilder(chunk_fn.append_basic_block("entry"))
         context, c = chunk_fn.args
         self.args = [b.load(b.gep(context, [i64(k)], inbounds=True, source_etype=PTR),
@@ -375,12 +381,14 @@ class Renderer:
         high = b.add(low, i64(size), flags=["nuw", "nsw"])
         high = b.select(b.icmp_signed("<", high, i64(s.extent)), high, i64(s.extent))
         self.depth = 1
+        for let in partition.outer_lets(self.top_lets, s):
+            self.values[let.name] = self.value(let.value)
         with loop(b, b.sub(high, low), s.var) as index:
             self.values[s.var] = self.b.add(low, index, flags=["nuw", "nsw"])
             self.block(s.body)
         self.depth = 0
         self.b.ret_void()
-        self.fn, self.b, self.args, self.slots, self.private = outer
+        self.fn, self.b, self.args, self.slots, self.private, self.values = outer
         b = self.b
         entry = self.fn.entry_basic_block
         with b.goto_block(entry):
