@@ -5,12 +5,13 @@ Every compiled backend renders these statements with its own op table, exactly a
 renders the float32 approximations (``approximations.py``), so no renderer knows what a
 random draw is. The stream is ``core/philox.py``'s, bit for bit (the reference backend
 runs that module itself; the tests evaluate these graphs with the registry's NumPy
-references and compare): the loop program has no unsigned types, so a 32-bit word is an
-``int64`` in ``[0, 2**32)``. A word times a multiplier is ``mul_wide``, the 32x32->64
-product whose bits are the ``uint64``'s; its high word is an arithmetic ``shift_right``
-by 32 masked with ``bitwise_and``, its low word the mask; a key's sum wraps by the same
-mask; ``bitwise_xor`` mixes. No signed sum or product ever overflows (Numba's are
-undefined when they do): the counter ``base + block`` is taken in 32-bit halves.
+references, ``approximations.evaluate_graph``, and compare). The loop program has no
+unsigned types, so a 32-bit word is an ``int64`` in ``[0, 2**32)``. A word times a
+multiplier is ``mul_wide``, the 32x32->64 product whose bits are the ``uint64``'s; its
+high word is an arithmetic ``shift_right`` by 32 masked with ``bitwise_and``, its low
+word the mask; a key's sum wraps by the same mask; ``bitwise_xor`` mixes. No signed sum
+or product ever overflows (Numba's are undefined when they do): the counter ``base +
+block`` is taken in 32-bit halves.
 
 A fill is one loop over the node's counter blocks (four words each) writing the elements
 those words make, then the last, partial block (if any) unrolled after it, both after
@@ -26,8 +27,6 @@ part stays a call).
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from ..core import philox, registry
 from .kernels import Strided
@@ -224,28 +223,5 @@ def fill(op: str, out: Strided, key: Strided, offset: int, attrs: dict,
     return statements
 
 
-def evaluate(lets: list[Let], result: Expr, values: dict[str, np.ndarray]) -> np.ndarray:
-    """``result`` of the statements ``lets`` over NumPy arrays (``values``: the names
-    they read), by the registry's references of their ops: what the generated code
-    computes, operation for operation (the tests' view of a scalar graph)."""
-    values = dict(values)
-
-    def value(e: Expr) -> np.ndarray:
-        if isinstance(e, Const):
-            return np.asarray(e.value).astype(e.dtype)
-        if isinstance(e, Ref):
-            return values[e.name]
-        assert isinstance(e, Apply)
-        args = [value(a) for a in e.args]
-        attrs = {"dtype": e.dtype} if e.op in ("astype", "bitcast") else {}
-        with np.errstate(all="ignore"):
-            out = registry.REGISTRY[e.op].reference(args, attrs)
-        return np.asarray(out).astype(e.dtype, copy=False)
-
-    for let in lets:
-        values[let.name] = value(let.value)
-    return value(result)
-
-
 __all__ = ["Graph", "key_words", "block", "unit_f64", "log", "cos_turns", "normal", "values",
-           "fill", "evaluate"]
+           "fill"]
