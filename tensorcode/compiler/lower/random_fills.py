@@ -121,6 +121,12 @@ def block(g: Graph, key: list[Ref], number: Expr) -> list[Ref]:
 # words -> numbers
 
 
+def _float(x: Expr, dtype: str = F64) -> Apply:
+    """The float of an int64 below ``2**31`` in magnitude, through int32 (SIMD converts
+    int32, not int64, to floats)."""
+    return Apply("astype", (Apply("astype", (x,), "int32", I64),), dtype, "int32")
+
+
 def unit_f64(a: Expr, b: Expr) -> Apply:
     """``philox.unit_f64``: ``((a << 21) + (b >> 11)) * 2**-53`` (exact)."""
     bits = _i("add", _i("shift_left", a, _n(21)), _i("shift_right", b, _n(11)))
@@ -142,7 +148,7 @@ def log(g: Graph, x: Expr) -> Expr:
     term: Expr = _x(1.0 / 23.0)
     for k in range(10, -1, -1):
         term = g.let("t", _f("add", _x(1.0 / (2 * k + 1)), _f("mul", s2, term)))
-    return _f("add", _f("mul", Apply("astype", (e,), F64, I64), _x(philox.LN2)),
+    return _f("add", _f("mul", _float(e), _x(philox.LN2)),
               _f("mul", _f("mul", _x(2.0), s), term))
 
 
@@ -181,7 +187,7 @@ def normal(g: Graph, words: list[Ref]) -> Expr:
 def values(g: Graph, op: str, dtype: str, attrs: dict, words: list[Ref]) -> list[Expr]:
     """The elements of ``dtype`` that one block's four words make for ``op``."""
     if op == "random_uniform" and dtype == "float32":
-        return [Apply("mul", (Apply("astype", (_i("shift_right", w, _n(8)),), dtype, I64),
+        return [Apply("mul", (_float(_i("shift_right", w, _n(8)), dtype),
                               Const(philox.TWO_M24, dtype)), dtype, dtype) for w in words]
     if op == "random_uniform":
         return [unit_f64(words[0], words[1]), unit_f64(words[2], words[3])]

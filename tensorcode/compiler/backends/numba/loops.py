@@ -130,7 +130,7 @@ class Generator:
         self.out = _Emitter()
         self.tags = 0
         self.intrinsics: set[str] = set()
-        self.random_fills: set[str] = set()
+        self.samplers: set[str] = set()
 
     # -- names ----------------------------------------------------------------------
     def const(self, value: Any, dtype: str) -> str:
@@ -264,7 +264,7 @@ class Generator:
         temperature = self.const(s.attrs["temperature"], "float64")
         top_p = self.const(s.attrs["top_p"], "float64")
         uniforms = Arena("scratch", "float64").label
-        self.random_fills.add("sample_rows")
+        self.samplers.add("sample_rows")
         self.out.line(f"sample_rows({out.arena.label}, {out.offset}, {out.size}, "
                       f"{logits.arena.label}, {logits.offset}, {int(logits.shape[-1])}, "
                       f"{uniforms}, {s.uniforms}, {temperature}, {int(s.attrs['top_k'])}, "
