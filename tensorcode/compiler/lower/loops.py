@@ -7,7 +7,7 @@ scatter-add, one-hot, concat, pad, copy, random) into one ``LoopKernel`` once, h
 renderer is then a table of statement kinds and a table of scalar ops, and never sees a
 kernel kind.
 
-Values (``Expr``):
+Values (``Expr``; these and the statements are the classes of ``statements.py``):
 
 - ``Const(value, dtype)``: a number baked into the code;
 - ``Ref(name)``: a loop variable, a value a ``Let`` bound, or an accumulator's current
