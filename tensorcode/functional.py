@@ -30,9 +30,10 @@ from .compiler.trace.tape import Expr
 #: registry ops whose public function has another name
 PUBLIC_NAMES = {"detach": "stop_gradient"}
 #: registry ops that only gradient rules record (the adjoints of ``slice`` and ``take``),
-#: and the bit operations only scalar graphs use (the float32 approximations)
+#: and the bit operations only scalar graphs use (the float32 approximations, Philox)
 INTERNAL_OPS = frozenset({"pad", "scatter_add", "floor", "shift_left", "shift_right",
-                          "bitcast"})
+                          "bitcast", "bitwise_and", "bitwise_or", "bitwise_xor",
+                          "mul_wide"})
 #: functions built from primitives, with no registry entry of their own
 COMPOSITES = ("softmax", "log_softmax", "logsumexp", "cross_entropy", "layer_norm", "gelu",
               "mse", "dropout")

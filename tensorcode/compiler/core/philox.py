@@ -5,11 +5,11 @@ thread, so every draw is a pure function of ``(key, counter)``: Philox-4x32 with
 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", the generator
 JAX and PyTorch use) maps a 128-bit counter and a 64-bit key to four 32-bit words.
 
-The mixing is written once, in ``philox4x32``, with nothing but ``*``, ``>>``, ``&``,
-``^`` and ``+`` on unsigned 64-bit values holding 32-bit numbers: the reference
-interpreter calls it on NumPy ``uint64`` arrays (all blocks at once), and the Numba
-backend compiles the same function for scalars inside its loops. Both produce the
-same words bit for bit.
+The mixing is ``philox4x32``, with nothing but ``*``, ``>>``, ``&``, ``^`` and ``+`` on
+unsigned 64-bit values holding 32-bit numbers: the reference interpreter calls it on
+NumPy ``uint64`` arrays (all blocks at once). The compiled backends draw the same words
+from loop-program statements written once, operation for operation
+(``lower/random_fills.py``, held to this module bit for bit by its tests).
 
 A random node owns a range of counter blocks ``[offset, offset + blocks)``; element
 ``e`` of its output (its logical row-major position, so padding rows appended to a
@@ -21,8 +21,9 @@ of the counter's first two words (the other two are zero).
 The float transforms are scalar functions over IEEE double arithmetic only (``+ - * /``,
 ``math.sqrt``, ``math.frexp``, ``math.ldexp``, ``math.floor``), with their own ``log``,
 ``exp`` and ``cos``, so they round identically in CPython and in Numba and on every
-platform (no libm whose last bit may differ). Numba compiles them; the reference
-interpreter calls them per element.
+platform (no libm whose last bit may differ). The reference interpreter calls them per
+element; ``lower/random_fills.py`` restates the uniform, normal and Bernoulli transforms as
+statements, and the Numba backend compiles ``categorical_row`` (with ``exp``) itself.
 """
 
 from __future__ import annotations

@@ -292,8 +292,9 @@ for _name, (_fn, _symbol) in COMPARISONS.items():
 
 
 # ---------------------------------------------------------------------------------------
-# bit operations: what scalar graphs (the float32 approximations, lower/approximations.py)
-# build numbers from; no gradient, offered on no surface (recorded with ``Tape.apply``)
+# bit operations: what scalar graphs (the float32 approximations, lower/approximations.py,
+# and the Philox rounds, lower/random_fills.py) build numbers from; no gradient, offered on
+# no surface (recorded with ``Tape.apply``)
 
 _unary("floor", np.floor, None, method=False)
 
@@ -308,7 +309,8 @@ def _integer_binary_infer(name: str) -> InferRule:
 
 
 def _shift(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
-    """An integer shift (``shift_right`` is arithmetic: the sign bit is kept)."""
+    """A bit operation of two integers (``shift_right`` is arithmetic: the sign bit is
+    kept)."""
     def reference(arrays: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         a, b = arrays
         return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
@@ -317,6 +319,20 @@ def _shift(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Non
 
 _shift("shift_left", np.left_shift)
 _shift("shift_right", np.right_shift)
+# bitwise and, or, xor of two integers (the Philox rounds hold 32-bit words in int64)
+_shift("bitwise_and", np.bitwise_and)
+_shift("bitwise_or", np.bitwise_or)
+_shift("bitwise_xor", np.bitwise_xor)
+
+
+def _mul_wide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (np.asarray(a).astype(np.uint64) * np.asarray(b).astype(np.uint64)).astype(a.dtype)
+
+
+# the product modulo 2**64 as an unsigned multiply computes it: for two 32-bit words the
+# 32x32->64 product (``mul`` of int64 may not overflow in generated code: Numba marks
+# signed products as never overflowing, so an overflow there is undefined)
+_shift("mul_wide", _mul_wide)
 
 
 def _bitcast_infer(types: Sequence[Type], attrs: Attrs) -> Type:

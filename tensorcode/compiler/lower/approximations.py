@@ -26,12 +26,13 @@ zero, NaN stays NaN.
 ``expand(op, x, tag)`` writes the approximation of ``op`` applied to ``x`` (a loop
 program value) as ``Let`` statements (their names end in ``tag``) and the result's
 value; ``evaluate(op, array)`` runs the same graph over a NumPy array with the registry's
-references, which is how the tests read what the generated code computes.
+references (``evaluate_graph`` any scalar graph), which is how the tests read what the
+generated code computes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -153,7 +154,17 @@ def evaluate(op: str, x: np.ndarray) -> np.ndarray:
     """The approximation of ``op`` over a float32 array, by the registry's NumPy
     references of the graph's ops (what the generated code computes, operation for
     operation)."""
-    values: dict[str, np.ndarray] = {"x": np.asarray(x, np.float32)}
+    lets, result = expand(op, Ref("x"), "0")
+    return np.asarray(evaluate_graph(lets, result, {"x": np.asarray(x, np.float32)}),
+                      np.float32)
+
+
+def evaluate_graph(lets: Sequence[Let], result: Expr, values: dict[str, np.ndarray]
+                   ) -> np.ndarray:
+    """``result`` of the scalar graph ``lets`` over NumPy arrays (``values``: the names
+    it reads) by the registry's references of its ops: what the generated code computes,
+    operation for operation (the tests' view of a scalar graph)."""
+    values = dict(values)
 
     def value(e: Expr) -> np.ndarray:
         if isinstance(e, Const):
@@ -167,10 +178,9 @@ def evaluate(op: str, x: np.ndarray) -> np.ndarray:
             out = registry.REGISTRY[e.op].reference(args, attrs)
         return np.asarray(out).astype(e.dtype, copy=False)
 
-    lets, result = expand(op, Ref("x"), "0")
     for let in lets:
         values[let.name] = value(let.value)
-    return np.asarray(value(result), np.float32)
+    return value(result)
 
 
 def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -182,7 +192,7 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(ordered(a) - ordered(b))
 
 
-__all__ = ["APPROXIMATIONS", "expand", "evaluate", "ulp_distance", "TANH_ULP_BOUND",
-           "EXP_ULP_BOUND", "TANH_CLAMP", "TANH_TINY", "TANH_NUMERATOR", "TANH_DENOMINATOR",
-           "EXP_HIGH", "EXP_LOW", "EXP_LOG2E", "EXP_LN2_HIGH", "EXP_LN2_LOW",
-           "EXP_POLYNOMIAL"]
+__all__ = ["APPROXIMATIONS", "expand", "evaluate", "evaluate_graph", "ulp_distance",
+           "TANH_ULP_BOUND", "EXP_ULP_BOUND", "TANH_CLAMP", "TANH_TINY", "TANH_NUMERATOR",
+           "TANH_DENOMINATOR", "EXP_HIGH", "EXP_LOW", "EXP_LOG2E", "EXP_LN2_HIGH",
+           "EXP_LN2_LOW", "EXP_POLYNOMIAL"]

@@ -7,7 +7,7 @@ scatter-add, one-hot, concat, pad, copy, random) into one ``LoopKernel`` once, h
 renderer is then a table of statement kinds and a table of scalar ops, and never sees a
 kernel kind.
 
-Values (``Expr``):
+Values (``Expr``; these and the statements are the classes of ``statements.py``):
 
 - ``Const(value, dtype)``: a number baked into the code;
 - ``Ref(name)``: a loop variable, a value a ``Let`` bound, or an accumulator's current
@@ -34,8 +34,8 @@ Statements (``Stmt``):
   ``0 <= value < size`` (an index operand's range);
 - calls, where a library or a shared routine does the work: ``RowReduce`` (a row of
   terms in scratch reduced by a vectorized routine, binding ``name``), ``Gemm`` (a
-  matrix product by BLAS, the way ``np.dot`` calls it) and ``RandomFill`` (a Philox
-  draw into an output).
+  matrix product by BLAS, the way ``np.dot`` calls it) and ``Sample`` (a categorical
+  draw: each row's tokens in sorted order).
 
 Numerics decided here, so every renderer computes the same: float sums and means
 accumulate in float64 (integer sums in int64) and round once when stored; a reduction's
@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -75,220 +74,30 @@ from .kernels import (
     c_strides,
 )
 from .layout import ROW_REDUCTION_MIN, coalesce, fused_layout, row_terms
+from .random_fills import fill as random_fill
 from .schedule import blas_layout
-
-# ---------------------------------------------------------------------------------------
-# values
-
-
-@dataclass(frozen=True)
-class Const:
-    """A number of ``dtype`` baked into the code."""
-
-    value: Any
-    dtype: str
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A loop variable, a ``Let``'s value or an accumulator's current value."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class Index:
-    """``base + sum(stride * term)`` as int64 (the terms in order; zero strides drop)."""
-
-    base: int
-    terms: tuple[tuple[int, Expr], ...] = ()
-
-
-@dataclass(frozen=True)
-class Load:
-    """Element ``index`` of ``arena`` (elements of ``dtype``)."""
-
-    arena: Arena
-    dtype: str
-    index: Expr
-
-
-@dataclass(frozen=True)
-class Apply:
-    """The registry's elementwise op ``op`` of ``args``: a ``dtype`` result, operand 0
-    of dtype ``operand``."""
-
-    op: str
-    args: tuple[Expr, ...]
-    dtype: str
-    operand: str
-
-
-Expr = Const | Ref | Index | Load | Apply
-
-
-# ---------------------------------------------------------------------------------------
-# statements
-
-
-@dataclass(frozen=True)
-class Annotations:
-    """How a loop may run: ``vectorize`` width and ``unroll`` factor (0: the compiler's
-    choice), ``tile`` (0: untiled) and ``partition`` (0: one thread; else the fixed
-    chunk of iterations a thread takes, so a result does not depend on the number of
-    threads). The llvm renderer honours ``partition`` (``partition.py``); the others
-    none yet: LLVM's loop unroller stays off and its vectorizer decides the width."""
-
-    vectorize: int = 0
-    unroll: int = 0
-    tile: int = 0
-    partition: int = 0
-
-
-@dataclass(frozen=True)
-class Let:
-    name: str
-    value: Expr
-
-
-@dataclass(frozen=True)
-class Store:
-    """``arena[index] = value`` (``value`` evaluated first)."""
-
-    arena: Arena
-    dtype: str
-    index: Expr
-    value: Expr
-
-
-@dataclass(frozen=True)
-class Loop:
-    var: str
-    extent: int
-    body: tuple[Stmt, ...]
-    annotations: Annotations = Annotations()
-
-
-@dataclass(frozen=True)
-class Accumulator:
-    """A register accumulator of a kernel: ``name``, ``dtype`` and ``identity``."""
-
-    name: str
-    dtype: str
-    identity: Const
-
-
-@dataclass(frozen=True)
-class Init:
-    """Reset accumulator ``name`` to its identity."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class Accumulate:
-    """``name = combine(name, value)``; ``value`` of ``dtype``, widened to the
-    accumulator's dtype first."""
-
-    name: str
-    combine: str
-    value: Expr
-    dtype: str
-
-
-@dataclass(frozen=True)
-class Check:
-    """Stop with ``message`` unless ``0 <= value < size`` (``value`` an int64)."""
-
-    value: Expr
-    size: int
-    message: str
-
-
-@dataclass(frozen=True)
-class RowReduce:
-    """``name`` = ``op`` (sum, max, min) of the ``n`` terms of ``dtype`` at ``start`` in
-    the scratch arena of ``dtype``: a float64 for a sum, a ``dtype`` value otherwise."""
-
-    name: str
-    op: str
-    dtype: str
-    start: int
-    n: int
-
-    @property
-    def result(self) -> str:
-        return "float64" if self.op == "sum" else self.dtype
-
-
-@dataclass(frozen=True)
-class Gemm:
-    """``out = a @ b`` by BLAS for ``m x k`` and ``k x n`` operands whose last two axes
-    BLAS reads in place (``a_layout``, ``b_layout``: ``"C"`` row-major, ``"F"``
-    transposed), each starting ``*_at`` elements into its arena; ``out`` row-major.
-    ``a_ld``, ``b_ld``, ``out_ld``: the distance in elements between two stored rows of
-    ``a``, ``b`` and ``out`` when it is not the operand's own width (a block of a larger
-    product: ``partition.py``); 0 when it is."""
-
-    a: Strided
-    a_at: Expr
-    a_layout: str
-    b: Strided
-    b_at: Expr
-    b_layout: str
-    out: Strided
-    out_at: Expr
-    m: int
-    k: int
-    n: int
-    a_ld: int = 0
-    b_ld: int = 0
-    out_ld: int = 0
-
-
-@dataclass(frozen=True)
-class RandomFill:
-    """``out`` (contiguous) filled by random op ``op`` from the Philox stream of the
-    four words of ``key`` from counter block ``offset`` (``core/philox.py``); ``attrs``
-    the op's other attributes. A categorical draw reads contiguous ``logits`` rows and
-    keeps its per-row workspace in scratch at ``workspace``: (float64 scaled row,
-    float64 cumulative weights, int64 order, int64 merge room) offsets."""
-
-    op: str
-    out: Strided
-    key: Strided
-    offset: int
-    attrs: dict[str, Any]
-    logits: Strided | None = None
-    workspace: tuple[int, int, int, int] = (0, 0, 0, 0)
-
-
-Stmt = Let | Store | Loop | Init | Accumulate | Check | RowReduce | Gemm | RandomFill
-Call = RowReduce | Gemm | RandomFill
-
-
-@dataclass(frozen=True)
-class LoopKernel:
-    """One kernel as a loop program: ``body``, the ``accumulators`` it declares, the
-    graph ``nodes`` it computes and a ``title`` for printed code."""
-
-    body: tuple[Stmt, ...]
-    accumulators: tuple[Accumulator, ...] = ()
-    nodes: tuple[int, ...] = ()
-    title: str = ""
-
-    def statements(self) -> list[Stmt]:
-        """Every statement, loops' bodies included, in order."""
-        found: list[Stmt] = []
-
-        def walk(body: Sequence[Stmt]) -> None:
-            for s in body:
-                found.append(s)
-                if isinstance(s, Loop):
-                    walk(s.body)
-        walk(self.body)
-        return found
-
+from .statements import (
+    Accumulate,
+    Accumulator,
+    Annotations,
+    Apply,
+    Call,
+    Check,
+    Const,
+    Expr,
+    Gemm,
+    Index,
+    Init,
+    Let,
+    Load,
+    Loop,
+    LoopKernel,
+    Ref,
+    RowReduce,
+    Sample,
+    Stmt,
+    Store,
+)
 
 # ---------------------------------------------------------------------------------------
 # reductions: identities and accumulator dtypes, once
@@ -825,11 +634,13 @@ class Lowering:
 
     # random draws
     def k_random(self, kernel: RandomKernel) -> None:
+        """The Philox stream's loops (``random_fills.py``); a categorical draw fills its
+        rows' uniforms into scratch that way, then samples each row (``Sample``)."""
         out, key = kernel.out, kernel.key
         assert isinstance(key, Strided) and out.contiguous  # an input; a fresh buffer
         if kernel.op != "categorical":
-            self.out.add(RandomFill(kernel.op, out, key, int(kernel.offset),
-                                    dict(kernel.attrs)))
+            for stmt in random_fill(kernel.op, out, key, int(kernel.offset), kernel.attrs):
+                self.out.add(stmt)
             return
         logits = kernel.logits
         assert isinstance(logits, Strided)
@@ -844,14 +655,18 @@ class Lowering:
 
         workspace = (scratch("float64", classes), scratch("float64", classes),
                      scratch("int64", classes), scratch("int64", classes))
+        rows = out.size
+        uniforms = scratch("float64", rows)
         if not logits.contiguous:  # gathered into scratch first
             at = scratch(logits.dtype, math.prod(shape))
             copy = Strided(Arena("scratch", logits.dtype), at, shape, c_strides(shape),
                            logits.dtype)
             self.copy(logits, copy)
             logits = copy
-        self.out.add(RandomFill(kernel.op, out, key, int(kernel.offset), dict(kernel.attrs),
-                                logits, workspace))
+        into = Strided(Arena("scratch", "float64"), uniforms, (rows,), (1,), "float64")
+        for stmt in random_fill("random_uniform", into, key, int(kernel.offset), {}):
+            self.out.add(stmt)
+        self.out.add(Sample(out, logits, uniforms, dict(kernel.attrs), workspace))
 
 
 class _Rows:
@@ -887,14 +702,14 @@ def _blas_layout(loc: Strided, rows: int, cols: int) -> str:
 
 def categorical_room(kernel: Kernel) -> dict[str, int]:
     """Scratch a categorical draw needs past the rows (``scratch_sizes``): its scaled
-    row and cumulative weights (float64), the sorted order and the merge's workspace
-    (int64), and a contiguous copy of strided logits."""
+    row, cumulative weights and each row's uniform (float64), the sorted order and the
+    merge's workspace (int64), and a contiguous copy of strided logits."""
     if not isinstance(kernel, RandomKernel) or kernel.op != "categorical":
         return {}
     logits = kernel.logits
     assert isinstance(logits, Strided)  # the schedule gives a categorical array logits
     classes = int(logits.shape[-1])
-    room = {"float64": 2 * classes, "int64": 2 * classes}
+    room = {"float64": 2 * classes + kernel.out.size, "int64": 2 * classes}
     if not logits.contiguous:
         room[logits.dtype] = room.get(logits.dtype, 0) + math.prod(logits.shape)
     return room
@@ -1015,6 +830,6 @@ def errors(kernels: Sequence[LoopKernel]) -> list[str]:
 
 __all__ = ["Const", "Ref", "Index", "Load", "Apply", "Expr", "Annotations", "Let", "Store",
            "Loop", "Accumulator", "Init", "Accumulate", "Check", "RowReduce", "Gemm",
-           "RandomFill", "Stmt", "Call", "LoopKernel", "COMBINE", "identity",
+           "Sample", "Stmt", "Call", "LoopKernel", "COMBINE", "identity",
            "accumulator_dtype", "index_message", "lower", "scratch_sizes", "row_room",
            "categorical_room", "errors", "uses_accumulators", "describe"]

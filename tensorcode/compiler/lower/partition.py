@@ -10,12 +10,14 @@ whole inside one iteration), so results are the same bits for any number of thre
 
 Independent iterations, checked on the loop program itself:
 
-- no ``Check`` (a status returns from the kernel) or ``RandomFill`` (its workspace is
+- no ``Check`` (a status returns from the kernel) or ``Sample`` (its workspace is
   shared) inside the loop; a ``Gemm`` (a batched product's loop: one BLAS call per
   matrix, BLAS running one thread) writes a block of ``m * n`` elements at ``out_at``
   and reads its operands' matrices at ``a_at`` and ``b_at``, checked as stores and loads;
 - every name the body reads is bound inside it (a loop variable, a ``Let``, an
-  accumulator the body resets): nothing flows between iterations through registers;
+  accumulator the body resets) or by a top-level ``Let`` before the loop, which each
+  chunk binds again (``outer_lets``): nothing flows between iterations through
+  registers;
 - every ``Store`` outside the row room writes a region of its own per iteration: its
   index steps by the loop variable with a stride wider than what the inner terms span;
 - every ``Load`` reads nothing another iteration writes: its elements lie outside every
@@ -60,9 +62,9 @@ from .loops import (
     Load,
     Loop,
     LoopKernel,
-    RandomFill,
     Ref,
     RowReduce,
+    Sample,
     Stmt,
     Store,
 )
@@ -112,8 +114,39 @@ def annotate(kernels: Sequence[LoopKernel], rows: Mapping[str, tuple[int, int]]
              ) -> tuple[LoopKernel, ...]:
     """``kernels`` with each partitionable, large enough top-level loop annotated with
     its chunk (see the module doc); ``rows``: the row room, private to a chunk."""
-    return tuple(replace(k, body=_split_gemm(k.body) or tuple(_decide(s, rows) for s in k.body))
+    return tuple(replace(k, body=_split_gemm(k.body) or _decide_each(k.body, rows))
                  for k in kernels)
+
+
+def _decide_each(body: Sequence[Stmt], rows: Mapping[str, tuple[int, int]]
+                 ) -> tuple[Stmt, ...]:
+    """Each top-level statement decided (``_decide``), a loop with the ``Let``s before
+    it that it reads (``outer_lets``)."""
+    decided: list[Stmt] = []
+    lets: list[Let] = []
+    for s in body:
+        if isinstance(s, Let):
+            lets.append(s)
+        decided.append(_decide(s, rows, outer_lets(lets, s) if isinstance(s, Loop) else []))
+    return tuple(decided)
+
+
+def outer_lets(lets: Sequence[Let], loop: Loop) -> list[Let]:
+    """The top-level ``Let``s among ``lets`` (those before ``loop``, in order) whose
+    names ``loop`` reads without binding them, with those they read in turn (a random
+    fill's key words): a partitioned loop's chunk binds them again itself, as it reads
+    nothing bound outside it."""
+    statements = list(_walk(loop.body))
+    bound = set(_extents(loop)) | {s.name for s in statements if isinstance(s, Let)}
+    needed = {node.name for s in statements for e in _exprs(s) for node in _nodes(e)
+              if isinstance(node, Ref)} - bound
+    chosen: list[Let] = []
+    for let in reversed(lets):
+        if let.name in needed:
+            chosen.append(let)
+            needed.discard(let.name)
+            needed |= {node.name for node in _nodes(let.value) if isinstance(node, Ref)}
+    return chosen[::-1]
 
 
 def _split_gemm(body: Sequence[Stmt]) -> tuple[Stmt, ...] | None:
@@ -202,11 +235,15 @@ def in_row_room(arena_role: str, dtype: str, index: Expr,
 # ---------------------------------------------------------------------------------------
 
 
-def _decide(stmt: Stmt, rows: Mapping[str, tuple[int, int]]) -> Stmt:
+def _decide(stmt: Stmt, rows: Mapping[str, tuple[int, int]], outer: Sequence[Let] = ()
+            ) -> Stmt:
+    """``stmt`` partitioned when it is a large loop of independent iterations (with
+    ``outer``, the ``Let``s before it that its chunks bind again)."""
     if not isinstance(stmt, Loop) or stmt.extent < 2 or stmt.annotations.partition:
         return stmt
     per_iteration = _work(stmt.body)
-    if per_iteration * stmt.extent < MIN_WORK or not _independent(stmt, rows):
+    if per_iteration * stmt.extent < MIN_WORK or \
+            not _independent(replace(stmt, body=(*outer, *stmt.body)), rows):
         return stmt
     chunk = max(1, math.ceil(CHUNK_WORK / max(per_iteration, 1)))
     if chunk >= stmt.extent:
@@ -309,7 +346,7 @@ def _own_region(index: Expr, var: str, extents: Mapping[str, int], width: int = 
 
 def _independent(loop: Loop, rows: Mapping[str, tuple[int, int]]) -> bool:
     statements = list(_walk(loop.body))
-    if any(isinstance(s, (Check, RandomFill)) for s in statements):
+    if any(isinstance(s, (Check, Sample)) for s in statements):
         return False
     extents = _extents(loop)
     bound = set(extents)
@@ -400,4 +437,4 @@ def _reads_safely(load: Load, written: Sequence[tuple[object, tuple[int, int], E
 
 
 __all__ = ["CHUNK_WORK", "MIN_WORK", "TRANSCENDENTAL", "annotate", "chunks", "in_row_room",
-           "lower", "row_regions"]
+           "lower", "outer_lets", "row_regions"]

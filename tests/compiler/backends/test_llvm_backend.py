@@ -11,6 +11,8 @@ program, the classifier and the exact-math program are compared in
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from compiler_graphs import mlp_program, random_program
@@ -65,6 +67,24 @@ def test_every_elementwise_op_has_a_lowering_and_the_approximations_are_one_tabl
     assert {"floor", "shift_left", "shift_right", "bitcast", "where"} <= used
     assert used <= set(LOWERINGS) and used <= set(ops.LOWERINGS)
     assert not hasattr(ops, "APPROXIMATIONS")
+    # so is the Philox stream (lower/random_fills.py): no backend holds a round of it
+    from tensorcode.compiler.lower import random_fills
+    from tensorcode.compiler.lower.kernels import Arena, Strided
+
+    used.clear()
+    key = Strided(Arena("input", "int64"), 0, (4,), (1,), "int64")
+    for op, dtype, attrs in (("random_uniform", "float32", {}), ("random_uniform", "float64", {}),
+                             ("random_normal", "float32", {}), ("bernoulli", "int32", {"p": 0.5})):
+        out = Strided(Arena("output", dtype), 0, (7,), (1,), dtype)
+        for stmt in loops.LoopKernel(tuple(random_fills.fill(op, out, key, 3, attrs))).statements():
+            for v in [getattr(stmt, "value", None), getattr(stmt, "index", None)]:
+                if v is not None:
+                    walk(v)
+    assert {"mul_wide", "bitwise_xor", "bitwise_and", "bitcast", "sqrt"} <= used
+    assert used <= set(LOWERINGS) and used <= set(ops.LOWERINGS)
+    backends = Path(ops.__file__).parents[1]
+    assert not [p for p in backends.rglob("*.py") if "philox4x32" in p.read_text() or
+                "philox.M" in p.read_text()]
 
 
 def test_integer_programs():

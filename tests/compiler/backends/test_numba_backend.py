@@ -66,6 +66,15 @@ def all_ops_program(dtype: str):
     shifted = tape.apply("shift_right", [tape.apply("shift_left", [bits, one]), one])
     bit_ops = [tape.apply("floor", [h * 3.0]), shifted,
                tape.apply("bitcast", [bits], {"dtype": dtype})]
+    # the Philox rounds' bit operations (lower/random_fills.py) on a value's top bits
+    # (its sign, exponent and leading mantissa bits: a last-ulp difference stays below)
+    top = tape.apply("shift_right", [bits, tape.leaf(np.array(44 if width == "int64" else 12,
+                                                               width))])
+    mask = tape.leaf(np.array(0xFFFF, width))
+    bit_ops += [tape.apply(op, [top, mask]) for op in ("bitwise_and", "bitwise_or",
+                                                        "bitwise_xor")]
+    low = tape.apply("bitwise_and", [top, mask])
+    bit_ops.append(tape.apply("mul_wide", [low, low]))
     adjoints = tape.differentiate(loss, [w, b, table])
     extras = [cond, tc.one_hot(idx, 6, dtype), s, *bit_ops]
     network = tape.into_network()

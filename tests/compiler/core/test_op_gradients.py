@@ -364,10 +364,12 @@ def test_detach_has_zero_gradient():
     np.testing.assert_array_equal(grad, [1.0, 2.0])
 
 
-@covers("floor", "shift_left", "shift_right", "bitcast")
+@covers("floor", "shift_left", "shift_right", "bitcast", "bitwise_and", "bitwise_or",
+        "bitwise_xor", "mul_wide")
 def test_bit_operations_compute_numpys_bits_and_carry_no_gradient():
-    """The ops scalar graphs build numbers from (lower/approximations.py): no gradient
-    flows through them, and their values are NumPy's."""
+    """The ops scalar graphs build numbers from (lower/approximations.py,
+    lower/random_fills.py): no gradient flows through them, and their values are
+    NumPy's (``mul_wide`` the product modulo 2**64, as uint64 computes it)."""
     tape = tc.Tape()
     x = tape.parameter(np.array([0.5, -1.25, 2.75]))
     bits = tape.apply("bitcast", [x], {"dtype": "int64"})
@@ -375,6 +377,11 @@ def test_bit_operations_compute_numpys_bits_and_carry_no_gradient():
     shifted = tape.apply("shift_right", [tape.apply("shift_left", [bits, one]), one])
     floor = tape.apply("floor", [x * 3.0])
     back = tape.apply("bitcast", [bits], {"dtype": "float64"})
+    word = tape.leaf(np.array([0xFFFFFFFF, 0xD2511F53, 12345], np.int64))
+    mask = tape.leaf(np.array(0xFFFF, np.int64))
+    mixed = [tape.apply(op, [bits, word]) for op in ("bitwise_and", "bitwise_or", "bitwise_xor")]
+    masked = tape.apply("bitwise_and", [bits, mask])
+    wide = tape.apply("mul_wide", [word, word])
     loss = (x * 2.0).sum() + floor.sum() + back.sum()
     adjoints = tape.differentiate(loss, [x])
     with pytest.raises(tc.DTypeError, match="differ in width"):
@@ -389,6 +396,12 @@ def test_bit_operations_compute_numpys_bits_and_carry_no_gradient():
     np.testing.assert_array_equal(run.of(shifted), (ints << 1) >> 1)
     np.testing.assert_array_equal(run.of(floor), np.floor(values * 3))
     np.testing.assert_array_equal(run.of(back), values)
+    words = np.array([0xFFFFFFFF, 0xD2511F53, 12345], np.int64)
+    for got, fn in zip(mixed, (np.bitwise_and, np.bitwise_or, np.bitwise_xor)):
+        np.testing.assert_array_equal(run.of(got), fn(ints, words))
+    np.testing.assert_array_equal(run.of(masked), ints & 0xFFFF)
+    products = [(int(w) * int(w)) % 2**64 for w in words]
+    np.testing.assert_array_equal(run.of(wide), np.array(products, np.uint64).view(np.int64))
     # d/dx of 2x + floor(3x) + bitcast(bitcast(x)): only the first term's 2 flows
     np.testing.assert_array_equal(run.recorded_gradients(adjoints).of(x), [2.0, 2.0, 2.0])
 

@@ -8,7 +8,7 @@ import pytest
 from compiler_graphs import TOLERANCE, mlp_program, random_program
 
 import tensorcode as tc
-from tensorcode.compiler.core import registry
+from tensorcode.compiler.core import philox, registry
 from tensorcode.compiler.lower import loops
 from tensorcode.compiler.lower.kernels import Arena
 from tensorcode.compiler.lower.program import Program
@@ -63,8 +63,9 @@ class Interpreter:
         args = [np.asarray(self.value(a)) for a in e.args]
         if e.op == "astype":
             return args[0].astype(e.dtype)[()]
+        attrs = {"dtype": e.dtype} if e.op == "bitcast" else {}
         with np.errstate(all="ignore"):
-            result = registry.REGISTRY[e.op].reference(args, {})
+            result = registry.REGISTRY[e.op].reference(args, attrs)
         return np.asarray(result).astype(e.dtype)[()]
 
     def Let(self, s):
@@ -96,6 +97,15 @@ class Interpreter:
         row = self.arrays[Arena("scratch", s.dtype)][s.start:s.start + s.n]
         fn = {"sum": lambda r: r.astype(np.float64).sum(), "max": np.max, "min": np.min}[s.op]
         self.values[s.name] = np.asarray(fn(row)).astype(s.result)[()]
+
+    def Sample(self, s):
+        classes = s.logits.shape[-1]
+        logits = self.arrays[s.logits.arena][s.logits.offset:s.logits.offset + s.logits.size]
+        uniforms = self.arrays[Arena("scratch", "float64")]
+        for r in range(s.out.size):
+            z = logits[r * classes:(r + 1) * classes].astype(np.float64) / s.attrs["temperature"]
+            self.arrays[s.out.arena][s.out.offset + r] = philox.categorical_row(
+                z, uniforms[s.uniforms + r], s.attrs["top_k"], s.attrs["top_p"])
 
     def Gemm(self, s):
         def view(loc, at, layout, rows, cols):
@@ -188,15 +198,39 @@ def test_categorical_workspace_lies_in_scratch_past_the_rows():
     entry = tape.into_network().entry(roots)
     program = program_of(entry)
     sizes = {a.dtype: a.size for a in program.scratch}
-    fills = [s for k in program.loops for s in k.statements()
-             if isinstance(s, loops.RandomFill)]
-    assert len(fills) == 2
-    for fill in fills:
-        z, cumulative, order, work = fill.workspace
+    samples = [s for k in program.loops for s in k.statements()
+               if isinstance(s, loops.Sample)]
+    assert len(samples) == 2
+    for sample in samples:
+        z, cumulative, order, work = sample.workspace
         assert cumulative + 9 <= sizes["float64"] and work + 9 <= sizes["int64"]
-        assert fill.logits is not None and fill.logits.contiguous
-        end = fill.logits.offset + fill.logits.size
-        assert fill.logits.arena.role != "scratch" or end <= sizes[fill.logits.dtype]
+        assert sample.uniforms + 6 <= sizes["float64"]
+        assert len({z, cumulative, sample.uniforms}) == 3
+        assert sample.logits.contiguous
+        end = sample.logits.offset + sample.logits.size
+        assert sample.logits.arena.role != "scratch" or end <= sizes[sample.logits.dtype]
+
+
+def test_every_random_draw_interprets_to_the_reference_bits():
+    """The Philox stream is loop-program statements: interpreted with the registry's
+    references they draw what the reference backend draws (``core/philox.py``)."""
+    tape = tc.Tape()
+    key = tape.random_key()
+    logits = tape.input(np.random.default_rng(1).normal(size=(5, 7)), name="logits")
+    roots = [tc.random.random_uniform(key, (3, 5)), tc.random.random_uniform(key, (7,), "float64"),
+             tc.random.random_normal(key, (3,)), tc.random.random_normal(key, (2,), "float64"),
+             tc.random.bernoulli(key, 0.3, (6,), "int32"),
+             tc.random.categorical(key, logits, 0.8, top_k=4, top_p=0.9)]
+    network = tape.into_network()
+    entry = network.entry(roots)
+    state = np.array([5, -3, 2**32 - 2, 7], np.int64)  # a low word that carries
+    run = entry.lower("reference").forward(network.parameters(), {network.inputs()[0]: state})
+    interpreter = Interpreter(program_of(entry))
+    (arena,) = [a.arena for a in interpreter.p.inputs if a.dtype == "int64"]
+    interpreter.arrays[arena] = state
+    for got, root in zip(interpreter.run(), roots, strict=True):
+        want = run.of(root)
+        assert got.dtype == want.dtype and np.array_equal(got, want), root
 
 
 def test_each_renderer_has_a_row_for_every_statement_kind():

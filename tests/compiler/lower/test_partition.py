@@ -53,6 +53,18 @@ def test_loops_that_carry_state_between_iterations_are_not_split():
     assert not any(_partitions(_loops([table.take(ids)], tape)))
 
 
+def test_a_large_random_fill_is_partitioned_and_its_chunks_read_the_key_again():
+    tape = tc.Tape()
+    key = tape.random_key()
+    (kernel,) = _loops([tc.random.random_uniform(key, (300, 70))], tape)
+    lets = [s for s in kernel.body if isinstance(s, loops.Let)]
+    (fill,) = [s for s in kernel.body if isinstance(s, loops.Loop)]
+    assert fill.annotations.partition and partition.chunks(fill) >= 2
+    # the key's four words are read once before the loop; each chunk binds them again
+    assert len(lets) == 4 and partition.outer_lets(lets, fill) == lets
+    assert all(isinstance(let.value.args[0], loops.Load) for let in lets)
+
+
 def test_chunks_do_not_depend_on_the_thread_count():
     def decided():
         tape = tc.Tape()

@@ -41,7 +41,7 @@ from ...lower.update import StepSpec
 from . import ops, rows
 from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, POOL_RUN, Layout, layout_of
 from .profile import Counters
-from .random import RandomFills
+from .sample import Sampler
 from .types import (
     ENTRY_TYPE,
     F32,
@@ -76,7 +76,7 @@ class Renderer:
         self.position = {arena: k for k, arena in enumerate(self.layout.arguments)}
         self.kernel_type = ir.FunctionType(I32, [PTR] * len(self.layout.arguments))
         self.rows = rows.RowReductions(self.module)
-        self.random = RandomFills(self.module)
+        self.sampler = Sampler()
         self.b: ir.IRBuilder
         self.fn: ir.Function
         self.args: list[ir.Value] = []
@@ -250,6 +250,9 @@ class Renderer:
         self.values: dict[str, ir.Value] = {}
         self.accumulators = {a.name: a for a in kernel.accumulators}
         self.slots: dict[str, ir.Value] = {}
+        #: the kernel's top-level ``Let``s so far (a partitioned loop's chunk rebinds
+        #: those it reads, ``partition.outer_lets``)
+        self.top_lets: list[loops.Let] = []
         for stmt in kernel.body:
             if self.accumulators and not self.slots and loops.uses_accumulators(stmt):
                 self._open_slots()
@@ -336,6 +339,8 @@ class Renderer:
     # statements
     def s_let(self, s: loops.Let) -> None:
         self.values[s.name] = self.value(s.value)
+        if self.depth == 0:
+            self.top_lets.append(s)
 
     def s_store(self, s: loops.Store) -> None:
         value = self.value(s.value)
@@ -355,14 +360,15 @@ class Renderer:
     def _partitioned(self, s: loops.Loop) -> None:
         """A partitioned loop: its chunks as a function ``chunk(ctx, c)`` over
         iterations ``[c * partition, min(extent, (c + 1) * partition))`` with ``ctx`` the
-        kernel's arena pointers and a row room of its own, called through the worker
+        kernel's arena pointers and a row room of its own (binding again the top-level
+        ``Let``s the loop reads, ``partition.outer_lets``), called through the worker
         pool's ``tc_pool_run`` (``backends/pool.py``), which runs every chunk once."""
         chunk_type = ir.FunctionType(ir.VoidType(), [PTR, I64])
         name = f"{self.fn.name}.part{len(self.module.globals)}"
         chunk_fn = ir.Function(self.module, chunk_type, name)
         chunk_fn.linkage = "internal"
-        outer = (self.fn, self.b, self.args, self.slots, self.private)
-        self.fn, self.slots = chunk_fn, {}
+        outer = (self.fn, self.b, self.args, self.slots, self.private, self.values)
+        self.fn, self.slots, self.values = chunk_fn, {}, dict(self.values)
         self.b = b = ir.IRBuilder(chunk_fn.append_basic_block("entry"))
         context, c = chunk_fn.args
         self.args = [b.load(b.gep(context, [i64(k)], inbounds=True, source_etype=PTR),
@@ -374,12 +380,14 @@ class Renderer:
         high = b.add(low, i64(size), flags=["nuw", "nsw"])
         high = b.select(b.icmp_signed("<", high, i64(s.extent)), high, i64(s.extent))
         self.depth = 1
+        for let in partition.outer_lets(self.top_lets, s):
+            self.values[let.name] = self.value(let.value)
         with loop(b, b.sub(high, low), s.var) as index:
             self.values[s.var] = self.b.add(low, index, flags=["nuw", "nsw"])
             self.block(s.body)
         self.depth = 0
         self.b.ret_void()
-        self.fn, self.b, self.args, self.slots, self.private = outer
+        self.fn, self.b, self.args, self.slots, self.private, self.values = outer
         b = self.b
         entry = self.fn.entry_basic_block
         with b.goto_block(entry):
@@ -491,19 +499,15 @@ class Renderer:
     def _scalar(self, value: float, dtype: str) -> ir.Value:
         return self._by_reference(TYPES[dtype], constant(value, dtype))
 
-    def s_random_fill(self, s: loops.RandomFill) -> None:
-        out_pointer, key_pointer = self.pointer(s.out), self.pointer(s.key)
-        if s.op != "categorical":
-            self.random.fill(self.b, s, out_pointer, key_pointer)
-            return
-        logits = s.logits
-        assert logits is not None  # a categorical draw reads its logits
+    def s_sample(self, s: loops.Sample) -> None:
         scratch = [Arena("scratch", d) for d in ("float64", "float64", "int64", "int64")]
         room = tuple(self.b.gep(self.arena(arena), [i64(at)], inbounds=True,
                                 source_etype=TYPES[arena.dtype])
                      for arena, at in zip(scratch, s.workspace))
-        self.random.categorical(self.b, s, out_pointer, key_pointer, self.pointer(logits),
-                                logits.dtype, int(logits.shape[-1]), room)
+        uniforms = self.b.gep(self.arena(scratch[0]), [i64(s.uniforms)], inbounds=True,
+                              source_etype=TYPES["float64"])
+        self.sampler.categorical(self.b, s, self.pointer(s.out), self.pointer(s.logits),
+                                 uniforms, room)
 
 
 #: the renderer of each statement kind of the loop program
@@ -516,7 +520,7 @@ STATEMENTS: dict[type, Callable[[Renderer, Any], None]] = {
     loops.Check: Renderer.s_check,
     loops.RowReduce: Renderer.s_row_reduce,
     loops.Gemm: Renderer.s_gemm,
-    loops.RandomFill: Renderer.s_random_fill,
+    loops.Sample: Renderer.s_sample,
 }
 
 

@@ -164,6 +164,10 @@ LOWERINGS: dict[str, Lowering] = {
     "shift_left": lambda e, a: e.b.shl(a[0], a[1]),
     "shift_right": lambda e, a: e.b.ashr(a[0], a[1]),
     "bitcast": lambda e, a: e.b.bitcast(a[0], TYPES[e.out]),
+    "bitwise_and": lambda e, a: e.b.and_(a[0], a[1]),
+    "bitwise_or": lambda e, a: e.b.or_(a[0], a[1]),
+    "bitwise_xor": lambda e, a: e.b.xor(a[0], a[1]),
+    "mul_wide": lambda e, a: e.b.mul(a[0], a[1]),  # no overflow flags: it wraps
 }
 
 

@@ -15,8 +15,8 @@ The one deliberate widening is the loop program's: float sums accumulate in floa
 ``parallel=True`` and no ``fastmath`` in the generated code: results match the reference
 interpreter within dtype tolerances. The rows of two-pass reductions are reduced by the
 vectorized helpers of ``intrinsics`` (the only code compiled with relaxed flags, each
-saying why); matrix products by BLAS call ``np.dot`` on views; random fills call
-``random_kernels``.
+saying why); matrix products by BLAS call ``np.dot`` on views; a categorical draw's rows are
+sampled by ``random_kernels``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core import philox
-from ...core.dtypes import DTYPES, FLOAT_DTYPES, NUMPY, NUMPY_SOURCE
+from ...core.dtypes import FLOAT_DTYPES, NUMPY, NUMPY_SOURCE
 from ...core.ir import number_literal
 from ...lower import loops
 from ...lower.approximations import APPROXIMATIONS, expand
@@ -131,7 +130,7 @@ class Generator:
         self.out = _Emitter()
         self.tags = 0
         self.intrinsics: set[str] = set()
-        self.random_fills: set[str] = set()
+        self.samplers: set[str] = set()
 
     # -- names ----------------------------------------------------------------------
     def const(self, value: Any, dtype: str) -> str:
@@ -278,31 +277,18 @@ class Generator:
             return
         self.out.line(f"np.dot({a}, {b}, {view(s.out, s.out_at, 'C', s.m, s.n)})")
 
-    def s_random_fill(self, s: loops.RandomFill) -> None:
-        """A call of the fill of ``random_kernels`` (the Philox stream); every argument
-        is a number the generator formats itself."""
-        out, key = s.out, s.key
-        oa, ooff = out.arena.label, out.offset
-        keys = f"{key.arena.label}[{key.offset}:{key.offset + 4}]"
-        if s.op == "categorical":
-            logits = s.logits
-            assert logits is not None  # a categorical draw reads its logits
-            temperature = self.const(s.attrs["temperature"], "float64")
-            top_p = self.const(s.attrs["top_p"], "float64")
-            fill = "fill_categorical"
-            args = (f"{oa}, {ooff}, {out.size}, {logits.arena.label}, {logits.offset}, "
-                    f"{int(logits.shape[-1])}, {keys}, {int(s.offset)}, {temperature}, "
-                    f"{int(s.attrs['top_k'])}, {top_p}")
-        elif s.op == "bernoulli":
-            fill = "fill_bernoulli"
-            threshold = philox.bernoulli_threshold(s.attrs["p"])
-            args = f"{oa}, {ooff}, {out.size}, {keys}, {int(s.offset)}, {int(threshold)}"
-        else:
-            fill = {"random_normal": "fill_normal",
-                    "random_uniform": f"fill_uniform_{DTYPES[out.dtype]}"}[s.op]
-            args = f"{oa}, {ooff}, {out.size}, {keys}, {int(s.offset)}"
-        self.random_fills.add(fill)
-        self.out.line(f"{fill}({args})")
+    def s_sample(self, s: loops.Sample) -> None:
+        """A call of ``random_kernels.sample_rows``; every argument is a number the
+        generator formats itself."""
+        out, logits = s.out, s.logits
+        temperature = self.const(s.attrs["temperature"], "float64")
+        top_p = self.const(s.attrs["top_p"], "float64")
+        uniforms = Arena("scratch", "float64").label
+        self.samplers.add("sample_rows")
+        self.out.line(f"sample_rows({out.arena.label}, {out.offset}, {out.size}, "
+                      f"{logits.arena.label}, {logits.offset}, {int(logits.shape[-1])}, "
+                      f"{uniforms}, {s.uniforms}, {temperature}, {int(s.attrs['top_k'])}, "
+                      f"{top_p})")
 
 
 #: the writer of each statement kind of the loop program
@@ -315,7 +301,7 @@ STATEMENTS: dict[type, Callable[[Generator, Any], None]] = {
     loops.Check: Generator.s_check,
     loops.RowReduce: Generator.s_row_reduce,
     loops.Gemm: Generator.s_gemm,
-    loops.RandomFill: Generator.s_random_fill,
+    loops.Sample: Generator.s_sample,
 }
 
 

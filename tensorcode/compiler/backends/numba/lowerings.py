@@ -65,6 +65,12 @@ LOWERINGS: dict[str, Lowering] = {
     "shift_left": Lowering("{0} << {1}"),
     "shift_right": Lowering("{0} >> {1}"),
     "bitcast": Lowering("bitcast({0}, {np_dtype})", frozenset({"bitcast"})),
+    "bitwise_and": Lowering("{0} & {1}"),
+    "bitwise_or": Lowering("{0} | {1}"),
+    "bitwise_xor": Lowering("{0} ^ {1}"),
+    # Numba's signed multiply is ``mul nsw`` (an overflow is undefined); its unsigned one
+    # wraps, and the cast back keeps the bits
+    "mul_wide": Lowering("{np_dtype}(np.uint64({0}) * np.uint64({1}))"),
 }
 
 

@@ -77,9 +77,9 @@ def generate(program: Program, key: str = "", approximate: bool = True) -> str:
     if intrinsics:
         lines.append(f"from tensorcode.compiler.backends.numba.intrinsics import "
                      f"{', '.join(intrinsics)}")
-    if gen.random_fills:  # the fills' digest is in the source, hence in the cache key
+    if gen.samplers:  # the sampler's digest is in the source, hence in the cache key
         lines.append(f"from tensorcode.compiler.backends.numba.random_kernels import "
-                     f"{', '.join(sorted(gen.random_fills))}  # {_random_digest()}")
+                     f"{', '.join(sorted(gen.samplers))}  # {_random_digest()}")
     lines += gen.const_lines
     lines.append("")
     call = body_call(p)
@@ -125,13 +125,13 @@ def generate(program: Program, key: str = "", approximate: bool = True) -> str:
 
 @functools.cache
 def _random_digest() -> str:
-    """SHA-256 (16 hex digits) of the code a plan's random fills compile from: a
-    cached plan holds that code, so changing it must change the plan's key."""
+    """SHA-256 (16 hex digits) of the code a plan's categorical sampler compiles from:
+    a cached plan holds that code, so changing it must change the plan's key."""
     digest = hashlib.sha256()
     for path in (pathlib.Path(philox.__file__ or ""),
                  pathlib.Path(__file__).with_name("random_kernels.py")):
         digest.update(path.read_bytes())
-    return f"random fills {digest.hexdigest()[:16]}"
+    return f"random sampler {digest.hexdigest()[:16]}"
 
 
 def _run_batch(p: Program, call: str) -> list[str]:

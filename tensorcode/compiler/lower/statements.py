@@ -1,0 +1,229 @@
+"""The loop program's values and statements (``loops.py`` describes each and lowers the
+schedule's kernels to them; ``random_fills.py`` and ``approximations.py`` build scalar
+graphs of them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .kernels import Arena, Strided
+
+# ---------------------------------------------------------------------------------------
+# values
+
+
+@dataclass(frozen=True)
+class Const:
+    """A number of ``dtype`` baked into the code."""
+
+    value: Any
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A loop variable, a ``Let``'s value or an accumulator's current value."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Index:
+    """``base + sum(stride * term)`` as int64 (the terms in order; zero strides drop)."""
+
+    base: int
+    terms: tuple[tuple[int, Expr], ...] = ()
+
+
+@dataclass(frozen=True)
+class Load:
+    """Element ``index`` of ``arena`` (elements of ``dtype``)."""
+
+    arena: Arena
+    dtype: str
+    index: Expr
+
+
+@dataclass(frozen=True)
+class Apply:
+    """The registry's elementwise op ``op`` of ``args``: a ``dtype`` result, operand 0
+    of dtype ``operand``."""
+
+    op: str
+    args: tuple[Expr, ...]
+    dtype: str
+    operand: str
+
+
+Expr = Const | Ref | Index | Load | Apply
+
+
+# ---------------------------------------------------------------------------------------
+# statements
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """How a loop may run: ``vectorize`` width and ``unroll`` factor (0: the compiler's
+    choice), ``tile`` (0: untiled) and ``partition`` (0: one thread; else the fixed
+    chunk of iterations a thread takes, so a result does not depend on the number of
+    threads). The llvm renderer honours ``partition`` (``partition.py``); the others
+    none yet: LLVM's loop unroller stays off and its vectorizer decides the width."""
+
+    vectorize: int = 0
+    unroll: int = 0
+    tile: int = 0
+    partition: int = 0
+
+
+@dataclass(frozen=True)
+class Let:
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Store:
+    """``arena[index] = value`` (``value`` evaluated first)."""
+
+    arena: Arena
+    dtype: str
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    extent: int
+    body: tuple[Stmt, ...]
+    annotations: Annotations = Annotations()
+
+
+@dataclass(frozen=True)
+class Accumulator:
+    """A register accumulator of a kernel: ``name``, ``dtype`` and ``identity``."""
+
+    name: str
+    dtype: str
+    identity: Const
+
+
+@dataclass(frozen=True)
+class Init:
+    """Reset accumulator ``name`` to its identity."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Accumulate:
+    """``name = combine(name, value)``; ``value`` of ``dtype``, widened to the
+    accumulator's dtype first."""
+
+    name: str
+    combine: str
+    value: Expr
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Check:
+    """Stop with ``message`` unless ``0 <= value < size`` (``value`` an int64)."""
+
+    value: Expr
+    size: int
+    message: str
+
+
+@dataclass(frozen=True)
+class RowReduce:
+    """``name`` = ``op`` (sum, max, min) of the ``n`` terms of ``dtype`` at ``start`` in
+    the scratch arena of ``dtype``: a float64 for a sum, a ``dtype`` value otherwise."""
+
+    name: str
+    op: str
+    dtype: str
+    start: int
+    n: int
+
+    @property
+    def result(self) -> str:
+        return "float64" if self.op == "sum" else self.dtype
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """``out = a @ b`` by BLAS for ``m x k`` and ``k x n`` operands whose last two axes
+    BLAS reads in place (``a_layout``, ``b_layout``: ``"C"`` row-major, ``"F"``
+    transposed), each starting ``*_at`` elements into its arena; ``out`` row-major.
+    ``a_ld``, ``b_ld``, ``out_ld``: the distance in elements between two stored rows of
+    ``a``, ``b`` and ``out`` when it is not the operand's own width (a block of a larger
+    product: ``partition.py``); 0 when it is."""
+
+    a: Strided
+    a_at: Expr
+    a_layout: str
+    b: Strided
+    b_at: Expr
+    b_layout: str
+    out: Strided
+    out_at: Expr
+    m: int
+    k: int
+    n: int
+    a_ld: int = 0
+    b_ld: int = 0
+    out_ld: int = 0
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A categorical draw: ``out[r]`` (int64) is the index ``philox.categorical_row``
+    picks from contiguous row ``r`` of ``logits`` divided by ``temperature`` (``attrs``,
+    with ``top_k`` and ``top_p``) with the uniform at element ``uniforms + r`` of the
+    float64 scratch (filled before, ``random_fills.py``); the per-row workspace lies in
+    scratch at ``workspace``: (float64 scaled row, float64 cumulative weights, int64
+    order, int64 merge room) offsets. A call because a row's tokens are visited in
+    sorted order (a stable merge sort, then a cut and a search that stop early), which
+    the loop program, with its fixed extents and no branches, does not express."""
+
+    out: Strided
+    logits: Strided
+    uniforms: int
+    attrs: dict[str, Any]
+    workspace: tuple[int, int, int, int]
+
+
+Stmt = Let | Store | Loop | Init | Accumulate | Check | RowReduce | Gemm | Sample
+Call = RowReduce | Gemm | Sample
+
+
+@dataclass(frozen=True)
+class LoopKernel:
+    """One kernel as a loop program: ``body``, the ``accumulators`` it declares, the
+    graph ``nodes`` it computes and a ``title`` for printed code."""
+
+    body: tuple[Stmt, ...]
+    accumulators: tuple[Accumulator, ...] = ()
+    nodes: tuple[int, ...] = ()
+    title: str = ""
+
+    def statements(self) -> list[Stmt]:
+        """Every statement, loops' bodies included, in order."""
+        found: list[Stmt] = []
+
+        def walk(body: Sequence[Stmt]) -> None:
+            for s in body:
+                found.append(s)
+                if isinstance(s, Loop):
+                    walk(s.body)
+        walk(self.body)
+        return found
+
+
+__all__ = ["Const", "Ref", "Index", "Load", "Apply", "Expr", "Annotations", "Let", "Store",
+           "Loop", "Accumulator", "Init", "Accumulate", "Check", "RowReduce", "Gemm",
+           "Sample", "Stmt", "Call", "LoopKernel"]
