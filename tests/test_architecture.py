@@ -452,10 +452,12 @@ def test_file_headers_are_checked_in_one_place():
 #: read, with the rewrite rules' pattern engine, the parallel partitions' cost model
 #: (matrix products in row blocks included),
 #: the kernels found by pattern (``row_kernels.py``) and each kernel's cost
-#: (``cost.py``); backends: 6300 for the renderers of that program, the native worker
+#: (``cost.py``), then 4400 for the invariant loads hoisted out of inner loops
+#: (``hoist.py``: a row's maximum or scale read once, so the row's loop vectorizes);
+#: backends: 6300 for the renderers of that program, the native worker
 #: pool and thread knob, the checked Numba cache, the contract's plain calls and the
 #: per-kernel profiles, ``profiling.py`` and ``llvm/profile.py``)
-LINE_BUDGET = {"core": 1550, "trace": 1250, "lower": 4250, "backends": 6300, "plans": 2425,
+LINE_BUDGET = {"core": 1550, "trace": 1250, "lower": 4400, "backends": 6300, "plans": 2425,
                "subset": 1750, "shims": 75}
 
 
