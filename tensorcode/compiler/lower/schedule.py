@@ -170,8 +170,8 @@ def place_sources(graph: Graph, sources: Sources
     """Locations of the sources and of views of them: ``(locs, constants,
     materialize)``. ``constants`` are the leaves passed as arrays (argument order);
     ``materialize`` the view nodes that are no strided view of their input (a reshape
-    that merges axes not contiguous among themselves) and must be copied. Views of computed values are located
-    later, once their base has a buffer."""
+    that merges axes not contiguous among themselves) and must be copied. Views of
+    computed values are located later, once their base has a buffer."""
     locs: dict[int, Loc] = {}
     constants: list[int] = []
     materialize: set[int] = set()
