@@ -9,8 +9,10 @@ same masked cross-entropy. Both run on one thread in one fresh process per shape
 alternating rounds of six steps (so load on a shared machine hits both alike); each
 side reports its best round and its median round per step.
 
-``python -m benchmarks.transformer_step [--root CHECKOUT]`` prints the rows; ``--root``
-times another checkout of TensorCode (an earlier commit, say) with this script.
+``python -m benchmarks.transformer_step [--root CHECKOUT] [--quick] [--profile]`` prints
+the rows; ``--root`` times another checkout of TensorCode (an earlier commit, say) with
+this script; ``--profile`` prints instead where our step's milliseconds go, per kernel
+kind (``compiler/backends/profiling.py``).
 """
 
 from __future__ import annotations
@@ -49,8 +51,31 @@ _SCRIPT = textwrap.dedent("""
     trainer = Trainer.from_tool(bot, lr=0.01, optimizer=lambda _: tc.optim.Adam())
     experiences = [trainer.capture(i, t, source="docs") for i, t in batches]
     started = time.perf_counter()
-    trainer.fit(experiences, epochs=1, progress=False)
+    if {profile}:  # every kernel of the step's plans timed (llvm; see profiling.py)
+        from tensorcode.compiler.backends.profiling import kernel_times, profiling
+        with profiling():
+            trainer.fit(experiences, epochs=1, progress=False)
+    else:
+        trainer.fit(experiences, epochs=1, progress=False)
     first = time.perf_counter() - started
+    if {profile}:
+        for e in experiences:
+            trainer.step(e)
+        kernel_times(reset=True)
+        begin = time.perf_counter()
+        for _ in range(rounds):
+            for e in experiences:
+                trainer.step(e)
+        steps = rounds * len(experiences)
+        wall = (time.perf_counter() - begin) / steps
+        kinds = {{}}
+        for t in kernel_times(reset=True):
+            kind = kinds.setdefault(t.label, [0.0, 0, 0.0])
+            kind[0] += t.seconds / steps
+            kind[1] += 1
+            kind[2] += t.cost.flops * t.calls / steps
+        print(json.dumps(dict(wall=wall, kinds=kinds)))
+        sys.exit()
 
     def ours():
         for e in experiences:
@@ -94,9 +119,12 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-def measure(dim: int, context: int, rounds: int, root: pathlib.Path | None = None) -> dict:
+def measure(dim: int, context: int, rounds: int, root: pathlib.Path | None = None,
+            profile: bool = False) -> dict:
     """Best and median seconds per step of each side for one shape (see the module doc),
-    in a fresh one-thread process; ``root``: the TensorCode checkout to time."""
+    in a fresh one-thread process; ``root``: the TensorCode checkout to time. With
+    ``profile``, TensorCode's step alone, kernel by kernel: the wall time per step and,
+    per kernel kind, ``[seconds per step, kernels, flops per step]``."""
     import subprocess
     import sys
 
@@ -105,7 +133,7 @@ def measure(dim: int, context: int, rounds: int, root: pathlib.Path | None = Non
 
     code = _SCRIPT.format(root=str(root or ROOT), docs=str(ROOT / "docs"), dim=dim,
                           context=context, rows=ROWS, rounds=rounds,
-                          torch=module_available("torch"))
+                          torch=module_available("torch") and not profile, profile=profile)
     env = environment(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = str(ROOT)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -139,12 +167,32 @@ def step_rows(quick: bool, root: pathlib.Path | None = None, label: str = "tenso
     return rows
 
 
+def profile_table(dim: int, context: int, root: pathlib.Path | None = None) -> str:
+    """The step's milliseconds per kernel kind, largest first (``measure``'s profile)."""
+    out = measure(dim, context, 5, root, profile=True)
+    kinds = out["kinds"]
+    total = sum(k[0] for k in kinds.values())
+    lines = [f"2x{dim} T={context}: wall {out['wall'] * 1e3:.2f} ms per step, kernels "
+             f"{total * 1e3:.2f} ms"]
+    for name, (seconds, count, flops) in sorted(kinds.items(), key=lambda kv: -kv[1][0]):
+        rate = f"  {flops / seconds / 1e9:6.1f} GFLOP/s" if name == "matmul" else ""
+        lines.append(f"  {name:<16} {count:3d} kernels {seconds * 1e3:7.3f} ms "
+                     f"{seconds / total:4.0%}{rate}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=pathlib.Path, default=None,
                         help="the TensorCode checkout to time (default: this one)")
     parser.add_argument("--quick", action="store_true", help="width 32, context 128 only")
+    parser.add_argument("--profile", action="store_true",
+                        help="our step's time per kernel kind instead (llvm, one thread)")
     args = parser.parse_args()
+    if args.profile:
+        for dim, context in ((32, 128),) if args.quick else SHAPES:
+            print(profile_table(dim, context, args.root))
+        return
     rows = step_rows(args.quick, args.root, "tensorcode" if args.root is None
                      else f"tensorcode ({args.root})")
     print(format_table(rows))
@@ -154,4 +202,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["measure", "step_rows", "SHAPES"]
+__all__ = ["measure", "profile_table", "step_rows", "SHAPES"]
