@@ -17,6 +17,9 @@ one with ``--quick``) so both sides meet the same machine load; each keeps its b
   random weights): the cold lowering of the decode plans (empty plan cache), a fresh
   process's time to the first token with a warm cache (import, load, lower, prompt of
   one token, one new token), and that process's peak resident memory;
+- ``chat step``: the Chatbot's 2-layer transformer (width 32 and 64, context 64 and
+  128, 16 rows of this repository's docs text, Adam) against its PyTorch eager twin
+  with SDPA attention (``transformer_step``; ``--quick``: width 32, context 128);
 - ``kernels``: where the small configuration's forward and training step (and, without
   ``--quick``, GPT-2 124M's forward at T = 128) spend their time, per kernel kind,
   against same-shape sgemm and copy bandwidth (``gpt_kernels``).
@@ -491,9 +494,11 @@ def run(quick: bool) -> list[Row]:
 
         rows += large_plan_rows(quick)
     from .gpt_kernels import kernel_rows
+    from .transformer_step import step_rows
 
-    rows += _train(quick) + kernel_rows(SUITE, "small 4x128", SMALL, 5 if quick else 20,
-                                        min(FORWARD_T, SMALL["block_size"]))
+    rows += _train(quick) + step_rows(quick)
+    rows += kernel_rows(SUITE, "small 4x128", SMALL, 5 if quick else 20,
+                        min(FORWARD_T, SMALL["block_size"]))
     if not quick:  # GPT-2 124M's forward, kernel by kernel (random weights)
         rows += kernel_rows(SUITE, "gpt2-124M", GPT2_124M, 3, FORWARD_T, train=False)
     return rows

@@ -163,10 +163,46 @@ def contiguous(base: Arena | Buffer, shape: tuple[int, ...], dtype: str,
 
 
 def _reshaped(loc: Strided, node: Node) -> Strided | None:
-    if not loc.contiguous:
-        return None  # a reshape of a non-contiguous view is no strided view of it
     shape = node.type.shape
-    return Strided(loc.base, loc.offset, shape, c_strides(shape), loc.dtype)
+    if loc.contiguous:
+        return Strided(loc.base, loc.offset, shape, c_strides(shape), loc.dtype)
+    strides = reshaped_strides(loc.shape, loc.strides, shape)
+    if strides is None:
+        return None  # no strided view of it: the schedule copies it
+    return Strided(loc.base, loc.offset, shape, strides, loc.dtype)
+
+
+def reshaped_strides(shape: Sequence[int], strides: Sequence[int],
+                     new_shape: Sequence[int]) -> tuple[int, ...] | None:
+    """The strides of a row-major reshape of a strided view to ``new_shape`` that reads
+    the same elements in place, or None when there is none (NumPy's no-copy reshape):
+    each run of old axes that merges or splits into new axes must itself be contiguous
+    within the run. The heads of an attention, a slice of the fused query-key-value
+    projection split ``[B, T, C] -> [B, T, H, D]``, are such a view."""
+    old = [(d, s) for d, s in zip(shape, strides) if d != 1]
+    if math.prod(shape) == 0 or math.prod(new_shape) != math.prod(shape):
+        return None
+    out = [0] * len(new_shape)
+    oi = ni = 0
+    while ni < len(new_shape) and oi < len(old):
+        oj, nj = oi + 1, ni + 1
+        have, want = old[oi][0], new_shape[ni]
+        while have != want:
+            if want < have:
+                want *= new_shape[nj]
+                nj += 1
+            else:
+                have *= old[oj][0]
+                oj += 1
+        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
+            return None
+        out[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            out[k - 1] = out[k] * new_shape[k]
+        oi, ni = oj, nj
+    for k in range(ni, len(new_shape)):  # trailing axes of one element
+        out[k] = out[ni - 1] if ni else 1
+    return tuple(out)
 
 
 def _transposed(loc: Strided, node: Node) -> Strided:
@@ -202,7 +238,7 @@ VIEWS = Rules([
 
 def view_of(loc: Loc, node: Node, graph: Graph) -> Loc | None:
     """The location of view op ``node`` applied to ``loc`` (``VIEWS``), or None if it is
-    not a strided view of it (a reshape of a non-contiguous view)."""
+    not a strided view of it (a reshape ``reshaped_strides`` cannot express)."""
     if isinstance(loc, Scalar):
         return loc
     if node.op not in VIEWS.ops():

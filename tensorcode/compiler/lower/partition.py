@@ -47,6 +47,7 @@ from dataclasses import replace
 from ..core import registry as primitives
 from ..core.ir import Graph
 from . import loops
+from .hoist import invariant_loads
 from .kernels import Kernel, Strided
 from .loops import (
     Accumulate,
@@ -98,9 +99,10 @@ TRANSCENDENTAL = 8
 def lower(graph: Graph, kernels: Sequence[Kernel], arena: Mapping[str, int]
           ) -> tuple[LoopKernel, ...]:
     """A schedule's ``kernels`` (over ``graph``, its own scratch ``arena``) as loop
-    programs (``loops.lower``) with their partitions decided."""
-    return annotate(loops.lower(graph, kernels, dict(arena)),
-                    row_regions(graph, kernels, arena))
+    programs (``loops.lower``), their inner loops' invariant loads hoisted
+    (``hoist.py``), with their partitions decided."""
+    lowered = tuple(invariant_loads(k) for k in loops.lower(graph, kernels, dict(arena)))
+    return annotate(lowered, row_regions(graph, kernels, arena))
 
 
 def row_regions(graph: Graph, kernels: Sequence[Kernel], arena: Mapping[str, int]

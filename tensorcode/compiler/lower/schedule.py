@@ -6,7 +6,7 @@ each a function below, in this order:
 1. ``place_sources``: parameters, inputs and constants get their locations (a strided
    view of a parameter buffer, an input or a constant array; a size-1 leaf becomes a
    baked ``Scalar``). Reshape, transpose, broadcast, slice and detach compute nothing:
-   they are views, and only a reshape of a non-contiguous view is copied;
+   they are views, and only a reshape that no strided view expresses is copied;
 2. ``fuse`` (``fusion.py``): elementwise nodes of one shape, and the reductions they
    feed, share a loop nest; the layer norms and softmaxes ``row_kernels.py`` finds are
    kept out of it, each to be one ``LayerNormKernel`` or ``SoftmaxKernel``;
@@ -170,8 +170,8 @@ def place_sources(graph: Graph, sources: Sources
     """Locations of the sources and of views of them: ``(locs, constants,
     materialize)``. ``constants`` are the leaves passed as arrays (argument order);
     ``materialize`` the view nodes that are no strided view of their input (a reshape
-    of a non-contiguous view) and must be copied. Views of computed values are located
-    later, once their base has a buffer."""
+    that merges axes not contiguous among themselves) and must be copied. Views of
+    computed values are located later, once their base has a buffer."""
     locs: dict[int, Loc] = {}
     constants: list[int] = []
     materialize: set[int] = set()
@@ -459,7 +459,7 @@ def lower_kernels(graph: Graph, fusion: Fusion, memory: Memory, values: _Values,
                            else _softmax(match, graph, memory, values))
         elif i in inside:
             continue
-        elif primitives.is_view(node.op):  # a reshape of a non-contiguous view: copy it
+        elif primitives.is_view(node.op):  # a reshape no strided view expresses: copy it
             dst = values[i]
             in_shape = nodes[node.inputs[0]].type.shape
             assert isinstance(dst, Strided)
