@@ -34,11 +34,13 @@ Statements (``Stmt``):
   ``0 <= value < size`` (an index operand's range);
 - calls, where a library or a shared routine does the work: ``RowReduce`` (a row of
   terms in scratch reduced by a vectorized routine, binding ``name``), ``Gemm`` (a
-  matrix product by BLAS, the way ``np.dot`` calls it) and ``RandomFill`` (a Philox
-  draw into an output).
+  matrix product by BLAS, the way ``np.dot`` calls it), ``MatVec`` (a product with a
+  vector operand, streaming the matrix once, in an order fixed here) and
+  ``RandomFill`` (a Philox draw into an output).
 
-Numerics decided here, so every renderer computes the same: float sums and means
-accumulate in float64 (integer sums in int64) and round once when stored; a reduction's
+Numerics decided here, so every renderer computes the same: a ``MatVec``'s sums run in
+its dtype in the order its docstring gives; other float sums and means accumulate in
+float64 (integer sums in int64) and round once when stored; a reduction's
 identity; the loop order of every kernel; which reductions run in two passes over a row
 of scratch (``layout.row_terms``); where a categorical draw's workspace lies in scratch.
 """
@@ -240,6 +242,39 @@ class Gemm:
     n: int
 
 
+#: the partial sums of a ``MatVec`` of form ``dot`` (one vector register of float32)
+MATVEC_LANES = 16
+
+
+@dataclass(frozen=True)
+class MatVec:
+    """``out[j] = sum over q < k of M(j, q) * vector[q]`` for ``n`` outputs ``j``, each
+    product and sum rounded to the dtype (no fused multiply-add), in a fixed order:
+
+    - ``form == "dot"``: ``M(j, q) = matrix[matrix_at + j * ld + q]`` (an output reads a
+      row of the matrix). Lane ``l < MATVEC_LANES`` sums the terms ``q = l, l + 16,
+      ...`` in order from 0; then lanes ``l`` and ``l + w`` add for ``w`` = 8, 4, 2, 1
+      (lane ``l`` on the left); lane 0 is the output.
+    - ``form == "axpy"``: ``M(j, q) = matrix[matrix_at + q * ld + j]`` (an output reads
+      a column): the terms are added in order of ``q`` from 0.
+
+    Both forms read the matrix front to back once: what a one-row product (a decode
+    step's projections, the vocabulary head) is bound by. ``vector`` and ``out`` are
+    contiguous; an output's value does not depend on which other outputs the statement
+    computes, so a product split into blocks of outputs gives the same bits."""
+
+    matrix: Strided
+    matrix_at: Expr
+    ld: int
+    form: str
+    vector: Strided
+    vector_at: Expr
+    out: Strided
+    out_at: Expr
+    k: int
+    n: int
+
+
 @dataclass(frozen=True)
 class RandomFill:
     """``out`` (contiguous) filled by random op ``op`` from the Philox stream of the
@@ -257,8 +292,8 @@ class RandomFill:
     workspace: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
-Stmt = Let | Store | Loop | Init | Accumulate | Check | RowReduce | Gemm | RandomFill
-Call = RowReduce | Gemm | RandomFill
+Stmt = Let | Store | Loop | Init | Accumulate | Check | RowReduce | Gemm | MatVec | RandomFill
+Call = RowReduce | Gemm | MatVec | RandomFill
 
 
 @dataclass(frozen=True)
@@ -614,8 +649,12 @@ class Lowering:
         b.add(Let("bb", batch_offset(bm)))
         if kernel.mode == "blas":
             assert isinstance(a, Strided) and isinstance(bm, Strided)
-            b.add(Gemm(a, Ref("ab"), _blas_layout(a, m, kk), bm, Ref("bb"),
-                       _blas_layout(bm, kk, n), out, Ref("ob"), m, kk, n))
+            a_layout, b_layout = _blas_layout(a, m, kk), _blas_layout(bm, kk, n)
+            if (m == 1) != (n == 1):
+                b.add(_mat_vec(a, a_layout, bm, b_layout, out, m, kk, n))
+            else:
+                b.add(Gemm(a, Ref("ab"), a_layout, bm, Ref("bb"), b_layout, out, Ref("ob"),
+                           m, kk, n))
             b.close(len(batch))
             return
 
@@ -876,6 +915,19 @@ class _Rows:
         return _affine(loc.offset, strides, list(names) + ([i] if i is not None else []))
 
 
+def _mat_vec(a: Strided, a_layout: str, b: Strided, b_layout: str, out: Strided,
+             m: int, kk: int, n: int) -> MatVec:
+    """A product with one vector side (``m == 1`` or ``n == 1``, not both) as a
+    ``MatVec`` over the other side's rows (form ``dot``) or columns (``axpy``), as
+    its layout stores them; the operands start at ``ab`` and ``bb``, the output at
+    ``ob``."""
+    if m == 1:  # vector @ matrix: the outputs are the k x n matrix's columns
+        form, ld = ("axpy", n) if b_layout == "C" else ("dot", kk)
+        return MatVec(b, Ref("bb"), ld, form, a, Ref("ab"), out, Ref("ob"), kk, n)
+    form, ld = ("dot", kk) if a_layout == "C" else ("axpy", m)  # matrix @ vector
+    return MatVec(a, Ref("ab"), ld, form, b, Ref("bb"), out, Ref("ob"), kk, m)
+
+
 def _blas_layout(loc: Strided, rows: int, cols: int) -> str:
     layout = blas_layout(loc, rows, cols)
     assert layout is not None  # the schedule chose BLAS only for such operands
@@ -1012,6 +1064,6 @@ def errors(kernels: Sequence[LoopKernel]) -> list[str]:
 
 __all__ = ["Const", "Ref", "Index", "Load", "Apply", "Expr", "Annotations", "Let", "Store",
            "Loop", "Accumulator", "Init", "Accumulate", "Check", "RowReduce", "Gemm",
-           "RandomFill", "Stmt", "Call", "LoopKernel", "COMBINE", "identity",
-           "accumulator_dtype", "index_message", "lower", "scratch_sizes", "row_room",
+           "MatVec", "MATVEC_LANES", "RandomFill", "Stmt", "Call", "LoopKernel", "COMBINE",
+           "identity", "accumulator_dtype", "index_message", "lower", "scratch_sizes", "row_room",
            "categorical_room", "errors", "uses_accumulators", "describe"]

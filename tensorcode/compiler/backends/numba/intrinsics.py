@@ -80,3 +80,47 @@ def row_min(row: np.ndarray) -> Any:
 
 
 __all__ = ["bitcast", "row_max", "row_min", "row_sum"]
+
+
+#: ``loops.MATVEC_LANES``, the partial sums of a ``dot`` matrix-vector product
+_LANES = 16
+
+
+@njit(nogil=True)
+def matvec_dot(matrix: np.ndarray, matrix_at: int, ld: int, vector: np.ndarray,
+               vector_at: int, out: np.ndarray, out_at: int, k: int, n: int) -> None:
+    """A ``loops.MatVec`` of form ``dot``: each output the dot product of a matrix row
+    and the vector, summed in 16 lanes (term ``q`` into lane ``q % 16``, in order), then
+    the lanes halved 8, 4, 2, 1: the order the llvm backend's vector code computes, so
+    both give the same bits."""
+    acc = np.empty(_LANES, out.dtype)
+    full = k // _LANES * _LANES
+    for j in range(n):
+        row = matrix_at + j * ld
+        for lane in range(_LANES):
+            acc[lane] = 0
+        for q in range(0, full, _LANES):
+            for lane in range(_LANES):
+                acc[lane] = acc[lane] + matrix[row + q + lane] * vector[vector_at + q + lane]
+        for q in range(full, k):
+            acc[q - full] = acc[q - full] + matrix[row + q] * vector[vector_at + q]
+        width = _LANES // 2
+        while width >= 1:
+            for lane in range(width):
+                acc[lane] = acc[lane] + acc[lane + width]
+            width //= 2
+        out[out_at + j] = acc[0]
+
+
+@njit(nogil=True)
+def matvec_axpy(matrix: np.ndarray, matrix_at: int, ld: int, vector: np.ndarray,
+                vector_at: int, out: np.ndarray, out_at: int, k: int, n: int) -> None:
+    """A ``loops.MatVec`` of form ``axpy``: each output a column of the matrix times the
+    vector, its terms added in row order onto zero."""
+    for j in range(n):
+        out[out_at + j] = 0
+    for q in range(k):
+        x = vector[vector_at + q]
+        row = matrix_at + q * ld
+        for j in range(n):
+            out[out_at + j] = out[out_at + j] + x * matrix[row + j]

@@ -15,7 +15,8 @@ The one deliberate widening is the loop program's: float sums accumulate in floa
 ``parallel=True`` and no ``fastmath`` in the generated code: results match the reference
 interpreter within dtype tolerances. The rows of two-pass reductions are reduced by the
 vectorized helpers of ``intrinsics`` (the only code compiled with relaxed flags, each
-saying why); matrix products by BLAS call ``np.dot`` on views; random fills call
+saying why); matrix products by BLAS call ``np.dot`` on views, those with a vector
+side the ``intrinsics`` loop of their ``MatVec`` form; random fills call
 ``random_kernels``.
 """
 
@@ -39,10 +40,13 @@ from ...lower.program import Program
 from .lowerings import lowering
 
 #: bump when generated code changes meaning (part of every cache key)
-CODEGEN_VERSION = "7"
+CODEGEN_VERSION = "8"
 
 #: the ``intrinsics`` function reducing a row, by the row's reduction
 _ROW_REDUCTION = {"sum": "row_sum", "max": "row_max", "min": "row_min"}
+
+#: the ``intrinsics`` function computing a ``MatVec``, by its form
+_MATVEC = {"dot": "matvec_dot", "axpy": "matvec_axpy"}
 
 NP = NUMPY_SOURCE
 
@@ -258,6 +262,14 @@ class Generator:
                       f"{view(s.b, s.b_at, s.b_layout, s.k, s.n)}, "
                       f"{view(s.out, s.out_at, 'C', s.m, s.n)})")
 
+    def s_mat_vec(self, s: loops.MatVec) -> None:
+        """A product with a vector side: ``intrinsics``' loop of its form."""
+        fn = _MATVEC[s.form]
+        self.intrinsics.add(fn)
+        self.out.line(f"{fn}({s.matrix.arena.label}, {self.operand(s.matrix_at)}, {int(s.ld)}, "
+                      f"{s.vector.arena.label}, {self.operand(s.vector_at)}, "
+                      f"{s.out.arena.label}, {self.operand(s.out_at)}, {int(s.k)}, {int(s.n)})")
+
     def s_random_fill(self, s: loops.RandomFill) -> None:
         """A call of the fill of ``random_kernels`` (the Philox stream); every argument
         is a number the generator formats itself."""
@@ -295,6 +307,7 @@ STATEMENTS: dict[type, Callable[[Generator, Any], None]] = {
     loops.Check: Generator.s_check,
     loops.RowReduce: Generator.s_row_reduce,
     loops.Gemm: Generator.s_gemm,
+    loops.MatVec: Generator.s_mat_vec,
     loops.RandomFill: Generator.s_random_fill,
 }
 
