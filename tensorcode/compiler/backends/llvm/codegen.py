@@ -22,7 +22,7 @@ reductions into a register accumulate in float64, reductions over the innermost 
 run in two passes (the terms to a row of scratch, then ``rows.py``'s vectorized
 reduction of the row), a ``MatVec`` runs ``matvec.py``'s loops in the order the loop
 program fixes, and a ``Gemm`` calls the BLAS routine Numba's ``np.dot`` calls
-(``sgemm``/``dgemm``, or ``gemv``/``dot`` for a vector operand) with the same arguments.
+(``sgemm``/``dgemm``, or ``dot`` for two vectors) with the same arguments.
 """
 
 from __future__ import annotations
