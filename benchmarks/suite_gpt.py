@@ -5,8 +5,10 @@ same weights, read from the same released-layout directory):
 
 - ``forward``: full-context logits of one row of T tokens (B = 1);
 - ``decode``: tokens per second of the one-token decode step with the key/value cache,
-  also stated against the memory-bandwidth bound (weight bytes per token over the
-  memory traffic rate of a large copy on this machine, reads plus writes);
+  also stated as the rate the weights are read at and against the memory-bandwidth bound
+  (weight bytes per token over the memory traffic rate of a large copy on this machine,
+  reads plus writes, measured in the same run); then at one and at two threads, and
+  against ONNX Runtime's decode of the same step (the cache fed as inputs);
 
 Forward and decode run in alternating rounds (ours, PyTorch, ours, ...; ``ROUNDS``,
 one with ``--quick``) so both sides meet the same machine load; each keeps its best.
@@ -101,10 +103,25 @@ class _Ours:
         decoder.step(np.array([decoder.position % self.config.vocab_size]))
 
     def measure(self, quick: bool) -> dict:
+        """Forward and decode at this process's thread count, then decode at one and at
+        two threads (``tc.set_num_threads``), alternately in the same round."""
+        import tensorcode as tc
+
         repeat = 3 if quick or self.config.n_layer >= 12 else 10
+        steps = 20 if quick else 40
         forward = median_time(lambda: self.model.logits(self.ids), repeat=repeat, warmup=1)
-        decode = median_time(self._step, repeat=20 if quick else 40, warmup=2)
-        return {"forward": forward, "decode": decode}
+        measured = {"forward": forward,
+                    "decode": median_time(self._step, repeat=steps, warmup=2)}
+        if tc.get_num_threads() >= 1 and _cpus() >= 2:
+            before = tc.get_num_threads()
+            try:
+                for threads in (1, 2):
+                    tc.set_num_threads(threads)
+                    measured[f"decode_{threads}"] = median_time(self._step, repeat=steps,
+                                                                warmup=2)
+            finally:
+                tc.set_num_threads(before)
+        return measured
 
 
 def _alternating(shape: dict, directory: pathlib.Path, quick: bool
@@ -139,12 +156,18 @@ def _alternating(shape: dict, directory: pathlib.Path, quick: bool
             out = run_in_subprocess(_ORT.format(directory=str(directory), t=ours.t,
                                                 cache=ours.cache, quick=quick,
                                                 threads=_blas_threads()), timeout=1800)
-            onnx = out if onnx is None else {**out,
-                                             "forward": min(onnx["forward"], out["forward"])}
+            onnx = out if onnx is None else {
+                **out, "forward": min(onnx["forward"], out["forward"]),
+                "decode": min(onnx["decode"], out["decode"])}
     best.update(t=ours.t, cache=ours.cache, rounds=rounds,
                 weight_bytes=4 * config.parameter_count())
     best["onnx"] = onnx
     return best, peer, best_numba
+
+
+def _cpus() -> int:
+    from tensorcode.compiler.backends.threads import available_cpus
+    return available_cpus()
 
 
 def _blas_threads() -> int:
@@ -168,13 +191,22 @@ def _speed_rows(label: str, shape: dict, directory: pathlib.Path, quick: bool) -
            f"best of {rounds} round{'s' if rounds > 1 else ''} alternating with the peer"
     tok_s = 1 / ours["decode"]
     fits = ", which fit in cache" if weight_bytes < 32e6 else ""
+    decode = f"{label} decode (KV cache {cache})"
     rows = [Row(SUITE, f"{label} forward B=1 T={t}", "tensorcode", ours["forward"] * 1e3,
                 unit="ms", note=note),
-            Row(SUITE, f"{label} decode (KV cache {cache})", "tensorcode", tok_s,
+            Row(SUITE, decode, "tensorcode", tok_s,
                 unit="tok/s", lower_is_better=False,
-                note=f"{note}; bandwidth bound {bound:.1f} tok/s ({weight_bytes / 1e6:.0f} "
+                note=f"{note}; weights read at {weight_bytes * tok_s / 1e9:.1f} GB/s; "
+                     f"bandwidth bound {bound:.1f} tok/s ({weight_bytes / 1e6:.0f} "
                      f"MB of weights per token{fits} at {bandwidth / 1e9:.1f} GB/s of copy "
-                     f"traffic): {tok_s / bound:.0%} of it")]
+                     f"traffic, measured in the same run): {tok_s / bound:.0%} of it")]
+    if "decode_2" in ours:
+        one, two = 1 / ours["decode_1"], 1 / ours["decode_2"]
+        rows.append(Row(SUITE, f"{decode} at 2 threads", "tensorcode", two, unit="tok/s",
+                        lower_is_better=False,
+                        note=f"tc.set_num_threads(2) against 1 in the same rounds: {one:.1f} "
+                             f"tok/s at one thread ({one / bound:.0%} of the bound), "
+                             f"2 threads / 1 thread {two / one:.2f}x"))
     same = "the same plans on backend='numba' (the default is llvm), ours, numba, numba, " \
            "ours in each round"
     rows += [Row(SUITE, f"{label} forward B=1 T={t}", "tensorcode numba",
@@ -190,6 +222,13 @@ def _speed_rows(label: str, shape: dict, directory: pathlib.Path, quick: bool) -
                         note=f"onnxruntime {onnx['version']}, all graph optimizations, "
                              f"{onnx['threads']} intra-op threads; the torch program "
                              "exported with torch.onnx.export"))
+        ort_tok_s = 1 / onnx["decode"]
+        rows.append(Row(SUITE, decode, "onnxruntime", ort_tok_s, unit="tok/s",
+                        lower_is_better=False,
+                        note=f"the same session options; one step exported with the cache "
+                             f"as inputs ({cache} positions a layer, an additive mask, the "
+                             f"new key and value concatenated in the graph and written "
+                             f"back between steps); {ort_tok_s / bound:.0%} of the bound"))
     if peer is not None:
         peer_note = f"torch {peer['version']} eager, {peer['threads']} threads"
         rows += [Row(SUITE, f"{label} forward B=1 T={t}", "torch eager",
@@ -269,11 +308,13 @@ _TORCH = _TORCH_MODEL + textwrap.dedent("""
 """)
 
 
-#: ONNX Runtime's forward of the same model: the PyTorch program above exported with
-#: ``torch.onnx.export`` (the TorchScript exporter, which needs no onnxscript) and run with
-#: every graph optimization, ``threads`` intra-op threads (ours: the BLAS threads)
+#: ONNX Runtime's forward and decode step of the same model: the PyTorch program above
+#: exported with ``torch.onnx.export`` (the TorchScript exporter, which needs no
+#: onnxscript) and run with every graph optimization, ``threads`` intra-op threads (ours:
+#: the BLAS threads)
 _ORT = _TORCH_MODEL + textwrap.dedent("""
     import os, tempfile
+    import numpy as np
     import onnxruntime as ort
 
     class Forward(torch.nn.Module):
@@ -294,7 +335,64 @@ _ORT = _TORCH_MODEL + textwrap.dedent("""
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     feed = {{"ids": ids.numpy()}}
     fwd = median(lambda: session.run(None, feed), 3 if quick or L >= 12 else 10, 1)
-    print(json.dumps({{"forward": fwd, "threads": {threads}, "version": ort.__version__}}))
+
+    # decode: one token against a static cache of `cache` positions per layer, given as
+    # inputs (the past-key-values scheme): the graph attends over the cache and the new
+    # key and value (concatenated), an additive mask hiding the unused positions; the
+    # new keys and values come back as outputs and are written into the cache here
+    def step_block(x, k, keys, values, mask):
+        p = "h.%d." % k
+        a = F.layer_norm(x, (C,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        q, key, v = (a @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]).split(C, 2)
+        q, key, v = (z.view(1, 1, H, D).transpose(1, 2) for z in (q, key, v))
+        every_key, every_value = torch.cat([keys, key], 2), torch.cat([values, v], 2)
+        scores = (q @ every_key.transpose(2, 3)) / math.sqrt(D) + mask
+        y = (scores.softmax(-1) @ every_value).transpose(1, 2).reshape(1, 1, C)
+        x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        m = F.layer_norm(x, (C,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        m = F.gelu(m @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"], approximate="tanh")
+        return x + m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"], key, v
+
+    class Step(torch.nn.Module):
+        def forward(self, token, position, mask, keys, values):
+            x = w["wte.weight"][token] + w["wpe.weight"][position]
+            new_keys, new_values = [], []
+            for k in range(L):
+                x, key, v = step_block(x, k, keys[k], values[k], mask)
+                new_keys.append(key)
+                new_values.append(v)
+            return head(x), torch.stack(new_keys), torch.stack(new_values)
+
+    shape = (L, 1, H, cache, D)
+    args = (torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, dtype=torch.long),
+            torch.zeros(1, 1, 1, cache + 1), torch.zeros(shape), torch.zeros(shape))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "gpt2_step.onnx")
+        with torch.inference_mode():
+            torch.onnx.export(Step(), args, path, dynamo=False,
+                              input_names=["token", "position", "mask", "keys", "values"],
+                              output_names=["logits", "key", "value"])
+        step_session = ort.InferenceSession(path, options,
+                                            providers=["CPUExecutionProvider"])
+    keys, values = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+    mask = np.full((1, 1, 1, cache + 1), -1e9, np.float32)
+    mask[..., cache] = 0.0
+    state = {{"pos": 0}}
+
+    def step():
+        pos = state["pos"] % cache
+        if pos == 0:
+            mask[..., :cache] = -1e9
+        feed = {{"token": np.array([[pos % config["vocab_size"]]]),
+                 "position": np.array([pos]), "mask": mask, "keys": keys, "values": values}}
+        _, key, value = step_session.run(None, feed)
+        keys[:, :, :, pos] = key[:, :, :, 0]
+        values[:, :, :, pos] = value[:, :, :, 0]
+        mask[..., pos] = 0.0
+        state["pos"] += 1
+    dec = median(step, 20 if quick else 40, 2)
+    print(json.dumps({{"forward": fwd, "decode": dec, "threads": {threads},
+                      "version": ort.__version__}}))
 """)
 
 

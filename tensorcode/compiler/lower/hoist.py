@@ -19,7 +19,7 @@ A ``Let`` of a ``Load`` moves out of a loop when
 - no write inside the loop can reach the element: every ``Store`` to the same arena has
   an affine index over loop variables whose range of elements misses it, every other
   arena written is distinct memory (scratch is the plan's own; a constant is never
-  written), and no call (``Gemm``, ``Sample``) writes the arena (a categorical
+  written), and no call (``Gemm``, ``MatVec``, ``Sample``) writes the arena (a categorical
   draw's workspace counts as writing its scratch arenas).
 
 The generated code computes the same operations in the same order on the same values,
@@ -32,7 +32,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from .kernels import Arena
-from .loops import Expr, Gemm, Index, Let, Load, Loop, LoopKernel, Ref, Sample, Stmt, Store
+from .loops import (
+    Expr,
+    Gemm,
+    Index,
+    Let,
+    Load,
+    Loop,
+    LoopKernel,
+    MatVec,
+    Ref,
+    Sample,
+    Stmt,
+    Store,
+)
 
 #: arena roles whose memory no other arena shares: the plan's own scratch, and the
 #: constants, which nothing writes
@@ -103,7 +116,7 @@ def _writes(body: Sequence[Stmt], extents: Mapping[str, int]) -> Writes:
         for s in stmts:
             if isinstance(s, Store):
                 writes.setdefault(s.arena, []).append(_span(s.index, scope))
-            elif isinstance(s, (Gemm, Sample)):
+            elif isinstance(s, (Gemm, MatVec, Sample)):
                 writes.setdefault(s.out.arena, []).append(None)
                 if isinstance(s, Sample):  # its per-row workspace
                     for dtype in ("float64", "int64"):

@@ -34,11 +34,13 @@ Statements (``Stmt``):
   ``0 <= value < size`` (an index operand's range);
 - calls, where a library or a shared routine does the work: ``RowReduce`` (a row of
   terms in scratch reduced by a vectorized routine, binding ``name``), ``Gemm`` (a
-  matrix product by BLAS, the way ``np.dot`` calls it) and ``Sample`` (a categorical
-  draw: each row's tokens in sorted order).
+  matrix product by BLAS, the way ``np.dot`` calls it), ``MatVec`` (a product with a
+  vector operand, streaming the matrix once, in an order fixed here) and ``Sample`` (a
+  categorical draw: each row's tokens in sorted order).
 
-Numerics decided here, so every renderer computes the same: float sums and means
-accumulate in float64 (integer sums in int64) and round once when stored; a reduction's
+Numerics decided here, so every renderer computes the same: a ``MatVec``'s sums run in
+its dtype in the order its docstring gives; other float sums and means accumulate in
+float64 (integer sums in int64) and round once when stored; a reduction's
 identity; the loop order of every kernel; which reductions run in two passes over a row
 of scratch (``layout.row_terms``); where a categorical draw's workspace lies in scratch.
 """
@@ -77,6 +79,7 @@ from .layout import ROW_REDUCTION_MIN, coalesce, fused_layout, row_terms
 from .random_fills import fill as random_fill
 from .schedule import blas_layout
 from .statements import (
+    MATVEC_LANES,
     Accumulate,
     Accumulator,
     Annotations,
@@ -92,6 +95,7 @@ from .statements import (
     Load,
     Loop,
     LoopKernel,
+    MatVec,
     Ref,
     RowReduce,
     Sample,
@@ -426,8 +430,12 @@ class Lowering:
         b.add(Let("bb", batch_offset(bm)))
         if kernel.mode == "blas":
             assert isinstance(a, Strided) and isinstance(bm, Strided)
-            b.add(Gemm(a, Ref("ab"), _blas_layout(a, m, kk), bm, Ref("bb"),
-                       _blas_layout(bm, kk, n), out, Ref("ob"), m, kk, n))
+            a_layout, b_layout = _blas_layout(a, m, kk), _blas_layout(bm, kk, n)
+            if (m == 1) != (n == 1):
+                b.add(_mat_vec(a, a_layout, bm, b_layout, out, m, kk, n))
+            else:
+                b.add(Gemm(a, Ref("ab"), a_layout, bm, Ref("bb"), b_layout, out, Ref("ob"),
+                           m, kk, n))
             b.close(len(batch))
             return
 
@@ -694,6 +702,19 @@ class _Rows:
         return _affine(loc.offset, strides, list(names) + ([i] if i is not None else []))
 
 
+def _mat_vec(a: Strided, a_layout: str, b: Strided, b_layout: str, out: Strided,
+             m: int, kk: int, n: int) -> MatVec:
+    """A product with one vector side (``m == 1`` or ``n == 1``, not both) as a
+    ``MatVec`` over the other side's rows (form ``dot``) or columns (``axpy``), as
+    its layout stores them; the operands start at ``ab`` and ``bb``, the output at
+    ``ob``."""
+    if m == 1:  # vector @ matrix: the outputs are the k x n matrix's columns
+        form, ld = ("axpy", n) if b_layout == "C" else ("dot", kk)
+        return MatVec(b, Ref("bb"), ld, form, a, Ref("ab"), out, Ref("ob"), kk, n)
+    form, ld = ("dot", kk) if a_layout == "C" else ("axpy", m)  # matrix @ vector
+    return MatVec(a, Ref("ab"), ld, form, b, Ref("bb"), out, Ref("ob"), kk, m)
+
+
 def _blas_layout(loc: Strided, rows: int, cols: int) -> str:
     layout = blas_layout(loc, rows, cols)
     assert layout is not None  # the schedule chose BLAS only for such operands
@@ -830,6 +851,6 @@ def errors(kernels: Sequence[LoopKernel]) -> list[str]:
 
 __all__ = ["Const", "Ref", "Index", "Load", "Apply", "Expr", "Annotations", "Let", "Store",
            "Loop", "Accumulator", "Init", "Accumulate", "Check", "RowReduce", "Gemm",
-           "Sample", "Stmt", "Call", "LoopKernel", "COMBINE", "identity",
-           "accumulator_dtype", "index_message", "lower", "scratch_sizes", "row_room",
+           "MatVec", "MATVEC_LANES", "Sample", "Stmt", "Call", "LoopKernel", "COMBINE",
+           "identity", "accumulator_dtype", "index_message", "lower", "scratch_sizes", "row_room",
            "categorical_room", "errors", "uses_accumulators", "describe"]

@@ -10,8 +10,9 @@ whole inside one iteration), so results are the same bits for any number of thre
 
 Independent iterations, checked on the loop program itself:
 
-- no ``Check`` (a status returns from the kernel) or ``Sample`` (its workspace is
-  shared) inside the loop; a ``Gemm`` (a batched product's loop: one BLAS call per
+- no ``Check`` (a status returns from the kernel), ``MatVec`` (whose writes this check
+  does not see; a large one is split by ``_split_mat_vec``) or ``Sample`` (its workspace
+  is shared) inside the loop; a ``Gemm`` (a batched product's loop: one BLAS call per
   matrix, BLAS running one thread) writes a block of ``m * n`` elements at ``out_at``
   and reads its operands' matrices at ``a_at`` and ``b_at``, checked as stores and loads;
 - every name the body reads is bound inside it (a loop variable, a ``Let``, an
@@ -63,6 +64,7 @@ from .loops import (
     Load,
     Loop,
     LoopKernel,
+    MatVec,
     Ref,
     RowReduce,
     Sample,
@@ -92,6 +94,12 @@ GEMM_MIN_ROWS = 128
 GEMM_MIN_COLUMNS = 128
 GEMM_COLUMN_STEP = 64
 GEMM_MAX_BLOCKS = 16
+#: a ``MatVec`` of form ``dot`` reading at least this many matrix elements is split into
+#: blocks of outputs, each reading a contiguous block of about ``MATVEC_CHUNK`` elements
+#: (a multiple of ``MATVEC_ROWS`` rows); a single core streams a block at its full rate
+MATVEC_MIN = 1 << 21
+MATVEC_CHUNK = 1 << 20
+MATVEC_ROWS = 64
 #: what a transcendental op (exp, tanh, log...) counts among element operations
 TRANSCENDENTAL = 8
 
@@ -116,7 +124,8 @@ def annotate(kernels: Sequence[LoopKernel], rows: Mapping[str, tuple[int, int]]
              ) -> tuple[LoopKernel, ...]:
     """``kernels`` with each partitionable, large enough top-level loop annotated with
     its chunk (see the module doc); ``rows``: the row room, private to a chunk."""
-    return tuple(replace(k, body=_split_gemm(k.body) or _decide_each(k.body, rows))
+    return tuple(replace(k, body=_split_gemm(k.body) or _split_mat_vec(k.body)
+                         or _decide_each(k.body, rows))
                  for k in kernels)
 
 
@@ -212,6 +221,50 @@ def _split_columns(lets: Sequence[Stmt], gemm: Gemm, flops: int) -> tuple[Stmt, 
     if rest:
         split += (*lets, block(rest, Const(count, "int64")))
     return split
+
+
+def _split_mat_vec(body: Sequence[Stmt]) -> tuple[Stmt, ...] | None:
+    """A kernel that is one large ``MatVec`` of form ``dot`` (its ``Let``s, then the
+    product, inside loops of one iteration) as a partitioned loop over blocks of its
+    outputs, each block one ``MatVec`` reading its own contiguous rows of the matrix,
+    then the rows left over; an output's value does not depend on the block it is in
+    (``loops.MatVec``). None for a small product or the ``axpy`` form: its blocks would
+    be columns, each row of the matrix read in pieces, and measured on a 2-core AMD
+    EPYC a piece of 1152 columns streamed at a third of a whole row's rate."""
+    flat = _without_unit_loops(body)
+    if not flat or not isinstance(flat[-1], MatVec) or \
+            not all(isinstance(s, Let) for s in flat[:-1]):
+        return None
+    product, lets = flat[-1], flat[:-1]
+    if product.form != "dot" or product.k * product.n < MATVEC_MIN:
+        return None
+    per_block = -(-max(1, MATVEC_CHUNK // product.k) // MATVEC_ROWS) * MATVEC_ROWS
+    blocks = product.n // per_block
+    if blocks < 2:
+        return None
+    var = "rows"
+    shifted = _shifted
+    block = replace(product, n=per_block,
+                    matrix_at=shifted(product.matrix_at, per_block * product.ld, Ref(var)),
+                    out_at=shifted(product.out_at, per_block, Ref(var)))
+    split: tuple[Stmt, ...] = (Loop(var, blocks, (*lets, block), Annotations(partition=1)),)
+    rest = product.n - blocks * per_block
+    if rest:
+        done = Const(blocks, "int64")
+        split += (*lets, replace(product, n=rest,
+                                 matrix_at=shifted(product.matrix_at,
+                                                   per_block * product.ld, done),
+                                 out_at=shifted(product.out_at, per_block, done)))
+    return split
+
+
+def _without_unit_loops(body: Sequence[Stmt]) -> tuple[Stmt, ...]:
+    """``body`` with each loop of one iteration that is its only statement replaced by
+    a ``Let`` of its variable (0) and its body (a batch of one around a product)."""
+    while len(body) == 1 and isinstance(body[0], Loop) and body[0].extent == 1:
+        loop = body[0]
+        body = (Let(loop.var, Const(0, "int64")), *loop.body)
+    return tuple(body)
 
 
 def chunks(loop: Loop) -> int:
@@ -348,7 +401,7 @@ def _own_region(index: Expr, var: str, extents: Mapping[str, int], width: int = 
 
 def _independent(loop: Loop, rows: Mapping[str, tuple[int, int]]) -> bool:
     statements = list(_walk(loop.body))
-    if any(isinstance(s, (Check, Sample)) for s in statements):
+    if any(isinstance(s, (Check, MatVec, Sample)) for s in statements):
         return False
     extents = _extents(loop)
     bound = set(extents)

@@ -359,8 +359,9 @@ def blas_layout(loc: Loc, rows: int, cols: int) -> str | None:
 
 def _matmul(i: int, graph: Graph, values: _Values, kernels: list[Kernel]) -> None:
     """A matmul kernel: BLAS for large float products (operands BLAS cannot read in
-    place copied first), generated loops otherwise (``ikj``, or ``kij`` for narrow
-    results, so no output waits on the one before)."""
+    place copied first; a product with one vector side becomes a ``MatVec`` in the loop
+    program), generated loops otherwise (``ikj``, or ``kij`` for narrow results, so no
+    output waits on the one before)."""
     node = graph.nodes[i]
     a_node, b_node = graph.nodes[node.inputs[0]], graph.nodes[node.inputs[1]]
     batch, m, kk, n = _matmul_dims(node, a_node, b_node)
@@ -373,7 +374,14 @@ def _matmul(i: int, graph: Graph, values: _Values, kernels: list[Kernel]) -> Non
         kernels.append(CopyKernel([], shape, loc, dst))
         return dst
 
-    if node.type.is_float and m * n * kk > LOOP_MATMUL_LIMIT:
+    # a small product with one vector side whose matrix loops would read transposed
+    # (a decode step's query against each head's cached keys) streams it in place as a
+    # ``MatVec`` instead of copying it first
+    transposed_vector = node.type.is_float and (m == 1) != (n == 1) and n >= 4 and \
+        isinstance(b, Strided) and b.strides[-1] != 1 and \
+        isinstance(a, Strided) and blas_layout(a, m, kk) is not None and \
+        blas_layout(b, kk, n) is not None
+    if node.type.is_float and (m * n * kk > LOOP_MATMUL_LIMIT or transposed_vector):
         a_shape = a_node.type.shape if a_node.type.rank >= 2 else (1,) + a_node.type.shape
         b_shape = b_node.type.shape if b_node.type.rank >= 2 else b_node.type.shape + (1,)
         if isinstance(a, Scalar) or blas_layout(a, m, kk) is None:

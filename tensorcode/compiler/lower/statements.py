@@ -179,6 +179,39 @@ class Gemm:
     out_ld: int = 0
 
 
+#: the partial sums of a ``MatVec`` of form ``dot`` (one vector register of float32)
+MATVEC_LANES = 16
+
+
+@dataclass(frozen=True)
+class MatVec:
+    """``out[j] = sum over q < k of M(j, q) * vector[q]`` for ``n`` outputs ``j``, each
+    product and sum rounded to the dtype (no fused multiply-add), in a fixed order:
+
+    - ``form == "dot"``: ``M(j, q) = matrix[matrix_at + j * ld + q]`` (an output reads a
+      row of the matrix). Lane ``l < MATVEC_LANES`` sums the terms ``q = l, l + 16,
+      ...`` in order from 0; then lanes ``l`` and ``l + w`` add for ``w`` = 8, 4, 2, 1
+      (lane ``l`` on the left); lane 0 is the output.
+    - ``form == "axpy"``: ``M(j, q) = matrix[matrix_at + q * ld + j]`` (an output reads
+      a column): the terms are added in order of ``q`` from 0.
+
+    Both forms read the matrix front to back once: what a one-row product (a decode
+    step's projections, the vocabulary head) is bound by. ``vector`` and ``out`` are
+    contiguous; an output's value does not depend on which other outputs the statement
+    computes, so a product split into blocks of outputs gives the same bits."""
+
+    matrix: Strided
+    matrix_at: Expr
+    ld: int
+    form: str
+    vector: Strided
+    vector_at: Expr
+    out: Strided
+    out_at: Expr
+    k: int
+    n: int
+
+
 @dataclass(frozen=True)
 class Sample:
     """A categorical draw: ``out[r]`` (int64) is the index ``philox.categorical_row``
@@ -197,8 +230,8 @@ class Sample:
     workspace: tuple[int, int, int, int]
 
 
-Stmt = Let | Store | Loop | Init | Accumulate | Check | RowReduce | Gemm | Sample
-Call = RowReduce | Gemm | Sample
+Stmt = Let | Store | Loop | Init | Accumulate | Check | RowReduce | Gemm | MatVec | Sample
+Call = RowReduce | Gemm | MatVec | Sample
 
 
 @dataclass(frozen=True)
@@ -226,4 +259,4 @@ class LoopKernel:
 
 __all__ = ["Const", "Ref", "Index", "Load", "Apply", "Expr", "Annotations", "Let", "Store",
            "Loop", "Accumulator", "Init", "Accumulate", "Check", "RowReduce", "Gemm",
-           "Sample", "Stmt", "Call", "LoopKernel"]
+           "MatVec", "MATVEC_LANES", "Sample", "Stmt", "Call", "LoopKernel"]

@@ -184,3 +184,36 @@ def test_a_batched_product_writing_one_matrix_for_every_iteration_stays_whole():
     (ab,) = [s.value for s in partition._walk(batch.body)
              if isinstance(s, loops.Let) and s.name == "ab"]
     assert partitioned(with_output_at(ab)) == 0  # blocks of q's stride overlap: 2048 < 128 * 128
+
+
+def test_a_large_row_product_with_a_vector_splits_into_blocks_of_rows_with_the_same_bits():
+    # the vocabulary head of a decode step: x [1, k] @ table.T, the table read row by row
+    k, n = 128, 2 * (partition.MATVEC_CHUNK // 128) + 100
+    rng = np.random.default_rng(0)
+    tape = tc.Tape()
+    x = tape.input(rng.normal(size=(1, k)).astype(np.float32), name="x")
+    table = tape.parameter(rng.normal(size=(n, k)).astype(np.float32))
+    columns = tape.parameter(rng.normal(size=(k, n)).astype(np.float32))
+    head, projected = x @ table.T, x @ columns
+    network = tape.into_network()
+    kernels = network.entry([head, projected]).lower("reference").program.loops
+    split = [k for k in kernels if isinstance(k.body[0], loops.Loop)]
+    assert len(split) == 1  # the axpy form (columns) stays whole: see ``_split_mat_vec``
+    blocks, *rest = split[0].body
+    assert blocks.annotations.partition == 1 and blocks.extent == 2
+    (block,) = [s for s in blocks.body if isinstance(s, loops.MatVec)]
+    (tail,) = [s for s in rest if isinstance(s, loops.MatVec)]
+    assert block.form == "dot" and block.n * blocks.extent + tail.n == n and tail.n == 100
+    answers = {}
+    for backend in ("llvm", "numba"):
+        plan = network.entry([head, projected]).lower(backend)
+        for threads_ in (1, 2, 3):
+            tc.set_num_threads(threads_)
+            run = plan.forward(network.parameters())
+            answers[backend, threads_] = [run.of(head).copy(), run.of(projected).copy()]
+    tc.set_num_threads(threads.available_cpus())
+    first = answers["llvm", 1]
+    assert all(np.array_equal(a, b) for other in answers.values() for a, b in zip(first, other))
+    reference = network.entry([head, projected]).lower("reference").forward(network.parameters())
+    for got, root in zip(first, (head, projected)):
+        np.testing.assert_allclose(got, reference.of(root), rtol=1e-4, atol=1e-4)

@@ -4,7 +4,8 @@ the loop program, not by the threads, and a reduction combines its chunks in ord
 Each workload runs at 1, 2, 3 and 8 threads (``tc.set_num_threads``; 8 on a 2-core
 machine shares the cores, which must not matter either) and every result is compared bit
 for bit with the one-thread result: a forward plan large enough to be partitioned, a
-fused training step, GPT decode steps and random draws."""
+fused training step, GPT decode steps (one with its vocabulary head split into blocks)
+and random draws."""
 
 from __future__ import annotations
 
@@ -85,6 +86,21 @@ def test_decode_agrees_across_thread_counts():
     def run():
         decoder = model.decoder()
         return [decoder.step(np.array([t])) for t in (3, 1, 4, 1, 5)]
+    _each_thread_count(run)
+
+
+def test_decode_with_a_split_head_agrees_across_thread_counts():
+    # a vocabulary large enough that the head's one-row product runs as blocks of the
+    # embedding table's rows on the pool (``partition._split_mat_vec``)
+    config = GptConfig(vocab_size=33_000, block_size=16, n_layer=1, n_head=2, n_embd=64)
+    model = gpt2.GptModel(config, seed=0, context=8, cache_length=8)
+    head = model.layered()._plan("step_head")
+    assert any(isinstance(s, loops.Loop) and s.annotations.partition
+               for k in head.program.loops for s in k.body)
+
+    def run():
+        decoder = model.decoder()
+        return [decoder.step(np.array([t])) for t in (3, 32_999, 4)]
     _each_thread_count(run)
 
 

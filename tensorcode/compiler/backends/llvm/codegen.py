@@ -20,8 +20,9 @@ The loop program fixes what every kernel computes and in which order, so this mo
 and the Numba backend's (``backends/numba/loops.py``) give the same bits: float
 reductions into a register accumulate in float64, reductions over the innermost loop
 run in two passes (the terms to a row of scratch, then ``rows.py``'s vectorized
-reduction of the row), and a ``Gemm`` calls the BLAS routine Numba's ``np.dot`` calls
-(``sgemm``/``dgemm``, or ``gemv``/``dot`` for a vector operand) with the same arguments.
+reduction of the row), a ``MatVec`` runs ``matvec.py``'s loops in the order the loop
+program fixes, and a ``Gemm`` calls the BLAS routine Numba's ``np.dot`` calls
+(``sgemm``/``dgemm``, or ``dot`` for two vectors) with the same arguments.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ...lower.program import Program
 from ...lower.update import StepSpec
 from . import ops, rows
 from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, POOL_RUN, Layout, layout_of
+from .matvec import MatVecs
 from .profile import Counters
 from .sample import Sampler
 from .types import (
@@ -77,6 +79,7 @@ class Renderer:
         self.kernel_type = ir.FunctionType(I32, [PTR] * len(self.layout.arguments))
         self.rows = rows.RowReductions(self.module)
         self.sampler = Sampler()
+        self.matvecs = MatVecs(self.module)
         self.b: ir.IRBuilder
         self.fn: ir.Function
         self.args: list[ir.Value] = []
@@ -430,8 +433,8 @@ class Renderer:
 
     def s_gemm(self, s: loops.Gemm) -> None:
         """``np.dot`` of two BLAS-readable views as Numba's ``dot_3_mm`` calls BLAS:
-        ``dot`` for two vectors, ``gemv`` when one side is a vector, ``gemm``
-        otherwise, with its transposes and leading dimensions."""
+        ``dot`` for two vectors, ``gemm`` otherwise, with its transposes and leading
+        dimensions (a product with one vector side is a ``MatVec``)."""
         b = self.b
         m, kk, n, dtype = s.m, s.k, s.n, s.out.dtype
         kind = "s" if dtype == "float32" else "d"
@@ -445,24 +448,6 @@ class Renderer:
             value = b.call(fn, [self._int(kk), pa, self._int(1), pb, self._int(1)])
             b.store(value, pc)
             return
-        if n == 1 or m == 1:
-            # M * V: the matrix is ``a`` (V = b); V * M: the matrix is ``b``
-            if n == 1:
-                matrix, layout, shape, vector = pa, a_layout, (m, kk), pb
-                trans = layout == "C"
-            else:
-                matrix, layout, shape, vector = pb, b_layout, (kk, n), pa
-                trans = layout != "C"
-            if layout == "F":
-                rows_, cols, lda = shape[0], shape[1], (s.a_ld or shape[0]) if n == 1 \
-                    else shape[0]
-            else:
-                cols, rows_, lda = shape[0], shape[1], shape[1]
-            fn = self._blas_function(f"{kind}gemv", ir.VoidType(), 11)
-            b.call(fn, [self._char("t" if trans else "n"), self._int(rows_), self._int(cols),
-                        self._scalar(1.0, dtype), matrix, self._int(lda), vector,
-                        self._int(1), self._scalar(0.0, dtype), pc, self._int(1)])
-            return
         # M * M: C^T = B^T A^T in BLAS's column-major terms
         transa = "n" if b_layout == "C" else "t"
         lda = (s.b_ld or n) if b_layout == "C" else (s.b_ld or kk)
@@ -472,6 +457,13 @@ class Renderer:
         b.call(fn, [self._char(transa), self._char(transb), self._int(n), self._int(m),
                     self._int(kk), self._scalar(1.0, dtype), pb, self._int(lda), pa,
                     self._int(ldb), self._scalar(0.0, dtype), pc, self._int(s.out_ld or n)])
+
+    def s_mat_vec(self, s: loops.MatVec) -> None:
+        """A product with a vector side: ``matvec.py``'s streaming loop of its form."""
+        self.matvecs.call(self.b, s.form, s.out.dtype, self.pointer(s.matrix,
+                                                                    self.value(s.matrix_at)),
+                          s.ld, self.pointer(s.vector, self.value(s.vector_at)),
+                          self.pointer(s.out, self.value(s.out_at)), s.k, s.n)
 
     def _blas_function(self, name: str, result: ir.Type, arity: int) -> ir.Function:
         symbol = f"{BLAS_PREFIX}{name}_"
@@ -520,6 +512,7 @@ STATEMENTS: dict[type, Callable[[Renderer, Any], None]] = {
     loops.Check: Renderer.s_check,
     loops.RowReduce: Renderer.s_row_reduce,
     loops.Gemm: Renderer.s_gemm,
+    loops.MatVec: Renderer.s_mat_vec,
     loops.Sample: Renderer.s_sample,
 }
 

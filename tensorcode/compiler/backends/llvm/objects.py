@@ -34,7 +34,7 @@ OPT_LEVEL = 2
 #: code, alternated in one process. The loop vectorizer still interleaves.
 LOOP_UNROLLING = False
 
-_BLAS = {f"{BLAS_PREFIX}{kind}{name}_" for kind in "sd" for name in ("gemm", "gemv", "dot")}
+_BLAS = {f"{BLAS_PREFIX}{kind}{name}_" for kind in "sd" for name in ("gemm", "dot")}
 #: libm: what the lowerings call by name (``interface.LIBM``) and what LLVM may turn its
 #: intrinsics into
 _LIBM = {name + suffix for name in ("exp", "log", "sin", "cos", "pow", "sqrt", "floor",

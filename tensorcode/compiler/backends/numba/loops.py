@@ -15,7 +15,8 @@ The one deliberate widening is the loop program's: float sums accumulate in floa
 ``parallel=True`` and no ``fastmath`` in the generated code: results match the reference
 interpreter within dtype tolerances. The rows of two-pass reductions are reduced by the
 vectorized helpers of ``intrinsics`` (the only code compiled with relaxed flags, each
-saying why); matrix products by BLAS call ``np.dot`` on views; a categorical draw's rows are
+saying why); matrix products by BLAS call ``np.dot`` on views, those with a vector
+side the ``intrinsics`` loop of their ``MatVec`` form; a categorical draw's rows are
 sampled by ``random_kernels``.
 """
 
@@ -42,6 +43,9 @@ CODEGEN_VERSION = "8"
 
 #: the ``intrinsics`` function reducing a row, by the row's reduction
 _ROW_REDUCTION = {"sum": "row_sum", "max": "row_max", "min": "row_min"}
+
+#: the ``intrinsics`` function computing a ``MatVec``, by its form
+_MATVEC = {"dot": "matvec_dot", "axpy": "matvec_axpy"}
 
 NP = NUMPY_SOURCE
 
@@ -290,6 +294,14 @@ class Generator:
                       f"{uniforms}, {s.uniforms}, {temperature}, {int(s.attrs['top_k'])}, "
                       f"{top_p})")
 
+    def s_mat_vec(self, s: loops.MatVec) -> None:
+        """A product with a vector side: ``intrinsics``' loop of its form."""
+        fn = _MATVEC[s.form]
+        self.intrinsics.add(fn)
+        self.out.line(f"{fn}({s.matrix.arena.label}, {self.operand(s.matrix_at)}, {int(s.ld)}, "
+                      f"{s.vector.arena.label}, {self.operand(s.vector_at)}, "
+                      f"{s.out.arena.label}, {self.operand(s.out_at)}, {int(s.k)}, {int(s.n)})")
+
 
 #: the writer of each statement kind of the loop program
 STATEMENTS: dict[type, Callable[[Generator, Any], None]] = {
@@ -301,6 +313,7 @@ STATEMENTS: dict[type, Callable[[Generator, Any], None]] = {
     loops.Check: Generator.s_check,
     loops.RowReduce: Generator.s_row_reduce,
     loops.Gemm: Generator.s_gemm,
+    loops.MatVec: Generator.s_mat_vec,
     loops.Sample: Generator.s_sample,
 }
 

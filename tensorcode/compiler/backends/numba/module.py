@@ -76,7 +76,7 @@ def generate(program: Program, key: str = "", approximate: bool = True) -> str:
     intrinsics = sorted(gen.intrinsics)
     if intrinsics:
         lines.append(f"from tensorcode.compiler.backends.numba.intrinsics import "
-                     f"{', '.join(intrinsics)}")
+                     f"{', '.join(intrinsics)}  # {_intrinsics_digest()}")
     if gen.samplers:  # the sampler's digest is in the source, hence in the cache key
         lines.append(f"from tensorcode.compiler.backends.numba.random_kernels import "
                      f"{', '.join(sorted(gen.samplers))}  # {_random_digest()}")
@@ -132,6 +132,15 @@ def _random_digest() -> str:
                  pathlib.Path(__file__).with_name("random_kernels.py")):
         digest.update(path.read_bytes())
     return f"random sampler {digest.hexdigest()[:16]}"
+
+
+@functools.cache
+def _intrinsics_digest() -> str:
+    """SHA-256 (16 hex digits) of ``intrinsics.py``: a cached plan holds the code of the
+    intrinsics it calls (Numba compiles them into it), so changing them must change the
+    plan's key, as for the random fills."""
+    path = pathlib.Path(__file__).with_name("intrinsics.py")
+    return f"intrinsics {hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"
 
 
 def _run_batch(p: Program, call: str) -> list[str]:
