@@ -125,8 +125,23 @@ def annotate(kernels: Sequence[LoopKernel], rows: Mapping[str, tuple[int, int]]
     """``kernels`` with each partitionable, large enough top-level loop annotated with
     its chunk (see the module doc); ``rows``: the row room, private to a chunk."""
     return tuple(replace(k, body=_split_gemm(k.body) or _split_mat_vec(k.body)
+                         or _decide_inside_batch_of_one(k.body, rows)
                          or _decide_each(k.body, rows))
                  for k in kernels)
+
+
+def _decide_inside_batch_of_one(body: Sequence[Stmt], rows: Mapping[str, tuple[int, int]]
+                                ) -> tuple[Stmt, ...] | None:
+    """The loops inside a batch of one (attention's loop over heads, of one sequence's
+    forward) decided as top-level loops; None when there is no such batch or nothing
+    inside it is partitioned."""
+    flat = _without_unit_loops(body)
+    if len(flat) == len(body):
+        return None
+    decided = _decide_each(flat, rows)
+    if not any(isinstance(s, Loop) and s.annotations.partition for s in decided):
+        return None
+    return decided
 
 
 def _decide_each(body: Sequence[Stmt], rows: Mapping[str, tuple[int, int]]
@@ -166,7 +181,9 @@ def _split_gemm(body: Sequence[Stmt]) -> tuple[Stmt, ...] | None:
     ``GEMM_MIN_FLOPS``), each block one BLAS call (the ``Let``s move into the loop: a
     chunk reads nothing bound outside it); None when the product is small or a vector
     product. A block reads its operands in place with the whole product's leading
-    dimensions (``Gemm.a_ld``, ``b_ld``, ``out_ld``)."""
+    dimensions (``Gemm.a_ld``, ``b_ld``, ``out_ld``). A batch of one around the product
+    (GPT-2's head on one sequence) is the product itself (``_without_unit_loops``)."""
+    body = _without_unit_loops(body)
     if not body or not isinstance(body[-1], Gemm) or \
             not all(isinstance(s, Let) for s in body[:-1]):
         return None
@@ -203,7 +220,13 @@ def _split_columns(lets: Sequence[Stmt], gemm: Gemm, flops: int) -> tuple[Stmt, 
     stored rows), then the columns left over as one more call on the calling thread."""
     n = gemm.n
     blocks = min(GEMM_MAX_BLOCKS, flops // GEMM_CHUNK_FLOPS)
-    width = max(GEMM_MIN_COLUMNS, -(-n // max(blocks, 1) // GEMM_COLUMN_STEP) * GEMM_COLUMN_STEP)
+    # the width rounded down where that keeps GEMM_MAX_BLOCKS, so the columns left over
+    # (one call on the calling thread, after the blocks) are fewer than a step's
+    # (rounded up, GPT-2's head left 2257 of its 50257 columns serial)
+    step, share = GEMM_COLUMN_STEP, n // max(blocks, 1)
+    width = max(GEMM_MIN_COLUMNS, share // step * step)
+    if n // width > GEMM_MAX_BLOCKS:
+        width = max(GEMM_MIN_COLUMNS, -(-share // step) * step)
     count, rest = divmod(n, width)
     if rest == 1:  # no product of one column: the last block takes it
         count, rest = count - 1, width + 1
@@ -362,10 +385,14 @@ def _work(body: Sequence[Stmt]) -> int:
 
 
 def _extents(loop: Loop) -> dict[str, int]:
+    """Each loop variable's extent; a name bound to the constant 0 counts as a variable
+    of extent 1 (the variable of a batch of one, ``_without_unit_loops``)."""
     found = {loop.var: loop.extent}
     for s in _walk(loop.body):
         if isinstance(s, Loop):
             found[s.var] = s.extent
+        elif isinstance(s, Let) and s.value == Const(0, "int64"):
+            found[s.name] = 1
     return found
 
 

@@ -85,6 +85,10 @@ PRODUCTS = {
     "columns": ((128, 256), False, (256, 384), False, "columns", 3, 128, 0),
     "columns of a transposed b": ((128, 256), False, (384, 256), True, "columns", 3, 128, 0),
     "columns and the rest": ((128, 256), False, (256, 400), False, "columns", 3, 128, 16),
+    # the block width rounded down: fewer columns left over for the calling thread
+    "columns rounded down": ((128, 64), False, (64, 4000), False, "columns", 15, 256, 160),
+    # a batch of one around the product (GPT-2's head on one sequence) is the product
+    "a batch of one": ((1, 128, 256), False, (256, 384), False, "columns", 3, 128, 0),
 }
 
 
@@ -106,7 +110,7 @@ def test_a_large_matrix_product_splits_into_blocks_with_the_same_bits(case):
     assert isinstance(blocks, loops.Loop) and blocks.annotations.partition == 1
     assert blocks.var == side and blocks.extent == count
     (gemm,) = [s for s in blocks.body if isinstance(s, loops.Gemm)]
-    m, n = y.shape
+    m, n = y.shape[-2:]
     if side == "rows":
         assert (gemm.m, gemm.n, gemm.a_ld) == (size, n, m if a_t else 0)
     else:
@@ -146,6 +150,15 @@ def test_a_batched_product_runs_its_matrices_in_chunks():
     assert isinstance(batch, loops.Loop) and batch.extent == 16
     assert batch.annotations.partition == 1
     _same_bits_everywhere(network, y)
+    one = tc.Tape()  # one sequence's heads: the loop inside the batch of one is split
+    q = one.input(rng.normal(size=(1, 12, 128, 64)).astype(np.float32), name="q")
+    k = one.input(rng.normal(size=(1, 12, 64, 128)).astype(np.float32), name="k")
+    scores = q @ k
+    network = one.into_network()
+    (kernel,) = network.entry([scores]).lower("reference").program.loops
+    heads = [s for s in kernel.body if isinstance(s, loops.Loop)]
+    assert [(h.extent, h.annotations.partition) for h in heads] == [(12, 1)]
+    _same_bits_everywhere(network, scores)
     small = tc.Tape()
     q = small.input(rng.normal(size=(2, 2, 8, 4)).astype(np.float32), name="q")
     k = small.input(rng.normal(size=(2, 2, 4, 8)).astype(np.float32), name="k")
