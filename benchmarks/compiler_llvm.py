@@ -226,7 +226,9 @@ def warm_rows(quick: bool = False) -> list[Row]:
                 "gradient plan + opt.step (no fused step)"
             rows.append(Row(SUITE, f"{spec['title']}: warm step (llvm vs numba)", backend,
                             value * 1e6, unit="us", baseline=backend == "numba",
-                            note=f"{kind}; median of 3 alternated medians of {n}"))
+                            note=f"{kind}; median of 3 alternated medians of {n}"
+                                 + ("; one core: numba runs partitioned loops serially"
+                                    if backend == "numba" else "")))
     return rows
 
 

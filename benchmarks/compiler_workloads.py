@@ -96,8 +96,9 @@ def tensorcode_network(spec: dict, data: dict):
     return tape.into_network(), loss, adjoints
 
 
-def tensorcode_step(spec: dict, data: dict, backend: str = "numba"):
-    """A step closure for the TensorCode plan, and a note on the update it uses."""
+def tensorcode_step(spec: dict, data: dict, backend: str = "llvm"):
+    """A step closure for the TensorCode plan (the default backend unless named), and a
+    note on the update it uses."""
     network, _, adjoints = tensorcode_network(spec, data)
     plan = network.entry(adjoints.roots()).lower(backend)
     state = {"p": network.parameters()}

@@ -1,8 +1,9 @@
 """The compiler suite: one training step of W1..W5 per peer, cold and warm lowering.
 
-Rows per workload: the TensorCode Numba plan (baseline), the reference interpreter on
-the same lowered plan, plain NumPy, a hand-written Numba step, and PyTorch eager and JAX
-jit when installed (each in its own process). Then W2's cold lowering (fresh process,
+Rows per workload: the TensorCode fused step plan on the default backend (baseline),
+the unfused plan, run_steps, the reference interpreter on the same lowered plan, plain
+NumPy, a hand-written Numba step, and PyTorch eager and JAX jit when installed (each in
+its own process). Then W2's cold lowering (fresh process,
 empty cache) and a fresh process's time to its first step with a warm cache, with JAX's
 fresh-process time to its first jitted step beside it.
 """
@@ -76,6 +77,20 @@ def import_rows(quick: bool = False) -> list[Row]:
     return rows
 
 
+def _with_blas_threads(measure):
+    """Run ``measure`` with SciPy's OpenBLAS at ``tc.get_num_threads()`` threads, then
+    back at the one thread plans set. Numba's ``np.dot`` calls that OpenBLAS, which
+    the llvm plans loaded earlier in this process left at one thread: a hand-written
+    Numba step in a process of its own would use every core for its products."""
+    from tensorcode.compiler.backends import threads
+
+    threads.set_blas_threads(threads.get_num_threads())
+    try:
+        return measure()
+    finally:
+        threads.set_blas_threads(threads.BLAS_THREADS)
+
+
 def run(quick: bool = False) -> list[Row]:
     rows: list[Row] = import_rows(quick)
     for name, spec in WORKLOADS.items():
@@ -89,7 +104,7 @@ def run(quick: bool = False) -> list[Row]:
             blas = f"; OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}"
         rows.append(Row(SUITE, workload, "tensorcode", value * 1e6,
                         note=f"{fused_note}: one compiled call{blas}", baseline=True))
-        step, note, plan = tensorcode_step(spec, data, "numba")
+        step, note, plan = tensorcode_step(spec, data)
         rows.append(Row(SUITE, workload, "tensorcode unfused",
                         median_time(step, repeat=n, warmup=3) * 1e6,
                         note=f"plan.forward, recorded_gradients, {note}.step"))
@@ -134,8 +149,8 @@ def run(quick: bool = False) -> list[Row]:
                         median_time(numpy_step(spec, data), repeat=n, warmup=2) * 1e6,
                         note="hand-written NumPy"))
         hand, hand_note = hand_numba_step(name, spec, data)
-        rows.append(Row(SUITE, workload, "hand numba", median_time(hand, repeat=n, warmup=3) * 1e6,
-                        note=hand_note))
+        rows.append(Row(SUITE, workload, "hand numba", _with_blas_threads(
+            lambda: median_time(hand, repeat=n, warmup=3)) * 1e6, note=hand_note))
     for kind, module in (("torch", "torch"), ("jax", "jax"), ("jax1", "jax")):
         if not module_available(module):
             rows.append(Row(SUITE, WORKLOADS["W1"]["title"], f"{kind} (not installed)", 0.0,
