@@ -14,7 +14,15 @@ of our wheels ships one we could rely on) and no Python thread per chunk.
 
 ``tc_pool_run(fn, ctx, n)`` calls ``fn(ctx, i)`` once for every chunk ``i < n`` and
 returns when all have returned. The calling thread takes chunks too, so one thread
-(``set_num_threads(1)``) runs every chunk itself in order. Which thread runs a chunk
+(``set_num_threads(1)``) runs every chunk itself in order. With workers, each of the
+``p`` threads of the run (the caller first) owns a contiguous segment of the chunks, the
+``q``-th ``p``-th of them, runs it first, then takes what is left of the others'
+segments: consecutive kernels partitioned over the same rows then find most of their
+operands in the cache of the core that wrote them. Handing out chunks from one shared
+counter instead (the first version) interleaved them between the threads, and a 2-layer
+transformer step at 2 threads measured 1.51x its one-thread time against 1.64x with
+segments (best of 15 steps, alternated processes, 2-core AMD EPYC); its partitioned
+elementwise kernels went from 1.40x to 1.73x. Which thread runs a chunk
 never changes what it computes: a partitioned loop's chunks are fixed by the loop
 program (a fixed chunk size), not by the thread count, and a reduction combines its
 per-chunk partials in chunk order afterwards, so results are bit-identical for any
@@ -49,8 +57,11 @@ _IR = r"""
 @job_fn = internal global %fn null
 @job_ctx = internal global i8* null
 @job_n = internal global i64 0
-; the next chunk: the run's generation in the high 32 bits, the chunk in the low ones
-@next = internal global i64 0
+@parts = internal global i64 0
+; per participant (the caller 0, worker j at j + 1), one cache line each: the next chunk
+; of its segment of the run, the run's generation in the high 32 bits, the chunk in the
+; low ones
+@slots = internal global [257 x [8 x i64]] zeroinitializer, align 64
 @left = internal global i64 0
 @workers = internal global i64 0
 @threads = internal global [256 x i64] zeroinitializer
@@ -77,32 +88,66 @@ define private i8* @done_p() {
   ret i8* %p
 }
 
-; claim and run chunks of run %g while any is left: a claim is a compare-and-swap on
-; @next that fails once a newer run has begun, so a late worker never runs a chunk of a
-; run that has returned; the last chunk to finish wakes the caller
-define private void @take(%fn %f, i8* %ctx, i64 %n, i64 %g) {
+define private i64* @slot(i64 %q) {
+  %p = getelementptr [257 x [8 x i64]], [257 x [8 x i64]]* @slots, i64 0, i64 %q, i64 0
+  ret i64* %p
+}
+
+; claim and run chunks of run %g while any is left, participant %p of %parts: first its
+; own segment of the chunks (segment q is [q n / parts, (q + 1) n / parts)), then the
+; rest of the others' in turn. A claim is a compare-and-swap on the segment's slot that
+; fails once a newer run has begun, so a late worker never runs a chunk of a run that has
+; returned; the chunks it ran are taken off @left once, and the participant that takes
+; the last wakes the caller
+define private void @take(%fn %f, i8* %ctx, i64 %n, i64 %g, i64 %p, i64 %parts) {
 entry:
   %tag = shl i64 %g, 32
+  br label %segment
+segment:
+  %s = phi i64 [ 0, %entry ], [ %s1, %next_segment ]
+  %ran = phi i64 [ 0, %entry ], [ %ran2, %next_segment ]
+  %more_segments = icmp slt i64 %s, %parts
+  br i1 %more_segments, label %open, label %report
+open:
+  %ps = add i64 %p, %s
+  %q = urem i64 %ps, %parts
+  %q1 = add i64 %q, 1
+  %qn1 = mul i64 %q1, %n
+  %end = udiv i64 %qn1, %parts
+  %slotp = call i64* @slot(i64 %q)
   br label %loop
 loop:
-  %cur = load atomic i64, i64* @next seq_cst, align 8
+  %ran1 = phi i64 [ %ran, %open ], [ %ran1, %lost ], [ %ran_body, %body ]
+  %cur = load atomic i64, i64* %slotp seq_cst, align 8
   %hi = and i64 %cur, -4294967296
   %ours = icmp eq i64 %hi, %tag
-  br i1 %ours, label %index, label %out
+  br i1 %ours, label %index, label %next_segment
 index:
   %i = and i64 %cur, 4294967295
-  %more = icmp slt i64 %i, %n
-  br i1 %more, label %claim, label %out
+  %left_here = icmp ult i64 %i, %end
+  br i1 %left_here, label %claim, label %next_segment
 claim:
   %cur1 = add i64 %cur, 1
-  %pair = cmpxchg i64* @next, i64 %cur, i64 %cur1 seq_cst seq_cst
+  %pair = cmpxchg i64* %slotp, i64 %cur, i64 %cur1 seq_cst seq_cst
   %won = extractvalue { i64, i1 } %pair, 1
-  br i1 %won, label %body, label %loop
+  br i1 %won, label %body, label %lost
+lost:
+  br label %loop
 body:
   call void %f(i8* %ctx, i64 %i)
-  %was = atomicrmw sub i64* @left, i64 1 seq_cst
-  %last = icmp eq i64 %was, 1
-  br i1 %last, label %signal, label %loop
+  %ran_body = add i64 %ran1, 1
+  br label %loop
+next_segment:
+  %ran2 = phi i64 [ %ran1, %loop ], [ %ran1, %index ]
+  %s1 = add i64 %s, 1
+  br label %segment
+report:
+  %any = icmp ne i64 %ran, 0
+  br i1 %any, label %count, label %out
+count:
+  %was = atomicrmw sub i64* @left, i64 %ran seq_cst
+  %last = icmp eq i64 %was, %ran
+  br i1 %last, label %signal, label %out
 signal:
   %mu = call i8* @mu_p()
   %done = call i8* @done_p()
@@ -114,8 +159,9 @@ out:
   ret void
 }
 
-define private i8* @worker(i8* %unused) {
+define private i8* @worker(i8* %arg) {
 entry:
+  %me = ptrtoint i8* %arg to i64
   %mu = call i8* @mu_p()
   %wake = call i8* @wake_p()
   br label %park
@@ -153,8 +199,9 @@ work:
   %f = load %fn, %fn* @job_fn
   %ctx = load i8*, i8** @job_ctx
   %n = load i64, i64* @job_n
+  %parts = load i64, i64* @parts
   call i32 @pthread_mutex_unlock(i8* %mu)
-  call void @take(%fn %f, i8* %ctx, i64 %n, i64 %g)
+  call void @take(%fn %f, i8* %ctx, i64 %n, i64 %g, i64 %me, i64 %parts)
   br label %park
 leave:
   call i32 @pthread_mutex_unlock(i8* %mu)
@@ -173,7 +220,9 @@ loop:
   br i1 %more, label %make, label %out
 make:
   %slot = getelementptr [256 x i64], [256 x i64]* @threads, i64 0, i64 %j
-  %rc = call i32 @pthread_create(i64* %slot, i8* null, i8* (i8*)* @worker, i8* null)
+  %id = add i64 %j, 1
+  %arg = inttoptr i64 %id to i8*
+  %rc = call i32 @pthread_create(i64* %slot, i8* null, i8* (i8*)* @worker, i8* %arg)
   %ok = icmp eq i32 %rc, 0
   br i1 %ok, label %made, label %fail
 made:
@@ -259,17 +308,33 @@ shared:
   store %fn %f, %fn* @job_fn
   store i8* %ctx, i8** @job_ctx
   store i64 %n, i64* @job_n
+  %parts = add i64 %k, 1
+  store i64 %parts, i64* @parts
   store atomic i64 %n, i64* @left seq_cst, align 8
   %tag = shl i64 %g32, 32
-  store atomic i64 %tag, i64* @next seq_cst, align 8
+  br label %segments
+segments:
+  ; participant q's segment starts at q n / parts
+  %q = phi i64 [ 0, %shared ], [ %q1, %segment ]
+  %more_q = icmp slt i64 %q, %parts
+  br i1 %more_q, label %segment, label %publish
+segment:
+  %qn = mul i64 %q, %n
+  %first = udiv i64 %qn, %parts
+  %tagged = or i64 %tag, %first
+  %slotq = call i64* @slot(i64 %q)
+  store atomic i64 %tagged, i64* %slotq seq_cst, align 8
+  %q1 = add i64 %q, 1
+  br label %segments
+publish:
   store atomic i64 %g32, i64* @gen seq_cst, align 8
   call i32 @pthread_cond_broadcast(i8* %wake)
   call i32 @pthread_mutex_unlock(i8* %mu)
-  call void @take(%fn %f, i8* %ctx, i64 %n, i64 %g32)
+  call void @take(%fn %f, i8* %ctx, i64 %n, i64 %g32, i64 0, i64 %parts)
   br label %watch
 watch:
   ; the workers' last chunks usually end within microseconds: spin before sleeping
-  %w = phi i64 [ 0, %shared ], [ %w1, %relax ]
+  %w = phi i64 [ 0, %publish ], [ %w1, %relax ]
   %open0 = load atomic i64, i64* @left seq_cst, align 8
   %none = icmp eq i64 %open0, 0
   br i1 %none, label %release, label %relax

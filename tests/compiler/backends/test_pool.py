@@ -17,8 +17,9 @@ import pytest
 import tensorcode as tc
 from tensorcode.compiler.backends import pool, threads
 
-#: chunk(ctx, i): ctx -> [who: i64 x n, count: i64]; writes pthread_self() to who[i],
-#: spins a little so that workers get a share, and counts itself atomically
+#: chunk(ctx, i): ctx -> [who: i64 x 1024, count: i64, order: i64 x 1024]; writes
+#: pthread_self() to who[i], spins a little so that workers get a share, counts itself
+#: atomically and writes the count it found to order[i] (the order chunks ended in)
 _CHUNK_IR = r"""
 declare i64 @pthread_self()
 define void @chunk(i8* %ctx, i64 %i) {
@@ -37,6 +38,10 @@ spin:
 out:
   %countp = getelementptr i64, i64* %who, i64 1024
   %old = atomicrmw add i64* %countp, i64 1 seq_cst
+  ; the order the chunks started in: order[i] at 1025 + i
+  %at = add i64 %i, 1025
+  %orderp = getelementptr i64, i64* %who, i64 %at
+  store i64 %old, i64* %orderp
   ret void
 }
 """
@@ -57,9 +62,17 @@ def chunk():
 
 def _run(chunk, n):
     function, _ = chunk
-    area = np.zeros(1025, np.int64)
+    area = np.zeros(1025 + 1024, np.int64)
     pool.parallel_for(function, area.ctypes.data, n)
     return area[:n], int(area[1024])
+
+
+def _run_in_order(chunk, n):
+    """Which thread ran each chunk, and the order the chunks ended in."""
+    function, _ = chunk
+    area = np.zeros(1025 + 1024, np.int64)
+    pool.parallel_for(function, area.ctypes.data, n)
+    return area[:n], area[1025:1025 + n]
 
 
 def test_every_chunk_runs_once_on_one_thread(chunk):
@@ -80,6 +93,28 @@ def test_workers_share_the_chunks(chunk):
         assert count == 64 and np.all(who != 0)
         used |= set(who.tolist())
     assert len(used) >= 2  # the caller and at least one worker took chunks
+
+
+
+def test_each_thread_runs_its_own_segment_first(chunk):
+    """Two threads own half the chunks each and run their own half first: whatever the
+    timing, the first chunk the worker runs is in its half (from chunk 32 of 64), where
+    from one shared counter it took the next one the caller had not."""
+    threads.set_num_threads(2)
+    threads.ensure_pool()
+    libc = ctypes.CDLL(None)
+    libc.pthread_self.restype = ctypes.c_uint64
+    caller = np.uint64(libc.pthread_self()).astype(np.int64)
+    helped = 0
+    for _ in range(20):
+        who, order = _run_in_order(chunk, 64)
+        assert sorted(order.tolist()) == list(range(64))
+        worker_chunks = np.flatnonzero(who != caller)
+        if worker_chunks.size and worker_chunks.size < 64:
+            helped += 1
+            first = worker_chunks[np.argmin(order[worker_chunks])]
+            assert first >= 32, f"the worker began with chunk {first}"
+    assert helped, "the worker never ran a chunk"
 
 
 def test_python_threads_share_the_pool(chunk):
