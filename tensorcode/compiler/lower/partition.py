@@ -162,16 +162,16 @@ def outer_lets(lets: Sequence[Let], loop: Loop) -> list[Let]:
     names ``loop`` reads without binding them, with those they read in turn (a random
     fill's key words): a partitioned loop's chunk binds them again itself, as it reads
     nothing bound outside it."""
-    statements = list(_walk(loop.body))
+    statements = list(walk(loop.body))
     bound = set(_extents(loop)) | {s.name for s in statements if isinstance(s, Let)}
-    needed = {node.name for s in statements for e in _exprs(s) for node in _nodes(e)
+    needed = {node.name for s in statements for e in expressions(s) for node in nodes(e)
               if isinstance(node, Ref)} - bound
     chosen: list[Let] = []
     for let in reversed(lets):
         if let.name in needed:
             chosen.append(let)
             needed.discard(let.name)
-            needed |= {node.name for node in _nodes(let.value) if isinstance(node, Ref)}
+            needed |= {node.name for node in nodes(let.value) if isinstance(node, Ref)}
     return chosen[::-1]
 
 
@@ -329,14 +329,16 @@ def _decide(stmt: Stmt, rows: Mapping[str, tuple[int, int]], outer: Sequence[Let
     return replace(stmt, annotations=replace(stmt.annotations, partition=chunk))
 
 
-def _walk(body: Sequence[Stmt]) -> Iterator[Stmt]:
+def walk(body: Sequence[Stmt]) -> Iterator[Stmt]:
+    """Every statement of ``body``, loops' bodies included, in order."""
     for s in body:
         yield s
         if isinstance(s, Loop):
-            yield from _walk(s.body)
+            yield from walk(s.body)
 
 
-def _exprs(stmt: Stmt) -> Iterator[Expr]:
+def expressions(stmt: Stmt) -> Iterator[Expr]:
+    """The values and indices ``stmt`` evaluates (a ``Gemm``: its operands' starts)."""
     if isinstance(stmt, Let):
         yield stmt.value
     elif isinstance(stmt, Store):
@@ -348,21 +350,22 @@ def _exprs(stmt: Stmt) -> Iterator[Expr]:
         yield from (stmt.a_at, stmt.b_at, stmt.out_at)
 
 
-def _nodes(expr: Expr) -> Iterator[Expr]:
+def nodes(expr: Expr) -> Iterator[Expr]:
+    """``expr`` and every value inside it."""
     yield expr
     if isinstance(expr, Apply):
         for a in expr.args:
-            yield from _nodes(a)
+            yield from nodes(a)
     elif isinstance(expr, Load):
-        yield from _nodes(expr.index)
+        yield from nodes(expr.index)
     elif isinstance(expr, Index):
         for _, term in expr.terms:
-            yield from _nodes(term)
+            yield from nodes(term)
 
 
 def _expr_work(expr: Expr) -> int:
     total = 0
-    for node in _nodes(expr):
+    for node in nodes(expr):
         if isinstance(node, Load):
             total += 1
         elif isinstance(node, Apply):
@@ -380,7 +383,7 @@ def _work(body: Sequence[Stmt]) -> int:
         elif isinstance(s, Gemm):
             total += s.m * s.n * s.k
         else:
-            total += sum(_expr_work(e) for e in _exprs(s)) + (1 if isinstance(s, Store) else 0)
+            total += sum(_expr_work(e) for e in expressions(s)) + (1 if isinstance(s, Store) else 0)
     return total
 
 
@@ -388,7 +391,7 @@ def _extents(loop: Loop) -> dict[str, int]:
     """Each loop variable's extent; a name bound to the constant 0 counts as a variable
     of extent 1 (the variable of a batch of one, ``_without_unit_loops``)."""
     found = {loop.var: loop.extent}
-    for s in _walk(loop.body):
+    for s in walk(loop.body):
         if isinstance(s, Loop):
             found[s.var] = s.extent
         elif isinstance(s, Let) and s.value == Const(0, "int64"):
@@ -396,7 +399,7 @@ def _extents(loop: Loop) -> dict[str, int]:
     return found
 
 
-def _interval(index: Index, extents: Mapping[str, int]) -> tuple[int, int] | None:
+def interval(index: Index, extents: Mapping[str, int]) -> tuple[int, int] | None:
     """The lowest and highest element ``index`` reaches over the loop; None when a term
     is not a loop variable (then nothing is known)."""
     low = high = index.base
@@ -427,7 +430,7 @@ def _own_region(index: Expr, var: str, extents: Mapping[str, int], width: int = 
 
 
 def _independent(loop: Loop, rows: Mapping[str, tuple[int, int]]) -> bool:
-    statements = list(_walk(loop.body))
+    statements = list(walk(loop.body))
     if any(isinstance(s, (Check, MatVec, Sample)) for s in statements):
         return False
     extents = _extents(loop)
@@ -436,8 +439,8 @@ def _independent(loop: Loop, rows: Mapping[str, tuple[int, int]]) -> bool:
     for s in statements:
         if isinstance(s, Accumulate) and s.name not in bound:
             return False
-        for expr in _exprs(s):
-            for node in _nodes(expr):
+        for expr in expressions(s):
+            for node in nodes(expr):
                 if isinstance(node, Ref) and node.name not in bound:
                     return False
     reduced = [(s.dtype, s.start, s.start + s.n) for s in statements
@@ -455,7 +458,7 @@ def _independent(loop: Loop, rows: Mapping[str, tuple[int, int]]) -> bool:
         if not _own_region(s.index, loop.var, extents):
             return False
         assert isinstance(s.index, Index)
-        region = _interval(s.index, extents)
+        region = interval(s.index, extents)
         if region is None:
             return False
         written.append((s.arena, region, s.index))
@@ -475,8 +478,8 @@ def _independent(loop: Loop, rows: Mapping[str, tuple[int, int]]) -> bool:
                                     for arena, region, _ in written):
                 return False
     for s in statements:
-        for expr in _exprs(s):
-            for node in _nodes(expr):
+        for expr in expressions(s):
+            for node in nodes(expr):
                 if isinstance(node, Load) and not _reads_safely(node, written, extents, rows):
                     return False
     return True
@@ -492,7 +495,7 @@ def _matrix(operand: Strided, at: Expr | None, extents: Mapping[str, int]
     ``Index`` its ``*_at`` names) and the operand's last two axes; None when unknown."""
     if not isinstance(at, Index):
         return None
-    reach = _interval(at, extents)
+    reach = interval(at, extents)
     if reach is None:
         return None
     span = sum((size - 1) * abs(stride)
@@ -507,7 +510,7 @@ def _reads_safely(load: Load, written: Sequence[tuple[object, tuple[int, int], E
         return True
     if not isinstance(load.index, Index):
         return False
-    reach = _interval(load.index, extents)
+    reach = interval(load.index, extents)
     for arena, region, index in written:
         if arena != load.arena:
             continue
@@ -518,5 +521,5 @@ def _reads_safely(load: Load, written: Sequence[tuple[object, tuple[int, int], E
     return True
 
 
-__all__ = ["CHUNK_WORK", "MIN_WORK", "TRANSCENDENTAL", "annotate", "chunks", "in_row_room",
-           "lower", "outer_lets", "row_regions"]
+__all__ = ["CHUNK_WORK", "MIN_WORK", "TRANSCENDENTAL", "annotate", "chunks", "expressions",
+           "in_row_room", "interval", "lower", "nodes", "outer_lets", "row_regions", "walk"]

@@ -33,6 +33,7 @@ from ...errors import FeedError
 from ..core import ir
 from ..core.dtypes import NUMPY
 from ..core.ir import Graph
+from .epilogue import fuse as fuse_epilogues
 from .kernels import Arena, Kernel
 from .loops import LoopKernel, scratch_sizes
 from .partition import lower as lower_loops
@@ -194,9 +195,10 @@ class Program:
 
     @functools.cached_property
     def loops(self) -> tuple[LoopKernel, ...]:
-        """Each kernel as a loop program (``loops.lower``), made on first use: a process
-        that loads a cached plan never needs it."""
-        return lower_loops(self.graph, self.kernels, self.row_start)
+        """Each kernel as a loop program (``loops.lower``), partitioned, with epilogues
+        moved into the blocks of split products (``epilogue.py``); made on first use: a
+        process that loads a cached plan never needs it."""
+        return fuse_epilogues(lower_loops(self.graph, self.kernels, self.row_start))
 
     # -- entry points ---------------------------------------------------------------
     @property

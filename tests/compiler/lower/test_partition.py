@@ -190,11 +190,11 @@ def test_a_batched_product_writing_one_matrix_for_every_iteration_stays_whole():
         (decided,) = partition.annotate([k], {})
         return decided.body[0].annotations.partition
 
-    (ob,) = [s.value for s in partition._walk(batch.body)
+    (ob,) = [s.value for s in partition.walk(batch.body)
              if isinstance(s, loops.Let) and s.name == "ob"]
     assert partitioned(with_output_at(ob)) == 1
     assert partitioned(with_output_at(loops.Index(ob.base, ()))) == 0
-    (ab,) = [s.value for s in partition._walk(batch.body)
+    (ab,) = [s.value for s in partition.walk(batch.body)
              if isinstance(s, loops.Let) and s.name == "ab"]
     assert partitioned(with_output_at(ab)) == 0  # blocks of q's stride overlap: 2048 < 128 * 128
 
