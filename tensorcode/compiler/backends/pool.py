@@ -370,8 +370,13 @@ PTHREAD_SYMBOLS = ("pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_w
 #: the entry point generated code calls
 RUN_SYMBOL = "tc_pool_run"
 #: how many ``pause`` rounds a worker (and a caller waiting for the last chunks) spins
-#: before sleeping on a condition variable: about 50-200 microseconds, longer than the
-#: gaps between a plan's partitioned loops and shorter than a scheduler's time slice
+#: before sleeping on a condition variable. How long that is depends on the CPU's
+#: ``pause``: about 5-10 microseconds on a 2-core AMD EPYC (Zen 4), several times that
+#: on Intel cores, whose ``pause`` is longer. Spinning by the clock for 60-100
+#: microseconds instead kept the worker awake between a transformer step's partitioned
+#: kernels, and the step at 2 threads got slower there (median 23-27 -> 31-37 ms,
+#: alternated processes): the spinning thread slowed the serial kernels between them.
+#: Waking a parked worker costs the caller 8-10 microseconds there.
 SPIN = 2000
 #: the most worker threads the pool starts (the size of its thread table)
 MAX_WORKERS = 256
