@@ -64,6 +64,8 @@ _IR = r"""
 @slots = internal global [257 x [8 x i64]] zeroinitializer, align 64
 @left = internal global i64 0
 @workers = internal global i64 0
+; the workers runs use: all of them, or 0 while they stay parked (one thread)
+@active = internal global i64 0
 @threads = internal global [256 x i64] zeroinitializer
 
 declare i32 @pthread_mutex_lock(i8*)
@@ -232,12 +234,23 @@ made:
 fail:
   ret i32 %rc
 out:
+  store i64 %k, i64* @active
   ret i32 0
+}
+
+; use the started workers (%on true) or leave them parked and run every chunk on the
+; caller (%on false)
+define void @tc_pool_activate(i1 %on) {
+  %k = load i64, i64* @workers
+  %use = select i1 %on, i64 %k, i64 0
+  store i64 %use, i64* @active
+  ret void
 }
 
 ; wake every worker to leave and join them
 define void @tc_pool_stop() {
 entry:
+  store i64 0, i64* @active
   %mu = call i8* @mu_p()
   %wake = call i8* @wake_p()
   call i32 @pthread_mutex_lock(i8* %mu)
@@ -270,6 +283,7 @@ define void @tc_pool_forget() {
   %done = call i8* @done_p()
   call void @llvm.memset.p0i8.i64(i8* %done, i8 0, i64 64, i1 false)
   store i64 0, i64* @workers
+  store i64 0, i64* @active
   store i32 0, i32* @busy
   store i32 0, i32* @quit
   ret void
@@ -278,7 +292,7 @@ define void @tc_pool_forget() {
 ; fn(ctx, i) for every i < n, on the pool's workers and this thread
 define void @tc_pool_run(%fn %f, i8* %ctx, i64 %n) {
 entry:
-  %k = load i64, i64* @workers
+  %k = load i64, i64* @active
   %alone = icmp eq i64 %k, 0
   %few = icmp sle i64 %n, 1
   %serial0 = or i1 %alone, %few
@@ -402,9 +416,11 @@ class _Pool:
         self.start = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64)(address("tc_pool_start"))
         self.stop = ctypes.CFUNCTYPE(None)(address("tc_pool_stop"))
         self.forget = ctypes.CFUNCTYPE(None)(address("tc_pool_forget"))
+        self.activate = ctypes.CFUNCTYPE(None, ctypes.c_bool)(address("tc_pool_activate"))
         self.run = ctypes.CFUNCTYPE(None, ChunkFunction, ctypes.c_void_p, ctypes.c_int64)(
             self.run_address)
-        self.workers = 0
+        self.started = 0  # worker threads that exist
+        self.workers = 0  # those runs use: all started, or 0 while they stay parked
 
 
 _POOL: _Pool | None = None
@@ -422,27 +438,36 @@ def _pool() -> _Pool:
 def resize(workers: int) -> None:
     """Run with ``workers`` threads beside the caller's (0: every chunk on the caller).
 
-    Stops the current workers (each finishes the chunk it holds; ``tc_pool_stop`` joins
-    them) and starts the new ones. Called by ``threads.set_num_threads``."""
+    Going to 0 leaves the workers parked, unused, and going back to as many uses them
+    again: a caller that switches between one thread and its usual count (the threads
+    suite does, every sample) neither stops nor starts threads, and its runs find
+    workers the scheduler has already placed. Any other count stops the current workers
+    (each finishes the chunk it holds; ``tc_pool_stop`` joins them) and starts the new
+    ones. Called by ``threads.set_num_threads``."""
     workers = max(0, min(int(workers), MAX_WORKERS))
     pool = _pool()
     with _LOCK:
         if workers == pool.workers:
             return
-        if pool.workers:
+        if workers in (0, pool.started) and pool.started:
+            pool.activate(workers > 0)
+            pool.workers = workers
+            return
+        if pool.started:
             pool.stop()
-            pool.workers = 0
+            pool.started = pool.workers = 0
         if workers:
             code = pool.start(workers)
             if code != 0:  # some started: stop those too, so the count is exact
                 pool.stop()
                 raise OSError(code, f"pthread_create failed ({os.strerror(code)}) starting "
                                     f"{workers} worker threads; set fewer threads")
-        pool.workers = workers
+        pool.started = pool.workers = workers
 
 
 def workers() -> int:
-    """How many worker threads run beside a caller now (0 before the first resize)."""
+    """How many worker threads run beside a caller now (0 before the first resize, and
+    while they stay parked at one thread)."""
     return _POOL.workers if _POOL is not None else 0
 
 
@@ -467,7 +492,7 @@ def _after_fork_in_child() -> None:
     if _POOL is not None:
         count = _POOL.workers
         _POOL.forget()
-        _POOL.workers = 0
+        _POOL.started = _POOL.workers = 0
         if count:
             resize(count)
 

@@ -96,6 +96,27 @@ def test_workers_share_the_chunks(chunk):
 
 
 
+def test_one_thread_parks_the_workers_and_the_usual_count_wakes_the_same_ones(chunk):
+    """Switching to one thread and back neither stops nor starts threads: the same
+    workers take chunks again, and at one thread the caller runs every chunk."""
+    threads.set_num_threads(3)
+    threads.ensure_pool()
+    _run(chunk, 64)
+    tasks = set(os.listdir("/proc/self/task"))
+    threads.set_num_threads(1)
+    assert pool.workers() == 0
+    who, count = _run(chunk, 37)
+    assert count == 37 and len(set(who.tolist())) == 1
+    threads.set_num_threads(3)
+    assert pool.workers() == 2
+    again = set()
+    for _ in range(10):
+        who, _ = _run(chunk, 64)
+        again |= set(who.tolist())
+    assert set(os.listdir("/proc/self/task")) == tasks  # the same threads
+    assert len(again) >= 2  # the caller and a worker took chunks
+
+
 def test_each_thread_runs_its_own_segment_first(chunk):
     """Two threads own half the chunks each and run their own half first: whatever the
     timing, the first chunk the worker runs is in its half (from chunk 32 of 64), where
