@@ -481,9 +481,10 @@ def test_file_headers_are_checked_in_one_place():
 #: cache, the contract's plain calls and the per-kernel profiles, ``profiling.py`` and
 #: ``llvm/profile.py``, then 6150 once the renderers' Philox copies were deleted and
 #: ``MatVec``'s renderings added, ``llvm/matvec.py`` and the Numba intrinsics); lower
-#: 5250 for the epilogues moved into a split product's blocks (``epilogue.py``), backends
-#: 6200 for the pool's segments (each thread runs its own contiguous chunks first)
-LINE_BUDGET = {"core": 1550, "trace": 1250, "lower": 5250, "backends": 6200, "plans": 2425,
+#: 5250 for the epilogues moved into a split product's blocks (``epilogue.py``), then
+#: 5350 for products split along their shared dimension (``depth.py``); backends 6200
+#: for the pool's segments (each thread runs its own contiguous chunks first)
+LINE_BUDGET = {"core": 1550, "trace": 1250, "lower": 5350, "backends": 6200, "plans": 2425,
                "subset": 1750, "shims": 75}
 
 

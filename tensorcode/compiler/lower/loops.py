@@ -56,6 +56,7 @@ import numpy as np
 from ..core import registry as primitives
 from ..core.dtypes import DTYPES, FLOAT_DTYPES
 from ..core.ir import Graph
+from . import depth
 from .kernels import (
     Arena,
     ConcatKernel,
@@ -759,13 +760,14 @@ def scratch_sizes(graph: Graph, kernels: Sequence[Kernel], arena: dict[str, int]
                   ) -> dict[str, int]:
     """Elements of each scratch arena the loop programs need, by dtype: the schedule's
     ``arena`` (its buffers), then the rows (``row_room``), then the most any one
-    categorical draw keeps (``categorical_room``)."""
+    categorical draw (``categorical_room``) or product split along its shared dimension
+    (``depth.room``) keeps."""
     sizes = {d: int(n) for d, n in arena.items()}
     for dtype, n in row_room(graph, kernels).items():
         sizes[dtype] = sizes.get(dtype, 0) + n
     room: dict[str, int] = {}
     for kernel in kernels:
-        for dtype, n in categorical_room(kernel).items():
+        for dtype, n in (*categorical_room(kernel).items(), *depth.room(kernel).items()):
             room[dtype] = max(room.get(dtype, 0), n)
     for dtype, n in room.items():
         sizes[dtype] = sizes.get(dtype, 0) + n

@@ -47,9 +47,9 @@ from dataclasses import replace
 
 from ..core import registry as primitives
 from ..core.ir import Graph
-from . import loops
+from . import depth, loops
 from .hoist import invariant_loads
-from .kernels import Kernel, Strided
+from .kernels import Arena, Kernel, Strided
 from .loops import (
     Accumulate,
     Annotations,
@@ -110,7 +110,9 @@ def lower(graph: Graph, kernels: Sequence[Kernel], arena: Mapping[str, int]
     programs (``loops.lower``), their inner loops' invariant loads hoisted
     (``hoist.py``), with their partitions decided."""
     lowered = tuple(invariant_loads(k) for k in loops.lower(graph, kernels, dict(arena)))
-    return annotate(lowered, row_regions(graph, kernels, arena))
+    rows = loops.row_room(graph, kernels)
+    room = {d: int(arena.get(d, 0)) + int(rows.get(d, 0)) for d in set(arena) | set(rows)}
+    return annotate(lowered, row_regions(graph, kernels, arena), room)
 
 
 def row_regions(graph: Graph, kernels: Sequence[Kernel], arena: Mapping[str, int]
@@ -120,11 +122,14 @@ def row_regions(graph: Graph, kernels: Sequence[Kernel], arena: Mapping[str, int
             for d, n in loops.row_room(graph, kernels).items() if n}
 
 
-def annotate(kernels: Sequence[LoopKernel], rows: Mapping[str, tuple[int, int]]
-             ) -> tuple[LoopKernel, ...]:
+def annotate(kernels: Sequence[LoopKernel], rows: Mapping[str, tuple[int, int]],
+             room: Mapping[str, int] | None = None) -> tuple[LoopKernel, ...]:
     """``kernels`` with each partitionable, large enough top-level loop annotated with
-    its chunk (see the module doc); ``rows``: the row room, private to a chunk."""
-    return tuple(replace(k, body=_split_gemm(k.body) or _split_mat_vec(k.body)
+    its chunk (see the module doc); ``rows``: the row room, private to a chunk;
+    ``room``: where each dtype's scratch past the rows begins (0 where the schedule
+    keeps none), for the partial products of a product split along its shared dimension
+    (``depth.py``; none without it)."""
+    return tuple(replace(k, body=_split_gemm(k.body, room) or _split_mat_vec(k.body)
                          or _decide_inside_batch_of_one(k.body, rows)
                          or _decide_each(k.body, rows))
                  for k in kernels)
@@ -175,14 +180,17 @@ def outer_lets(lets: Sequence[Let], loop: Loop) -> list[Let]:
     return chosen[::-1]
 
 
-def _split_gemm(body: Sequence[Stmt]) -> tuple[Stmt, ...] | None:
+def _split_gemm(body: Sequence[Stmt], room: Mapping[str, int] | None = None
+                ) -> tuple[Stmt, ...] | None:
     """A kernel that is one large matrix product (its ``Let``s, then a ``Gemm``) as a
     partitioned loop over blocks of the product's rows or columns (see
     ``GEMM_MIN_FLOPS``), each block one BLAS call (the ``Let``s move into the loop: a
     chunk reads nothing bound outside it); None when the product is small or a vector
     product. A block reads its operands in place with the whole product's leading
     dimensions (``Gemm.a_ld``, ``b_ld``, ``out_ld``). A batch of one around the product
-    (GPT-2's head on one sequence) is the product itself (``_without_unit_loops``)."""
+    (GPT-2's head on one sequence) is the product itself (``_without_unit_loops``).
+    A product with too few rows and columns for either but a long shared dimension
+    splits along it instead (``_split_depth``), its partials in scratch at ``room``."""
     body = _without_unit_loops(body)
     if not body or not isinstance(body[-1], Gemm) or \
             not all(isinstance(s, Let) for s in body[:-1]):
@@ -192,9 +200,9 @@ def _split_gemm(body: Sequence[Stmt]) -> tuple[Stmt, ...] | None:
     if gemm.m < 2 or gemm.n < 2 or flops < GEMM_MIN_FLOPS or \
             gemm.a_ld or gemm.b_ld or gemm.out_ld:
         return None
-    if gemm.m >= gemm.n:
-        return _split_rows(body[:-1], gemm, flops)
-    return _split_columns(body[:-1], gemm, flops)
+    split = _split_rows(body[:-1], gemm, flops) if gemm.m >= gemm.n \
+        else _split_columns(body[:-1], gemm, flops)
+    return split or _split_depth(body[:-1], gemm, room)
 
 
 def _shifted(at: Expr, step: int, by: Expr) -> Expr:
@@ -244,6 +252,38 @@ def _split_columns(lets: Sequence[Stmt], gemm: Gemm, flops: int) -> tuple[Stmt, 
     if rest:
         split += (*lets, block(rest, Const(count, "int64")))
     return split
+
+
+def _split_depth(lets: Sequence[Stmt], gemm: Gemm, room: Mapping[str, int] | None
+                 ) -> tuple[Stmt, ...] | None:
+    """Blocks of the shared dimension (``depth.blocks``), each a partial product into
+    scratch at ``room`` (block ``b`` at ``b * m * n``), then a loop adding the partials
+    in block order into the output. A block of a row-major ``a`` is a block of its
+    columns (read with the whole product's ``k`` as its leading dimension), of a
+    transposed ``a`` a block of its stored rows; the other way round for ``b``."""
+    m, k, n, dtype = gemm.m, gemm.k, gemm.n, gemm.out.dtype
+    count = depth.blocks(m, k, n)
+    if not count or room is None or tuple(gemm.out.strides[-2:]) != (n, 1):
+        return None
+    size, var, start = k // count, Ref("depth"), room.get(dtype, 0)
+    scratch = Arena("scratch", dtype)
+    block = replace(gemm, k=size,
+                    a_at=_shifted(gemm.a_at, size if gemm.a_layout == "C" else size * m, var),
+                    a_ld=k if gemm.a_layout == "C" else 0,
+                    b_at=_shifted(gemm.b_at, size * n if gemm.b_layout == "C" else size, var),
+                    b_ld=k if gemm.b_layout == "F" else 0,
+                    out=Strided(scratch, start, (m, n), (n, 1), dtype),
+                    out_at=Index(start, ((m * n, var),)), out_ld=0)
+    element = Ref("element")
+    total: Expr = Load(scratch, dtype, Index(start, ((1, element),)))
+    for b in range(1, count):
+        part = Load(scratch, dtype, Index(start + b * m * n, ((1, element),)))
+        total = Apply("add", (total, part), dtype, dtype)
+    out = gemm.out.base
+    assert isinstance(out, Arena)  # the loop program's operands are arenas
+    sums = Loop(element.name, m * n,
+                (Store(out, dtype, _shifted(gemm.out_at, 1, element), total),))
+    return (Loop(var.name, count, (*lets, block), Annotations(partition=1)), *lets, sums)
 
 
 def _split_mat_vec(body: Sequence[Stmt]) -> tuple[Stmt, ...] | None:

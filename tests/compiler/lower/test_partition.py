@@ -8,7 +8,7 @@ import pytest
 
 import tensorcode as tc
 from tensorcode.compiler.backends import threads
-from tensorcode.compiler.lower import loops, partition
+from tensorcode.compiler.lower import depth, loops, partition
 
 
 def _loops(roots, tape):
@@ -230,3 +230,36 @@ def test_a_large_row_product_with_a_vector_splits_into_blocks_of_rows_with_the_s
     reference = network.entry([head, projected]).lower("reference").forward(network.parameters())
     for got, root in zip(first, (head, projected)):
         np.testing.assert_allclose(got, reference.of(root), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("a_t", [False, True])
+@pytest.mark.parametrize("b_t", [False, True])
+def test_a_product_with_a_long_shared_dimension_splits_along_it(a_t, b_t):
+    """A weight gradient's shape, 64 x 2048 by 2048 x 192: too few rows and columns for
+    blocks of either, so blocks of the shared dimension write partial products to
+    scratch and a loop adds them in block order; the same bits at any thread count and
+    on both compiled backends."""
+    rng = np.random.default_rng(0)
+    tape = tc.Tape()
+    x = tape.input(rng.normal(size=(2048, 64) if a_t else (64, 2048)).astype(np.float32),
+                   name="x")
+    w = tape.parameter(rng.normal(size=(192, 2048) if b_t else (2048, 192)).astype(np.float32))
+    y = (x.T if a_t else x) @ (w.T if b_t else w)
+    network = tape.into_network()
+    (kernel,) = network.entry([y]).lower("reference").program.loops
+    blocks, *_, sums = kernel.body
+    assert isinstance(blocks, loops.Loop) and blocks.var == "depth"
+    assert blocks.annotations.partition == 1 and blocks.extent == depth.blocks(64, 2048, 192)
+    (gemm,) = [s for s in blocks.body if isinstance(s, loops.Gemm)]
+    assert gemm.k == 2048 // blocks.extent and gemm.out.base.role == "scratch"
+    assert isinstance(sums, loops.Loop) and sums.extent == 64 * 192
+    assert not sums.annotations.partition
+    _same_bits_everywhere(network, y)
+
+
+def test_the_shared_dimension_splits_only_where_rows_and_columns_cannot():
+    assert depth.blocks(64, 2048, 192) == 8
+    assert depth.blocks(512, 2048, 64) == 0  # its rows split
+    assert depth.blocks(64, 2048, 512) == 0  # its columns split
+    assert depth.blocks(64, 256, 64) == 0  # too small to pay
+    assert depth.blocks(64, 2049, 192) == 0  # no equal blocks
