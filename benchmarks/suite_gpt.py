@@ -38,7 +38,6 @@ reporting that cold cost, then time our step and PyTorch's alternately in one pr
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -155,7 +154,7 @@ def _alternating(shape: dict, directory: pathlib.Path, quick: bool
         if module_available("torch") and module_available("onnxruntime"):
             out = run_in_subprocess(_ORT.format(directory=str(directory), t=ours.t,
                                                 cache=ours.cache, quick=quick,
-                                                threads=_blas_threads()), timeout=1800)
+                                                threads=_plan_threads()), timeout=1800)
             onnx = out if onnx is None else {
                 **out, "forward": min(onnx["forward"], out["forward"]),
                 "decode": min(onnx["decode"], out["decode"])}
@@ -170,12 +169,9 @@ def _cpus() -> int:
     return available_cpus()
 
 
-def _blas_threads() -> int:
-    """The threads our plans' BLAS uses here: ``OPENBLAS_NUM_THREADS`` when set, else
-    TensorCode's own setting (every CPU of the process); the peers get the same."""
-    text = os.environ.get("OPENBLAS_NUM_THREADS", "")
-    if text.isdigit() and int(text) >= 1:
-        return int(text)
+def _plan_threads() -> int:
+    """The threads our plans use here (``tc.get_num_threads()``: the pool's, BLAS one
+    per call); ONNX Runtime gets as many intra-op threads."""
     import tensorcode as tc
     return tc.get_num_threads()
 
@@ -186,8 +182,7 @@ def _speed_rows(label: str, shape: dict, directory: pathlib.Path, quick: bool) -
     weight_bytes = ours["weight_bytes"]
     bandwidth = _copy_bandwidth()
     bound = bandwidth / weight_bytes
-    threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
-    note = f"layered plans (one block body for every layer); BLAS threads {threads}; " \
+    note = f"layered plans (one block body for every layer); {_plan_threads()} threads; " \
            f"best of {rounds} round{'s' if rounds > 1 else ''} alternating with the peer"
     tok_s = 1 / ours["decode"]
     fits = ", which fit in cache" if weight_bytes < 32e6 else ""
@@ -310,8 +305,8 @@ _TORCH = _TORCH_MODEL + textwrap.dedent("""
 
 #: ONNX Runtime's forward and decode step of the same model: the PyTorch program above
 #: exported with ``torch.onnx.export`` (the TorchScript exporter, which needs no
-#: onnxscript) and run with every graph optimization, ``threads`` intra-op threads (ours:
-#: the BLAS threads)
+#: onnxscript) and run with every graph optimization, ``threads`` intra-op threads (as
+#: many as our plans use)
 _ORT = _TORCH_MODEL + textwrap.dedent("""
     import os, tempfile
     import numpy as np

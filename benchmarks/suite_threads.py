@@ -20,8 +20,8 @@ result bit for bit (a partition's chunks do not depend on the thread count).
   and chunk counts (``threads_scaling.py``: what a machine with more cores would show,
   an upper bound on the speed-up).
 
-Threads here are TensorCode's own: the pool's workers and the BLAS threads, sized
-together by ``tc.set_num_threads``.
+Threads here are TensorCode's own: the pool's workers, sized by
+``tc.set_num_threads`` (plans call BLAS with one thread).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ plans, the optimizer's update: serial), ``runs`` the partitioned kernels per cal
 ``wake`` one run of the pool measured in the same suite (``pool: wake-up``, at this
 machine's thread count). What it leaves out, so it is an upper bound on the speed-up:
 memory bandwidth shared between cores (bandwidth-bound kernels stop scaling well before
-16 threads), a pool run costing more with more workers, and the BLAS threads of matrix
-products that are not split into row blocks (counted serial, which errs the other way).
+16 threads), a pool run costing more with more workers, and operands a core reads from
+another core's cache.
 The measured rows of the same suite at this machine's thread count are its check.
 """
 
