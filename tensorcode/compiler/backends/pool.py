@@ -95,8 +95,15 @@ define private i64* @slot(i64 %q) {
   ret i64* %p
 }
 
+; where participant %q's segment of %n chunks begins: q n / parts (and where q - 1's ends)
+define private i64 @boundary(i64 %q, i64 %n, i64 %parts) {
+  %qn = mul i64 %q, %n
+  %at = udiv i64 %qn, %parts
+  ret i64 %at
+}
+
 ; claim and run chunks of run %g while any is left, participant %p of %parts: first its
-; own segment of the chunks (segment q is [q n / parts, (q + 1) n / parts)), then the
+; own segment of the chunks (segment q is [q n / parts, (q + 1) n / parts), @boundary), then the
 ; rest of the others' in turn. A claim is a compare-and-swap on the segment's slot that
 ; fails once a newer run has begun, so a late worker never runs a chunk of a run that has
 ; returned; the chunks it ran are taken off @left once, and the participant that takes
@@ -114,8 +121,7 @@ open:
   %ps = add i64 %p, %s
   %q = urem i64 %ps, %parts
   %q1 = add i64 %q, 1
-  %qn1 = mul i64 %q1, %n
-  %end = udiv i64 %qn1, %parts
+  %end = call i64 @boundary(i64 %q1, i64 %n, i64 %parts)
   %slotp = call i64* @slot(i64 %q)
   br label %loop
 loop:
@@ -328,13 +334,11 @@ shared:
   %tag = shl i64 %g32, 32
   br label %segments
 segments:
-  ; participant q's segment starts at q n / parts
   %q = phi i64 [ 0, %shared ], [ %q1, %segment ]
   %more_q = icmp slt i64 %q, %parts
   br i1 %more_q, label %segment, label %publish
 segment:
-  %qn = mul i64 %q, %n
-  %first = udiv i64 %qn, %parts
+  %first = call i64 @boundary(i64 %q, i64 %n, i64 %parts)
   %tagged = or i64 %tag, %first
   %slotq = call i64* @slot(i64 %q)
   store atomic i64 %tagged, i64* %slotq seq_cst, align 8
