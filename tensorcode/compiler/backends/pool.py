@@ -95,7 +95,7 @@ define private i64* @slot(i64 %q) {
   ret i64* %p
 }
 
-; where participant %q's segment of %n chunks begins: q n / parts (and where q - 1's ends)
+; where participant q's segment of n chunks begins (and q - 1's ends): q n / parts
 define private i64 @boundary(i64 %q, i64 %n, i64 %parts) {
   %qn = mul i64 %q, %n
   %at = udiv i64 %qn, %parts
@@ -387,14 +387,11 @@ PTHREAD_SYMBOLS = ("pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_w
                    "pthread_cond_broadcast", "pthread_create", "pthread_join")
 #: the entry point generated code calls
 RUN_SYMBOL = "tc_pool_run"
-#: how many ``pause`` rounds a worker (and a caller waiting for the last chunks) spins
-#: before sleeping on a condition variable. How long that is depends on the CPU's
-#: ``pause``: about 5-10 microseconds on a 2-core AMD EPYC (Zen 4), several times that
-#: on Intel cores, whose ``pause`` is longer. Spinning by the clock for 60-100
-#: microseconds instead kept the worker awake between a transformer step's partitioned
-#: kernels, and the step at 2 threads got slower there (median 23-27 -> 31-37 ms,
-#: alternated processes): the spinning thread slowed the serial kernels between them.
-#: Waking a parked worker costs the caller 8-10 microseconds there.
+#: ``pause`` rounds a worker (and a caller waiting for the last chunks) spins before it
+#: sleeps: 5-10 us on a 2-core AMD EPYC (Zen 4, AVX-512), longer on Intel's slower
+#: ``pause``. Spinning 60-100 us by the clock there made a 2-thread transformer step
+#: slower (median 23-27 -> 31-37 ms, alternated processes): the spinning thread slowed
+#: the serial kernels between partitioned ones. A parked worker's wake costs 8-10 us.
 SPIN = 2000
 #: the most worker threads the pool starts (the size of its thread table)
 MAX_WORKERS = 256
