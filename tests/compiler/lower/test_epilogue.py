@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from backends_agree import same_bits_everywhere
 
 import tensorcode as tc
-from tensorcode.compiler.backends import threads
 from tensorcode.compiler.lower import epilogue, loops
 
 
@@ -26,22 +26,6 @@ def _dense(rows, inputs, outputs, seed=0):
     return tape, x, w, b
 
 
-def _same_bits_everywhere(network, y):
-    """``y`` the same bits on llvm and numba at 1, 2 and 3 threads, and within float32
-    rounding of the reference interpreter."""
-    answers = {}
-    for backend in ("llvm", "numba"):
-        plan = network.entry([y]).lower(backend)
-        for n in (1, 2, 3):
-            tc.set_num_threads(n)
-            answers[backend, n] = plan.forward(network.parameters()).of(y).copy()
-    tc.set_num_threads(threads.available_cpus())
-    first = answers["llvm", 1]
-    assert all(np.array_equal(first, other) for other in answers.values())
-    want = network.entry([y]).lower("reference").forward(network.parameters()).of(y)
-    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-4)
-
-
 @pytest.mark.parametrize("shape, side", [((512, 256, 256), "rows"),
                                          ((128, 784, 256), "columns")])
 def test_a_bias_and_activation_run_inside_the_products_blocks(shape, side):
@@ -56,7 +40,7 @@ def test_a_bias_and_activation_run_inside_the_products_blocks(shape, side):
     assert kinds.index("Gemm") < len(kinds) - 1  # the epilogue's loop follows the product
     after = kernels[kernels.index(fused) + 1]
     assert after.body == () and after.title in fused.title  # its place, kept empty
-    _same_bits_everywhere(network, y)
+    same_bits_everywhere(network, y)
 
 
 def test_an_epilogue_reading_another_element_stays_a_kernel_of_its_own():
@@ -65,7 +49,7 @@ def test_an_epilogue_reading_another_element_stays_a_kernel_of_its_own():
     z = y * y.T  # element (i, j) reads (j, i), which another block writes
     network, kernels = _lowered(tape, [z])
     assert not any(" + " in k.title for k in kernels)
-    _same_bits_everywhere(network, z)
+    same_bits_everywhere(network, z)
 
 
 def test_a_row_reduction_after_a_product_is_not_an_epilogue():

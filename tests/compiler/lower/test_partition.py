@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from backends_agree import same_bits_everywhere
 
 import tensorcode as tc
 from tensorcode.compiler.backends import threads
@@ -117,23 +118,7 @@ def test_a_large_matrix_product_splits_into_blocks_with_the_same_bits(case):
         assert (gemm.m, gemm.n, gemm.out_ld, gemm.b_ld) == (m, size, n, 0 if b_t else n)
     tail = [s for s in kernel.body[1:] if isinstance(s, loops.Gemm)]
     assert [t.n for t in tail] == ([rest] if rest else [])
-    _same_bits_everywhere(network, y)
-
-
-def _same_bits_everywhere(network, y):
-    """``y`` the same bits on llvm and numba at 1, 2 and 3 threads, and within float32
-    rounding of the reference interpreter."""
-    answers = {}
-    for backend in ("llvm", "numba"):
-        plan = network.entry([y]).lower(backend)
-        for n in (1, 2, 3):
-            tc.set_num_threads(n)
-            answers[backend, n] = plan.forward(network.parameters()).of(y).copy()
-    tc.set_num_threads(threads.available_cpus())
-    first = answers["llvm", 1]
-    assert all(np.array_equal(first, other) for other in answers.values())
-    want = network.entry([y]).lower("reference").forward(network.parameters()).of(y)
-    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-4)
+    same_bits_everywhere(network, y)
 
 
 def test_a_batched_product_runs_its_matrices_in_chunks():
@@ -149,7 +134,7 @@ def test_a_batched_product_runs_its_matrices_in_chunks():
     (batch,) = kernel.body
     assert isinstance(batch, loops.Loop) and batch.extent == 16
     assert batch.annotations.partition == 1
-    _same_bits_everywhere(network, y)
+    same_bits_everywhere(network, y)
     one = tc.Tape()  # one sequence's heads: the loop inside the batch of one is split
     q = one.input(rng.normal(size=(1, 12, 128, 64)).astype(np.float32), name="q")
     k = one.input(rng.normal(size=(1, 12, 64, 128)).astype(np.float32), name="k")
@@ -158,7 +143,7 @@ def test_a_batched_product_runs_its_matrices_in_chunks():
     (kernel,) = network.entry([scores]).lower("reference").program.loops
     heads = [s for s in kernel.body if isinstance(s, loops.Loop)]
     assert [(h.extent, h.annotations.partition) for h in heads] == [(12, 1)]
-    _same_bits_everywhere(network, scores)
+    same_bits_everywhere(network, scores)
     small = tc.Tape()
     q = small.input(rng.normal(size=(2, 2, 8, 4)).astype(np.float32), name="q")
     k = small.input(rng.normal(size=(2, 2, 4, 8)).astype(np.float32), name="k")
@@ -254,7 +239,7 @@ def test_a_product_with_a_long_shared_dimension_splits_along_it(a_t, b_t):
     assert gemm.k == 2048 // blocks.extent and gemm.out.base.role == "scratch"
     assert isinstance(sums, loops.Loop) and sums.extent == 64 * 192
     assert not sums.annotations.partition
-    _same_bits_everywhere(network, y)
+    same_bits_everywhere(network, y)
 
 
 def test_the_shared_dimension_splits_only_where_rows_and_columns_cannot():
