@@ -164,3 +164,32 @@ def test_a_fused_step_plan_keeps_names_out_of_its_source(backend):
     with pytest.raises(FeedError) as caught:
         bound(0.1, np.ones((5, 3), np.float32))
     assert MARK in str(caught.value) and "expected shape" in str(caught.value)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numba"])
+def test_split_products_and_their_epilogues_keep_names_out_of_the_source(backend):
+    """The loop program's rewrites after lowering (a product's blocks with the
+    elementwise kernel after it, a product split along its shared dimension) add loop
+    variables and titles of their own making; the names of the tape's values stay out."""
+    import re
+
+    rng = np.random.default_rng(0)
+    tape = tc.Tape()
+    x = tape.input(rng.normal(size=(512, 256)).astype(np.float32), name=NAMES[3])
+    w = tape.parameter(rng.normal(size=(256, 256)).astype(np.float32) / 16, name=NAMES[4])
+    b = tape.parameter(rng.normal(size=(256,)).astype(np.float32), name=NAMES[5])
+    g = tape.input(rng.normal(size=(2048, 64)).astype(np.float32), name=NAMES[2])
+    h = tape.input(rng.normal(size=(2048, 192)).astype(np.float32), name=NAMES[1])
+    y, gradient = (x @ w + b).relu(), g.T @ h
+    network = tape.into_network()
+    plan = network.entry([y, gradient]).lower(backend)
+    titles = [k.title for k in plan.program.loops]
+    assert any(" + " in t for t in titles)  # an epilogue moved into a product's blocks
+    assert any(s.var == "depth" for k in plan.program.loops for s in k.body
+               if hasattr(s, "var"))  # a product split along its shared dimension
+    assert all(re.fullmatch(r"[\w %+]*", t) for t in titles)
+    _clean(plan.source())
+    run = plan.forward(network.parameters())
+    want = network.entry([y, gradient]).lower("reference").forward(network.parameters())
+    for value in (y, gradient):
+        np.testing.assert_allclose(run.of(value), want.of(value), rtol=1e-4, atol=1e-3)
