@@ -81,6 +81,7 @@ from .random_fills import fill as random_fill
 from .schedule import blas_layout
 from .statements import (
     MATVEC_LANES,
+    MAX_PACKED_DEPTH,
     Accumulate,
     Accumulator,
     Annotations,
@@ -102,6 +103,7 @@ from .statements import (
     Sample,
     Stmt,
     Store,
+    tiles_suit,
 )
 
 # ---------------------------------------------------------------------------------------
@@ -435,8 +437,10 @@ class Lowering:
             if (m == 1) != (n == 1):
                 b.add(_mat_vec(a, a_layout, bm, b_layout, out, m, kk, n))
             else:
+                method = "tiles" if tiles_suit(m, kk, n, a_layout, b_layout, dtype) \
+                    else "blas"
                 b.add(Gemm(a, Ref("ab"), a_layout, bm, Ref("bb"), b_layout, out, Ref("ob"),
-                           m, kk, n))
+                           m, kk, n, method=method))
             b.close(len(batch))
             return
 
@@ -853,6 +857,7 @@ def errors(kernels: Sequence[LoopKernel]) -> list[str]:
 
 __all__ = ["Const", "Ref", "Index", "Load", "Apply", "Expr", "Annotations", "Let", "Store",
            "Loop", "Accumulator", "Init", "Accumulate", "Check", "RowReduce", "Gemm",
-           "MatVec", "MATVEC_LANES", "Sample", "Stmt", "Call", "LoopKernel", "COMBINE",
+           "MatVec", "MATVEC_LANES", "MAX_PACKED_DEPTH", "tiles_suit",
+           "Sample", "Stmt", "Call", "LoopKernel", "COMBINE",
            "identity", "accumulator_dtype", "index_message", "lower", "scratch_sizes", "row_room",
            "categorical_room", "errors", "uses_accumulators", "describe"]

@@ -161,7 +161,13 @@ class Gemm:
     transposed), each starting ``*_at`` elements into its arena; ``out`` row-major.
     ``a_ld``, ``b_ld``, ``out_ld``: the distance in elements between two stored rows of
     ``a``, ``b`` and ``out`` when it is not the operand's own width (a block of a larger
-    product: ``partition.py``); 0 when it is."""
+    product: ``partition.py``); 0 when it is.
+
+    ``method``: ``"blas"`` calls BLAS's ``gemm`` (its summation order is BLAS's own);
+    ``"tiles"`` (``tiles_suit``) runs our register-tiled product, whose every output is
+    the chain ``acc = fma(A(i, q), B(q, j), acc)`` for ``q`` from 0 starting at zero, one
+    fused multiply-add rounded per term: the same bits on every backend, vector width
+    and thread count."""
 
     a: Strided
     a_at: Expr
@@ -177,6 +183,43 @@ class Gemm:
     a_ld: int = 0
     b_ld: int = 0
     out_ld: int = 0
+    method: str = "blas"
+
+    @property
+    def a_steps(self) -> tuple[int, int]:
+        """``(a_i, a_k)``: ``A(i, q)`` is element ``a_at + i * a_i + q * a_k``."""
+        if self.a_layout == "C":
+            return self.a_ld or self.k, 1
+        return 1, self.a_ld or self.m
+
+    @property
+    def b_steps(self) -> tuple[int, int]:
+        """``(b_k, b_j)``: ``B(q, j)`` is element ``b_at + q * b_k + j * b_j``."""
+        if self.b_layout == "C":
+            return self.b_ld or self.n, 1
+        return 1, self.b_ld or self.k
+
+
+#: the longest shared dimension a tiled product whose ``B`` columns are not contiguous
+#: copies a panel of (its stack buffer: this many rows of two vector registers)
+MAX_PACKED_DEPTH = 1024
+
+
+def tiles_suit(m: int, k: int, n: int, a_layout: str, b_layout: str, dtype: str) -> bool:
+    """Whether our register-tiled product (``method="tiles"``) beats a BLAS call for a
+    product of this shape: float32 outputs with at least 16 columns, and either a
+    weight gradient ``x.T @ g`` with at most 256 rows and columns (BLAS ran those at 26-67
+    GFLOP/s, ours at 99-114) or a narrow product (at most 128 columns over a shared
+    dimension of at most 256), where BLAS's packing and call cost dominate. Wider outputs
+    and longer narrow products keep BLAS, whose cache blocking wins there (measured:
+    ``backends/llvm/tiles.py``)."""
+    if dtype != "float32" or n < 16 or m < 1:
+        return False
+    if b_layout != "C" and k > MAX_PACKED_DEPTH:
+        return False
+    if a_layout == "F" and m <= 256 and n <= 256:
+        return True
+    return n <= 128 and k <= 256
 
 
 #: the partial sums of a ``MatVec`` of form ``dot`` (one vector register of float32)
@@ -259,4 +302,5 @@ class LoopKernel:
 
 __all__ = ["Const", "Ref", "Index", "Load", "Apply", "Expr", "Annotations", "Let", "Store",
            "Loop", "Accumulator", "Init", "Accumulate", "Check", "RowReduce", "Gemm",
-           "MatVec", "MATVEC_LANES", "Sample", "Stmt", "Call", "LoopKernel"]
+           "MatVec", "MATVEC_LANES", "MAX_PACKED_DEPTH", "tiles_suit",
+           "Sample", "Stmt", "Call", "LoopKernel"]

@@ -44,6 +44,7 @@ from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, POOL_RUN, Layout, layout_
 from .matvec import MatVecs
 from .profile import Counters
 from .sample import Sampler
+from .tiles import TileProducts
 from .types import (
     ENTRY_TYPE,
     F32,
@@ -80,6 +81,7 @@ class Renderer:
         self.rows = rows.RowReductions(self.module)
         self.sampler = Sampler()
         self.matvecs = MatVecs(self.module)
+        self.tiles = TileProducts(self.module)
         self.b: ir.IRBuilder
         self.fn: ir.Function
         self.args: list[ir.Value] = []
@@ -442,6 +444,10 @@ class Renderer:
         pa = self.pointer(s.a, self.value(s.a_at))
         pb = self.pointer(s.b, self.value(s.b_at))
         pc = self.pointer(s.out, self.value(s.out_at))
+        if s.method == "tiles":
+            self.tiles.call(b, dtype, pa, *s.a_steps, pb, *s.b_steps, pc, s.out_ld or n,
+                            m, kk, n)
+            return
         a_layout, b_layout = s.a_layout, s.b_layout
         if n == 1 and m == 1:
             fn = self._blas_function(f"{kind}dot", ty, 5)

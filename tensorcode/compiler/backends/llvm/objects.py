@@ -38,7 +38,7 @@ _BLAS = {f"{BLAS_PREFIX}{kind}{name}_" for kind in "sd" for name in ("gemm", "do
 #: libm: what the lowerings call by name (``interface.LIBM``) and what LLVM may turn its
 #: intrinsics into
 _LIBM = {name + suffix for name in ("exp", "log", "sin", "cos", "pow", "sqrt", "floor",
-                                    "fabs", "exp2", "log2", "log10", "expm1", "sincos")
+                                    "fabs", "exp2", "log2", "log10", "expm1", "sincos", "fma")
          for suffix in ("", "f")} | {symbol for pair in LIBM.values() for symbol in pair}
 #: every symbol a plan object may leave undefined; any other refuses the object
 ALLOWED = frozenset(_BLAS | _LIBM | {"memset", "memcpy", "memmove", POOL_RUN})

@@ -86,6 +86,37 @@ __all__ = ["bitcast", "row_max", "row_min", "row_sum"]
 _LANES = 16
 
 
+@intrinsic
+def fma(typingctx, x, y, z):
+    """``x * y + z`` rounded once (LLVM's ``llvm.fma``, which vectorizes): the term of a
+    tiled product's chain (``loops.Gemm`` of method ``"tiles"``)."""
+    if not (isinstance(x, types.Float) and x == y == z):
+        return None
+    sig = x(x, y, z)
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+    return sig, codegen
+
+
+@njit(nogil=True)
+def tile_product(a: np.ndarray, a_at: int, a_i: int, a_k: int, b: np.ndarray, b_at: int,
+                 b_k: int, b_j: int, out: np.ndarray, out_at: int, ldc: int, m: int, k: int,
+                 n: int) -> None:
+    """A ``loops.Gemm`` of method ``"tiles"``: each output the chain ``acc = fma(A(i, q),
+    B(q, j), acc)`` for ``q`` from 0 onto zero, the chains the llvm backend's tiles
+    compute in vector registers, so both give the same bits. (A row of outputs at a time,
+    its chains advanced together: the inner loop over columns vectorizes.)"""
+    for i in range(m):
+        row = out[out_at + i * ldc:out_at + i * ldc + n]
+        row[:] = 0
+        for q in range(k):
+            x = a[a_at + i * a_i + q * a_k]
+            start = b_at + q * b_k
+            for j in range(n):
+                row[j] = fma(x, b[start + j * b_j], row[j])  # type: ignore[call-arg]
+
+
 @njit(nogil=True)
 def matvec_dot(matrix: np.ndarray, matrix_at: int, ld: int, vector: np.ndarray,
                vector_at: int, out: np.ndarray, out_at: int, k: int, n: int) -> None:

@@ -39,7 +39,7 @@ from ...lower.program import Program
 from .lowerings import lowering
 
 #: bump when generated code changes meaning (part of every cache key)
-CODEGEN_VERSION = "9"
+CODEGEN_VERSION = "10"
 
 #: the ``intrinsics`` function reducing a row, by the row's reduction
 _ROW_REDUCTION = {"sum": "row_sum", "max": "row_max", "min": "row_min"}
@@ -250,6 +250,14 @@ class Generator:
         self.out.line(f"{s.name} = {fn}({row}[{s.start}:{s.start + s.n}])")
 
     def s_gemm(self, s: loops.Gemm) -> None:
+        if s.method == "tiles":
+            self.intrinsics.add("tile_product")
+            (a_i, a_k), (b_k, b_j) = s.a_steps, s.b_steps
+            self.out.line(f"tile_product({s.a.arena.label}, {self.operand(s.a_at)}, {a_i}, "
+                          f"{a_k}, {s.b.arena.label}, {self.operand(s.b_at)}, {b_k}, {b_j}, "
+                          f"{s.out.arena.label}, {self.operand(s.out_at)}, "
+                          f"{s.out_ld or s.n}, {s.m}, {s.k}, {s.n})")
+            return
         def view(loc: Strided, at: loops.Expr, layout: str, rows: int, cols: int) -> str:
             start = self.operand(at)
             span = f"{loc.arena.label}[{start}:{start} + {rows * cols}]"
