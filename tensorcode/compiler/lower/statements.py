@@ -206,20 +206,20 @@ MAX_PACKED_DEPTH = 1024
 
 
 def tiles_suit(m: int, k: int, n: int, a_layout: str, b_layout: str, dtype: str) -> bool:
-    """Whether our register-tiled product (``method="tiles"``) beats a BLAS call for a
-    product of this shape: float32 outputs with at least 16 columns, and either a
-    weight gradient ``x.T @ g`` with at most 256 rows and columns (BLAS ran those at 26-67
-    GFLOP/s, ours at 99-114) or a narrow product (at most 128 columns over a shared
-    dimension of at most 256), where BLAS's packing and call cost dominate. Wider outputs
-    and longer narrow products keep BLAS, whose cache blocking wins there (measured:
-    ``backends/llvm/tiles.py``)."""
-    if dtype != "float32" or n < 16 or m < 1:
+    """Whether our register-tiled product (``method="tiles"``) runs a product of this
+    shape rather than a BLAS call: float32, at least 8 rows and 16 columns (fewer use a
+    tile's registers poorly), and a shared dimension short enough that a panel of ``B``
+    (it times two vector registers) stays in the second-level cache: at most 1,024, or
+    8,192 for an output of at most 256 x 256 (a weight gradient ``x.T @ g`` over a
+    batch's rows). Measured against SciPy's OpenBLAS at one thread (plans call it with
+    one), the tiles won every such shape tried, from the Chatbot's 2,048 x 32 by 32 x 32
+    to GPT-2's 128 x 768 by 768 x 2304, and lost where the panel no longer fits: 2,048
+    cubed ran at 69 GFLOP/s against 104 (``backends/llvm/tiles.py``)."""
+    if dtype != "float32" or n < 16 or m < 8:
         return False
     if b_layout != "C" and k > MAX_PACKED_DEPTH:
         return False
-    if a_layout == "F" and m <= 256 and n <= 256:
-        return True
-    return n <= 128 and k <= 256
+    return k <= 1024 or (m <= 256 and n <= 256 and k <= 8192)
 
 
 #: the partial sums of a ``MatVec`` of form ``dot`` (one vector register of float32)

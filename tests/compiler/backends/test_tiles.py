@@ -59,13 +59,70 @@ def test_batched_attention_products_are_tiled_per_head():
     same_bits_everywhere(network, y)
 
 
-def test_wide_and_non_float32_products_keep_blas():
-    assert loops.tiles_suit(128, 768, 2304, "C", "C", "float32") is False  # wide
-    assert loops.tiles_suit(2048, 512, 64, "C", "C", "float32") is False  # long and narrow
+def test_products_whose_panels_leave_the_cache_keep_blas():
+    assert loops.tiles_suit(128, 768, 2304, "C", "C", "float32") is True  # GPT-2's
+    assert loops.tiles_suit(128, 768, 50257, "C", "F", "float32") is True  # its head
+    assert loops.tiles_suit(256, 8192, 256, "F", "C", "float32") is True  # x.T @ g
+    assert loops.tiles_suit(2048, 2048, 2048, "C", "C", "float32") is False  # long panel
     assert loops.tiles_suit(64, 2048, 192, "F", "C", "float64") is False
     assert loops.tiles_suit(64, 2048, 8, "F", "C", "float32") is False  # under a vector
-    assert loops.tiles_suit(64, 4096, 64, "C", "F", "float32") is False  # too deep to pack
-    assert loops.tiles_suit(256, 4096, 256, "F", "C", "float32") is True  # x.T @ g
-    assert loops.tiles_suit(2048, 64, 96, "C", "F", "float32") is True
-    network, y = _product("ab", 128, 384, 512)
+    assert loops.tiles_suit(4, 512, 64, "C", "C", "float32") is False  # under a tile
+    assert loops.tiles_suit(64, 2048, 64, "C", "F", "float32") is False  # too deep to pack
+    network, y = _product("ab", 64, 2048, 512)
     assert _methods(network, y) and set(_methods(network, y)) == {"blas"}
+
+
+def _tiles_function(lanes, packed, m, k, n):
+    """``c = A @ B`` by ``TileProducts`` of ``lanes`` float32 lanes, compiled alone:
+    ``A`` row-major ``m x k``, ``B`` ``k x n`` (``packed``: stored transposed)."""
+    import ctypes
+
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    from tensorcode.compiler.backends.llvm.tiles import TileProducts
+    from tensorcode.compiler.backends.llvm.types import PTR
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    module = ir.Module("tiles_alone")
+    module.triple = llvm.get_process_triple()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * 3), "run")
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    b_steps = (1, k) if packed else (n, 1)
+    TileProducts(module, lanes).call(builder, "float32", fn.args[0], k, 1, fn.args[1],
+                                     *b_steps, fn.args[2], n, m, k, n)
+    builder.ret_void()
+    machine = llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten())
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), machine)
+    engine.finalize_object()
+    call = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3)(engine.get_function_address("run"))
+
+    def run(a, b):
+        out = np.empty((m, n), np.float32)
+        call(a.ctypes.data, b.ctypes.data, out.ctypes.data)
+        return out
+    run.engine = engine  # kept alive with the function
+    return run
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_avx2_and_avx512_tiles_give_the_numba_chains_bits(packed):
+    # 8 lanes and 6-row tiles (AVX2) against 16 lanes and 8-row tiles (AVX-512), both
+    # run here (wherever AVX-512 is missing LLVM splits the wider vectors), and the
+    # Numba backend's scalar chains: every output the same chain of fused adds
+    from tensorcode.compiler.backends.numba.intrinsics import tile_product
+
+    m, k, n = 29, 131, 83  # rows, vectors and columns left over for both widths
+    rng = np.random.default_rng(2)
+    a = rng.normal(size=(m, k)).astype(np.float32)
+    b = rng.normal(size=(n, k) if packed else (k, n)).astype(np.float32)
+    chains = np.empty(m * n, np.float32)
+    tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, *((1, k) if packed else (n, 1)),
+                 chains, 0, n, m, k, n)
+    for lanes in (8, 16):
+        got = _tiles_function(lanes, packed, m, k, n)(a, b)
+        assert np.array_equal(got, chains.reshape(m, n))
+    np.testing.assert_allclose(chains.reshape(m, n), a @ (b.T if packed else b),
+                               rtol=1e-4, atol=1e-4)

@@ -1,5 +1,5 @@
-"""A ``Gemm`` of method ``"tiles"`` as IR: our register-tiled product for the small and
-medium shapes where a BLAS call loses to its own packing and call overhead.
+"""A ``Gemm`` of method ``"tiles"`` as IR: our register-tiled product, which runs the
+float32 products of the shapes models use (``loops.tiles_suit``) instead of a BLAS call.
 
 Every output is the chain ``loops.Gemm`` defines for the method (``acc = fma(A(i, q),
 B(q, j), acc)`` for ``q`` from 0, starting at zero), so the bits do not depend on the
@@ -10,16 +10,13 @@ The function walks the output in panels of ``PANEL_VECTORS`` vectors of columns;
 a panel, in tiles of ``rows`` output rows (8 with AVX-512's 32 vector registers, 6 with
 AVX2's 16), whose ``rows x PANEL_VECTORS`` accumulators stay in registers for the whole
 shared dimension: per step of ``q`` it loads the panel's row of ``B`` once and
-broadcasts one element of ``A`` per tile row. A ``B`` whose columns are not contiguous
-(``b_j != 1``: ``x @ W.T``) is first copied, a panel at a time, into a stack buffer
-(so ``k`` is bounded: ``MAX_PACKED_DEPTH``). Columns left over from whole vectors run as
-scalar chains.
-
-Measured against SciPy's OpenBLAS on a 2-core AMD EPYC (Zen 4), one thread, warm
-operands: the weight-gradient shapes ``x.T @ g`` over 2,048 rows (32-256 by 32-256) at
-99-114 GFLOP/s against 26-67, and ``x @ W`` of 2,048 rows with a shared dimension of 32-128
-and 32-128 columns at 91-106 against 43-79; BLAS stays faster for wide outputs (2,048 x
-64 by 64 x 256: 123 against 108), which keep their BLAS call (``loops.tiles_suit``).
+broadcasts one element of ``A`` per tile row. The panel of ``B`` stays in the
+second-level cache while the tiles walk down ``A``, which is read in place: no packing
+of ``A`` and no call, what a BLAS call pays on small shapes. A ``B`` whose columns are
+not contiguous (``b_j != 1``: ``x @ W.T``) is first copied, a panel at a time, into a
+stack buffer (so ``k`` is bounded: ``MAX_PACKED_DEPTH``). Columns left over from whole
+vectors run as scalar chains. The figures against SciPy's OpenBLAS are in
+docs/compiler.md ("Products are our own register tiles").
 """
 
 from __future__ import annotations
