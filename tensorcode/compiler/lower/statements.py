@@ -214,7 +214,7 @@ def tiles_suit(m: int, k: int, n: int, a_layout: str, b_layout: str, dtype: str)
     batch's rows). Measured against SciPy's OpenBLAS at one thread (plans call it with
     one), the tiles won every such shape tried, from the Chatbot's 2,048 x 32 by 32 x 32
     to GPT-2's 128 x 768 by 768 x 2304, and lost where the panel no longer fits: 2,048
-    cubed ran at 69 GFLOP/s against 104 (``backends/llvm/tiles.py``)."""
+    cubed ran at 69 GFLOP/s against 104 (``backends/tiles.py``)."""
     if dtype != "float32" or n < 16 or m < 8:
         return False
     if b_layout != "C" and k > MAX_PACKED_DEPTH:

@@ -80,8 +80,8 @@ def _tiles_function(lanes, packed, m, k, n):
     import llvmlite.binding as llvm
     from llvmlite import ir
 
-    from tensorcode.compiler.backends.llvm.tiles import TileProducts
     from tensorcode.compiler.backends.llvm.types import PTR
+    from tensorcode.compiler.backends.tiles import TileProducts
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -107,22 +107,52 @@ def _tiles_function(lanes, packed, m, k, n):
     return run
 
 
+def _scalar_chains(a, b):
+    """``a @ b`` as ``loops.Gemm`` defines the tiles' outputs: one chain of fused
+    multiply-adds per output, in order, onto zero (written here as plainly as it reads)."""
+    from numba import njit
+    from numba.core.extending import intrinsic
+
+    @intrinsic
+    def fma(typingctx, x, y, z):
+        def codegen(context, builder, signature, args):
+            return builder.fma(*args)
+        return x(x, y, z), codegen
+
+    @njit
+    def chains(a, b):
+        out = np.zeros((a.shape[0], b.shape[1]), np.float32)
+        for i in range(a.shape[0]):
+            for j in range(b.shape[1]):
+                acc = np.float32(0)
+                for q in range(a.shape[1]):
+                    acc = fma(a[i, q], b[q, j], acc)
+                out[i, j] = acc
+        return out
+    return chains(a, b)
+
+
 @pytest.mark.parametrize("packed", [False, True])
-def test_avx2_and_avx512_tiles_give_the_numba_chains_bits(packed):
-    # 8 lanes and 6-row tiles (AVX2) against 16 lanes and 8-row tiles (AVX-512), both
-    # run here (wherever AVX-512 is missing LLVM splits the wider vectors), and the
-    # Numba backend's scalar chains: every output the same chain of fused adds
+def test_both_vector_widths_and_the_numba_intrinsic_compute_the_chains(packed):
+    # 8 lanes and 6-row tiles (AVX2) and 16 lanes and 8-row tiles (AVX-512), both run
+    # here (where AVX-512 is missing LLVM splits the wider vectors), and the Numba
+    # backend's intrinsic: every output the same chain of fused multiply-adds
+    from numba import njit
+
     from tensorcode.compiler.backends.numba.intrinsics import tile_product
 
     m, k, n = 29, 131, 83  # rows, vectors and columns left over for both widths
     rng = np.random.default_rng(2)
     a = rng.normal(size=(m, k)).astype(np.float32)
     b = rng.normal(size=(n, k) if packed else (k, n)).astype(np.float32)
-    chains = np.empty(m * n, np.float32)
-    tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, *((1, k) if packed else (n, 1)),
-                 chains, 0, n, m, k, n)
+    want = _scalar_chains(a, b.T.copy() if packed else b)
     for lanes in (8, 16):
-        got = _tiles_function(lanes, packed, m, k, n)(a, b)
-        assert np.array_equal(got, chains.reshape(m, n))
-    np.testing.assert_allclose(chains.reshape(m, n), a @ (b.T if packed else b),
-                               rtol=1e-4, atol=1e-4)
+        assert np.array_equal(_tiles_function(lanes, packed, m, k, n)(a, b), want)
+
+    @njit
+    def numba_tiles(a, b, out, b_k, b_j):
+        tile_product(a, 0, k, 1, b, 0, b_k, b_j, out, 0, n, m, k, n)
+    out = np.empty(m * n, np.float32)
+    numba_tiles(a.reshape(-1), b.reshape(-1), out, *((1, k) if packed else (n, 1)))
+    assert np.array_equal(out.reshape(m, n), want)
+    np.testing.assert_allclose(want, a @ (b.T if packed else b), rtol=1e-4, atol=1e-4)

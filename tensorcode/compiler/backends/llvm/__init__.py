@@ -66,9 +66,10 @@ def environment_key() -> str:
 
 #: the packages (and single modules) whose source decides what a plan's object does:
 #: this backend, the schedule, kernels, loop programs (with the float32 approximations)
-#: and fusion it renders, the op registry and the Philox constants
+#: and fusion it renders, the op registry and the Philox constants, and the tiled
+#: product's IR it shares with the Numba backend
 _GENERATOR_SOURCES = ("tensorcode.compiler.backends.llvm", "tensorcode.compiler.lower",
-                      "tensorcode.compiler.core")
+                      "tensorcode.compiler.core", "tensorcode.compiler.backends.tiles")
 
 
 def _generator_files() -> list[pathlib.Path]:

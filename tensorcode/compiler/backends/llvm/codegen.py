@@ -39,12 +39,12 @@ from ...lower.kernels import Arena, Strided
 from ...lower.loops import LoopKernel
 from ...lower.program import Program
 from ...lower.update import StepSpec
+from ..tiles import TileProducts
 from . import ops, rows
 from .interface import ARRAY_DATA_OFFSET, BLAS_PREFIX, POOL_RUN, Layout, layout_of
 from .matvec import MatVecs
 from .profile import Counters
 from .sample import Sampler
-from .tiles import TileProducts
 from .types import (
     ENTRY_TYPE,
     F32,

@@ -87,34 +87,39 @@ _LANES = 16
 
 
 @intrinsic
-def fma(typingctx, x, y, z):
-    """``x * y + z`` rounded once (LLVM's ``llvm.fma``, which vectorizes): the term of a
-    tiled product's chain (``loops.Gemm`` of method ``"tiles"``)."""
-    if not (isinstance(x, types.Float) and x == y == z):
+def tile_product(typingctx, a, a_at, a_i, a_k, b, b_at, b_k, b_j, out, out_at, ldc, m, k,
+                 n):
+    """A ``loops.Gemm`` of method ``"tiles"``: the register-tiled product of
+    ``backends/tiles.py`` (the llvm backend's own function, emitted into the module Numba
+    compiles), over float32 arrays from the given starts, so both backends run the same
+    loop and give the same bits."""
+    arrays = (a, b, out)
+    if not all(isinstance(x, types.Array) and x.dtype == types.float32 for x in arrays):
         return None
-    sig = x(x, y, z)
+    sig = types.void(a, a_at, a_i, a_k, b, b_at, b_k, b_j, out, out_at, ldc, m, k, n)
 
     def codegen(context, builder, signature, args):
-        return builder.fma(*args)
+        from ..tiles import TileProducts
+
+        def start(index: int, at: int) -> Any:
+            data = context.make_array(signature.args[index])(context, builder,
+                                                             args[index]).data
+            offset = context.cast(builder, args[at], signature.args[at], types.int64)
+            return builder.gep(data, [offset], inbounds=True)
+
+        sizes = [context.cast(builder, args[i], signature.args[i], types.int64)
+                 for i in range(len(args)) if i not in (0, 1, 4, 5, 8, 9)]
+        a_i, a_k, b_k, b_j, ldc, m, k, n = sizes
+        tiles = TileProducts(builder.module)
+        operands = (start(0, 1), a_i, a_k, start(4, 5), b_k, b_j, start(8, 9), ldc, m, k, n)
+        rows = builder.icmp_signed("==", b_j, context.get_constant(types.int64, 1))
+        with builder.if_else(rows) as (contiguous, across):
+            with contiguous:
+                tiles.call(builder, "float32", *operands, packed=False)
+            with across:
+                tiles.call(builder, "float32", *operands, packed=True)
+        return context.get_dummy_value()
     return sig, codegen
-
-
-@njit(nogil=True)
-def tile_product(a: np.ndarray, a_at: int, a_i: int, a_k: int, b: np.ndarray, b_at: int,
-                 b_k: int, b_j: int, out: np.ndarray, out_at: int, ldc: int, m: int, k: int,
-                 n: int) -> None:
-    """A ``loops.Gemm`` of method ``"tiles"``: each output the chain ``acc = fma(A(i, q),
-    B(q, j), acc)`` for ``q`` from 0 onto zero, the chains the llvm backend's tiles
-    compute in vector registers, so both give the same bits. (A row of outputs at a time,
-    its chains advanced together: the inner loop over columns vectorizes.)"""
-    for i in range(m):
-        row = out[out_at + i * ldc:out_at + i * ldc + n]
-        row[:] = 0
-        for q in range(k):
-            x = a[a_at + i * a_i + q * a_k]
-            start = b_at + q * b_k
-            for j in range(n):
-                row[j] = fma(x, b[start + j * b_j], row[j])  # type: ignore[call-arg]
 
 
 @njit(nogil=True)

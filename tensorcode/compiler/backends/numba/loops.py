@@ -39,7 +39,7 @@ from ...lower.program import Program
 from .lowerings import lowering
 
 #: bump when generated code changes meaning (part of every cache key)
-CODEGEN_VERSION = "10"
+CODEGEN_VERSION = "11"
 
 #: the ``intrinsics`` function reducing a row, by the row's reduction
 _ROW_REDUCTION = {"sum": "row_sum", "max": "row_max", "min": "row_min"}

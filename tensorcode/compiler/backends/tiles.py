@@ -1,10 +1,13 @@
-"""A ``Gemm`` of method ``"tiles"`` as IR: our register-tiled product, which runs the
-float32 products of the shapes models use (``loops.tiles_suit``) instead of a BLAS call.
+"""A ``Gemm`` of method ``"tiles"`` as LLVM IR: our register-tiled product, which runs
+the float32 products of the shapes models use (``loops.tiles_suit``) instead of a BLAS
+call. Both compiled backends emit this one function: the llvm renderer into a plan's
+module, the Numba backend through an intrinsic (``numba/intrinsics.tile_product``) into
+the module Numba compiles, so the two run the same machine loop.
 
 Every output is the chain ``loops.Gemm`` defines for the method (``acc = fma(A(i, q),
 B(q, j), acc)`` for ``q`` from 0, starting at zero), so the bits do not depend on the
-tile sizes, the vector width, the thread count or the backend (the Numba backend's
-``intrinsics.tile_product`` computes the same chains in scalar code).
+tile sizes, the vector width or the thread count (``tests/compiler/backends/
+test_tiles.py`` checks both vector widths against scalar chains).
 
 The function walks the output in panels of ``PANEL_VECTORS`` vectors of columns; inside
 a panel, in tiles of ``rows`` output rows (8 with AVX-512's 32 vector registers, 6 with
@@ -21,10 +24,15 @@ docs/compiler.md ("Products are our own register tiles").
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 from llvmlite import ir
 
-from ...lower.loops import MAX_PACKED_DEPTH
-from .types import I64, PTR, TYPES, element, i64, loop
+from ..lower.loops import MAX_PACKED_DEPTH
+from .llvm.types import I64, PTR, TYPES, element, i64, loop
+
+#: a size or stride: a number the generator knows, or a value of the function calling
+Size: TypeAlias = "int | ir.Value"
 
 #: vectors of columns a tile holds
 PANEL_VECTORS = 2
@@ -46,18 +54,20 @@ class TileProducts:
         self.lanes = lanes or host_lanes()
         self.rows = 8 if self.lanes == 16 else 6
 
-    def call(self, b: ir.IRBuilder, dtype: str, a: ir.Value, a_i: int, a_k: int,
-             bm: ir.Value, b_k: int, b_j: int, out: ir.Value, ldc: int,
-             m: int, k: int, n: int) -> None:
+    def call(self, b: ir.IRBuilder, dtype: str, a: ir.Value, a_i: Size, a_k: Size,
+             bm: ir.Value, b_k: Size, b_j: Size, out: ir.Value, ldc: Size,
+             m: Size, k: Size, n: Size, packed: bool | None = None) -> None:
         """``out[i * ldc + j] = sum over q of A(i, q) * B(q, j)`` with ``A(i, q) =
-        a[i * a_i + q * a_k]`` and ``B(q, j) = bm[q * b_k + j * b_j]``."""
-        packed = b_j != 1
+        a[i * a_i + q * a_k]`` and ``B(q, j) = bm[q * b_k + j * b_j]``; ``packed``: whether
+        ``B``'s columns are not contiguous (default: ``b_j != 1``, for a known ``b_j``)."""
+        if packed is None:
+            packed = not isinstance(b_j, int) or b_j != 1
         name = f"tiles_{'packed' if packed else 'rows'}_{dtype}"
         fn = self.module.globals.get(name)
         if fn is None:
             fn = self._define(name, dtype, packed)
-        b.call(fn, [a, i64(a_i), i64(a_k), bm, i64(b_k), i64(b_j), out, i64(ldc),
-                    i64(m), i64(k), i64(n)])
+        b.call(fn, [a, _size(a_i), _size(a_k), bm, _size(b_k), _size(b_j), out, _size(ldc),
+                    _size(m), _size(k), _size(n)])
 
     def _define(self, name: str, dtype: str, packed: bool) -> ir.Function:
         fn = ir.Function(self.module, ir.FunctionType(
@@ -147,6 +157,10 @@ class TileProducts:
                         element(b, out, dtype, b.add(b.mul(i, ldc), j)))
         b.ret_void()
         return fn
+
+
+def _size(value: Size) -> ir.Value:
+    return i64(value) if isinstance(value, int) else value
 
 
 __all__ = ["PANEL_VECTORS", "TileProducts", "host_lanes"]
