@@ -59,23 +59,37 @@ class TileProducts:
              m: Size, k: Size, n: Size, packed: bool | None = None) -> None:
         """``out[i * ldc + j] = sum over q of A(i, q) * B(q, j)`` with ``A(i, q) =
         a[i * a_i + q * a_k]`` and ``B(q, j) = bm[q * b_k + j * b_j]``; ``packed``: whether
-        ``B``'s columns are not contiguous (default: ``b_j != 1``, for a known ``b_j``)."""
+        ``B``'s columns are not contiguous (default: ``b_j != 1``, for a known ``b_j``).
+
+        A product whose ``B`` would be copied but whose ``A`` has fewer rows than ``B``
+        has columns (GPT-2's head ``x @ wte.T``: 128 rows, 50,257 columns) runs as its
+        transpose ``out.T = B.T @ A.T`` instead, so the copy is of ``A`` (``x``, once per
+        panel of its 128 rows) and not of all of ``B``: the same chains, as a product's
+        terms commute, so the same bits; the transposed outputs are stored lane by lane."""
         if packed is None:
             packed = not isinstance(b_j, int) or b_j != 1
-        name = f"tiles_{'packed' if packed else 'rows'}_{dtype}"
+        c_i, c_j = ldc, 1
+        if packed and all(isinstance(x, int) for x in (a_k, m, n)) and a_k == 1 and m < n:
+            a, a_i, a_k, bm, b_k, b_j = bm, b_j, b_k, a, a_k, a_i
+            m, n, c_i, c_j = n, m, 1, ldc
+        strided = not isinstance(c_j, int) or c_j != 1
+        name = f"tiles_{'packed' if packed else 'rows'}{'_strided' if strided else ''}_{dtype}"
         fn = self.module.globals.get(name)
         if fn is None:
-            fn = self._define(name, dtype, packed)
-        b.call(fn, [a, _size(a_i), _size(a_k), bm, _size(b_k), _size(b_j), out, _size(ldc),
-                    _size(m), _size(k), _size(n)])
+            fn = self._define(name, dtype, packed, strided)
+        b.call(fn, [a, _size(a_i), _size(a_k), bm, _size(b_k), _size(b_j), out, _size(c_i),
+                    _size(c_j), _size(m), _size(k), _size(n)])
 
-    def _define(self, name: str, dtype: str, packed: bool) -> ir.Function:
+    def _define(self, name: str, dtype: str, packed: bool, strided: bool) -> ir.Function:
+        """The function over ``(a, a_i, a_k, b, b_k, b_j, out, c_i, c_j, m, k, n)``:
+        output ``(i, j)`` at ``out[i * c_i + j * c_j]`` (``strided``: ``c_j != 1``)."""
         fn = ir.Function(self.module, ir.FunctionType(
-            ir.VoidType(), [PTR, I64, I64, PTR, I64, I64, PTR, I64, I64, I64, I64]), name)
+            ir.VoidType(), [PTR, I64, I64, PTR, I64, I64, PTR, I64, I64, I64, I64, I64]),
+            name)
         fn.linkage = "internal"
         for index in (0, 3, 6):
             fn.args[index].add_attribute("noalias")
-        a, a_i, a_k, bm, b_k, b_j, out, ldc, m, k, n = fn.args
+        a, a_i, a_k, bm, b_k, b_j, out, c_i, c_j, m, k, n = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         scalar = TYPES[dtype]
         vec = ir.VectorType(scalar, self.lanes)
@@ -128,11 +142,18 @@ class TileProducts:
                         b.store(b.call(vector_fma, [splat, columns[v],
                                                     b.load(acc[r][v], typ=vec)]), acc[r][v])
             for r in range(rows):
-                target = element(b, out, dtype, b.add(b.mul(b.add(i0, i64(r)), ldc), j0))
+                target = element(b, out, dtype, b.add(b.mul(b.add(i0, i64(r)), c_i),
+                                                      b.mul(j0, c_j)))
                 for v in range(vectors):
-                    b.store(b.load(acc[r][v], typ=vec),
-                            element(b, target, dtype, i64(v * self.lanes)),
-                            align=4 if dtype == "float32" else 8)
+                    value = b.load(acc[r][v], typ=vec)
+                    if not strided:
+                        b.store(value, element(b, target, dtype, i64(v * self.lanes)),
+                                align=4 if dtype == "float32" else 8)
+                        continue
+                    for lane in range(self.lanes):
+                        at = b.mul(i64(v * self.lanes + lane), c_j)
+                        b.store(b.extract_element(value, i64(lane)),
+                                element(b, target, dtype, at))
 
         panels = b.udiv(n, i64(width))
         with loop(b, panels, "p") as p:
@@ -154,7 +175,7 @@ class TileProducts:
                                typ=scalar)
                     b.store(b.fma(x, y, b.load(total, typ=scalar)), total)
                 b.store(b.load(total, typ=scalar),
-                        element(b, out, dtype, b.add(b.mul(i, ldc), j)))
+                        element(b, out, dtype, b.add(b.mul(i, c_i), b.mul(j, c_j))))
         b.ret_void()
         return fn
 

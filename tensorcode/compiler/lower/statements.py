@@ -209,8 +209,9 @@ def tiles_suit(m: int, k: int, n: int, a_layout: str, b_layout: str, dtype: str)
     """Whether our register-tiled product (``method="tiles"``) runs a product of this
     shape rather than a BLAS call: float32, at least 8 rows and 16 columns (fewer use a
     tile's registers poorly), and a shared dimension short enough that a panel of ``B``
-    (it times two vector registers) stays in the second-level cache: at most 1,024, or
-    8,192 for an output of at most 256 x 256 (a weight gradient ``x.T @ g`` over a
+    (it times two vector registers) stays in the second-level cache: at most 1,024; 4,096
+    for at most 256 rows (GPT-2's 128 x 3072 by 3072 x 768), which walk the panel few
+    times; 8,192 for an output of at most 256 x 256 (a weight gradient ``x.T @ g`` over a
     batch's rows). Measured against SciPy's OpenBLAS at one thread (plans call it with
     one), the tiles won every such shape tried, from the Chatbot's 2,048 x 32 by 32 x 32
     to GPT-2's 128 x 768 by 768 x 2304, and lost where the panel no longer fits: 2,048
@@ -219,7 +220,7 @@ def tiles_suit(m: int, k: int, n: int, a_layout: str, b_layout: str, dtype: str)
         return False
     if b_layout != "C" and k > MAX_PACKED_DEPTH:
         return False
-    return k <= 1024 or (m <= 256 and n <= 256 and k <= 8192)
+    return k <= 1024 or (m <= 256 and k <= 4096) or (m <= 256 and n <= 256 and k <= 8192)
 
 
 #: the partial sums of a ``MatVec`` of form ``dot`` (one vector register of float32)

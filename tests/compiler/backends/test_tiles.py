@@ -41,6 +41,7 @@ def _methods(network, y):
     ("atb", 64, 2048, 192),  # long shared dimension: split into partials on the pool
     ("ab", 2048, 33, 20),    # many rows: split by rows on the pool
     ("abt", 40, 70, 40),     # packed B
+    ("abt", 24, 70, 100),    # more columns than rows: run transposed, A packed instead
 ])
 def test_tiled_products_give_the_same_bits_on_every_backend_and_thread_count(form, m, k, n):
     network, y = _product(form, m, k, n)
@@ -62,13 +63,14 @@ def test_batched_attention_products_are_tiled_per_head():
 def test_products_whose_panels_leave_the_cache_keep_blas():
     assert loops.tiles_suit(128, 768, 2304, "C", "C", "float32") is True  # GPT-2's
     assert loops.tiles_suit(128, 768, 50257, "C", "F", "float32") is True  # its head
+    assert loops.tiles_suit(128, 3072, 768, "C", "C", "float32") is True  # few rows
     assert loops.tiles_suit(256, 8192, 256, "F", "C", "float32") is True  # x.T @ g
     assert loops.tiles_suit(2048, 2048, 2048, "C", "C", "float32") is False  # long panel
     assert loops.tiles_suit(64, 2048, 192, "F", "C", "float64") is False
     assert loops.tiles_suit(64, 2048, 8, "F", "C", "float32") is False  # under a vector
     assert loops.tiles_suit(4, 512, 64, "C", "C", "float32") is False  # under a tile
     assert loops.tiles_suit(64, 2048, 64, "C", "F", "float32") is False  # too deep to pack
-    network, y = _product("ab", 64, 2048, 512)
+    network, y = _product("ab", 512, 2048, 512)
     assert _methods(network, y) and set(_methods(network, y)) == {"blas"}
 
 
