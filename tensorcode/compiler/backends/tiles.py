@@ -18,7 +18,7 @@ second-level cache while the tiles walk down ``A``, which is read in place: no p
 of ``A`` and no call, what a BLAS call pays on small shapes. A ``B`` whose columns are
 not contiguous (``b_j != 1``: ``x @ W.T``) is first copied, a panel at a time, into a
 stack buffer (so ``k`` is bounded: ``MAX_PACKED_DEPTH``). Columns left over from whole
-vectors run as scalar chains. The figures against SciPy's OpenBLAS are in
+vectors are one more vector with its lanes past the last column masked off. The figures against SciPy's OpenBLAS are in
 docs/compiler.md ("Products are our own register tiles").
 """
 
@@ -29,7 +29,7 @@ from typing import TypeAlias
 from llvmlite import ir
 
 from ..lower.loops import MAX_PACKED_DEPTH
-from .llvm.types import I64, PTR, TYPES, element, i64, loop
+from .llvm.types import I32, I64, PTR, TYPES, element, i32, i64, loop
 
 #: a size or stride: a number the generator knows, or a value of the function calling
 Size: TypeAlias = "int | ir.Value"
@@ -77,8 +77,14 @@ class TileProducts:
         fn = self.module.globals.get(name)
         if fn is None:
             fn = self._define(name, dtype, packed, strided)
-        b.call(fn, [a, _size(a_i), _size(a_k), bm, _size(b_k), _size(b_j), out, _size(c_i),
-                    _size(c_j), _size(m), _size(k), _size(n)])
+        sizes = [i64(x) if isinstance(x, int) else x
+                 for x in (a_i, a_k, b_k, b_j, c_i, c_j, m, k, n)]
+        b.call(fn, [a, *sizes[:2], bm, *sizes[2:4], out, *sizes[4:]])
+
+    def _intrinsic(self, name: str, result: ir.Type, arguments: list[ir.Type]) -> ir.Function:
+        found = self.module.globals.get(name)
+        return found if found is not None else ir.Function(
+            self.module, ir.FunctionType(result, arguments), name)
 
     def _define(self, name: str, dtype: str, packed: bool, strided: bool) -> ir.Function:
         """The function over ``(a, a_i, a_k, b, b_k, b_j, out, c_i, c_j, m, k, n)``:
@@ -93,20 +99,32 @@ class TileProducts:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         scalar = TYPES[dtype]
         vec = ir.VectorType(scalar, self.lanes)
+        align = 4 if dtype == "float32" else 8
         acc = [[b.alloca(vec) for _ in range(PANEL_VECTORS)] for _ in range(self.rows)]
         buffer = b.alloca(scalar, i64(MAX_PACKED_DEPTH * PANEL_VECTORS * self.lanes)) \
             if packed else None
-        total = b.alloca(scalar)
         width = self.lanes * PANEL_VECTORS
         suffix = f"v{self.lanes}f{32 if dtype == 'float32' else 64}"
-        vector_fma = self.module.declare_intrinsic(f"llvm.fma.{suffix}", (),
-                                                   ir.FunctionType(vec, [vec] * 3))
+        masks = ir.VectorType(ir.IntType(1), self.lanes)
+        vector_fma = self._intrinsic(f"llvm.fma.{suffix}", vec, [vec] * 3)
+        masked_load = self._intrinsic(f"llvm.masked.load.{suffix}.p0", vec, [PTR, I32, masks, vec])
+        masked_store = self._intrinsic(f"llvm.masked.store.{suffix}.p0", ir.VoidType(),
+                                       [vec, PTR, I32, masks])
+        lane_numbers = ir.Constant(ir.VectorType(I64, self.lanes), list(range(self.lanes)))
 
-        def panel(j0: ir.Value, vectors: int) -> None:
-            """The columns ``j0 .. j0 + vectors * lanes`` of every output row."""
+        def splat(value: ir.Value, ty: ir.Type) -> ir.Value:
+            one = b.insert_element(ir.Constant(ty, None), value, i64(0))
+            return b.shuffle_vector(one, ir.Constant(ty, None),
+                                    ir.Constant(ir.VectorType(I32, self.lanes), None))
+
+        def panel(j0: ir.Value, vectors: int, valid: ir.Value | None = None) -> None:
+            """The columns ``j0 .. j0 + vectors * lanes`` of every output row; ``valid``:
+            how many of the last vector's lanes are columns (the rest are masked off)."""
+            columns = vectors * self.lanes
             if buffer is not None:
-                columns = vectors * self.lanes
-                with loop(b, k, "pq") as q, loop(b, i64(columns), "pj") as j:
+                count = i64(columns) if valid is None else \
+                    b.add(i64(columns - self.lanes), valid)
+                with loop(b, k, "pq") as q, loop(b, count, "pj") as j:
                     source = b.add(b.mul(q, b_k), b.mul(b.add(j0, j), b_j))
                     value = b.load(element(b, bm, dtype, source), typ=scalar)
                     b.store(value, element(b, buffer, dtype,
@@ -114,32 +132,33 @@ class TileProducts:
                 base, step = buffer, i64(columns)
             else:
                 base, step = element(b, bm, dtype, j0), b_k
+            mask = None if valid is None else \
+                b.icmp_unsigned("<", lane_numbers, splat(valid, ir.VectorType(I64, self.lanes)))
             tiles = b.udiv(m, i64(self.rows))
             with loop(b, tiles, "t") as t:
-                tile(b.mul(t, i64(self.rows)), self.rows, vectors, base, step, j0)
+                tile(b.mul(t, i64(self.rows)), self.rows, vectors, base, step, j0, mask)
             with loop(b, b.urem(m, i64(self.rows)), "r") as r:
-                tile(b.add(b.mul(tiles, i64(self.rows)), r), 1, vectors, base, step, j0)
+                tile(b.add(b.mul(tiles, i64(self.rows)), r), 1, vectors, base, step, j0, mask)
 
         def tile(i0: ir.Value, rows: int, vectors: int, base: ir.Value, step: ir.Value,
-                 j0: ir.Value) -> None:
+                 j0: ir.Value, mask: ir.Value | None) -> None:
+            last = vectors - 1 if mask is not None else -1  # the masked vector, if any
             for r in range(rows):
                 for v in range(vectors):
                     b.store(ir.Constant(vec, None), acc[r][v])
             a0 = element(b, a, dtype, b.mul(i0, a_i))
             with loop(b, k, "q") as q:
                 row = element(b, base, dtype, b.mul(q, step))
-                columns = [b.load(element(b, row, dtype, i64(v * self.lanes)), typ=vec,
-                                  align=4 if dtype == "float32" else 8)
-                           for v in range(vectors)]
-                at = element(b, a0, dtype, b.mul(q, a_k))
+                places = [element(b, row, dtype, i64(v * self.lanes)) for v in range(vectors)]
+                columns = [b.call(masked_load, [at, i32(align), mask, ir.Constant(vec, None)])
+                           if v == last else b.load(at, typ=vec, align=align)
+                           for v, at in enumerate(places)]
+                start = element(b, a0, dtype, b.mul(q, a_k))
                 for r in range(rows):
-                    x = b.load(element(b, at, dtype, b.mul(i64(r), a_i)), typ=scalar)
-                    splat = b.insert_element(ir.Constant(vec, None), x, i64(0))
-                    splat = b.shuffle_vector(splat, ir.Constant(vec, None),
-                                             ir.Constant(ir.VectorType(ir.IntType(32),
-                                                                       self.lanes), None))
+                    x = b.load(element(b, start, dtype, b.mul(i64(r), a_i)), typ=scalar)
+                    broadcast = splat(x, vec)
                     for v in range(vectors):
-                        b.store(b.call(vector_fma, [splat, columns[v],
+                        b.store(b.call(vector_fma, [broadcast, columns[v],
                                                     b.load(acc[r][v], typ=vec)]), acc[r][v])
             for r in range(rows):
                 target = element(b, out, dtype, b.add(b.mul(b.add(i0, i64(r)), c_i),
@@ -147,13 +166,19 @@ class TileProducts:
                 for v in range(vectors):
                     value = b.load(acc[r][v], typ=vec)
                     if not strided:
-                        b.store(value, element(b, target, dtype, i64(v * self.lanes)),
-                                align=4 if dtype == "float32" else 8)
+                        at = element(b, target, dtype, i64(v * self.lanes))
+                        if v == last:
+                            b.call(masked_store, [value, at, i32(align), mask])
+                        else:
+                            b.store(value, at, align=align)
                         continue
                     for lane in range(self.lanes):
-                        at = b.mul(i64(v * self.lanes + lane), c_j)
-                        b.store(b.extract_element(value, i64(lane)),
-                                element(b, target, dtype, at))
+                        at = element(b, target, dtype, b.mul(i64(v * self.lanes + lane), c_j))
+                        if v != last:
+                            b.store(b.extract_element(value, i64(lane)), at)
+                            continue
+                        with b.if_then(b.extract_element(mask, i64(lane))):
+                            b.store(b.extract_element(value, i64(lane)), at)
 
         panels = b.udiv(n, i64(width))
         with loop(b, panels, "p") as p:
@@ -164,24 +189,11 @@ class TileProducts:
             with b.if_then(fits):
                 panel(done, vectors)
             done = b.select(fits, b.add(done, i64(vectors * self.lanes)), done)
-        with loop(b, b.sub(n, done), "cj") as cj:  # columns left over: scalar chains
-            j = b.add(done, cj)
-            with loop(b, m, "ci") as i:
-                b.store(ir.Constant(scalar, 0.0), total)
-                with loop(b, k, "cq") as q:
-                    x = b.load(element(b, a, dtype, b.add(b.mul(i, a_i), b.mul(q, a_k))),
-                               typ=scalar)
-                    y = b.load(element(b, bm, dtype, b.add(b.mul(q, b_k), b.mul(j, b_j))),
-                               typ=scalar)
-                    b.store(b.fma(x, y, b.load(total, typ=scalar)), total)
-                b.store(b.load(total, typ=scalar),
-                        element(b, out, dtype, b.add(b.mul(i, c_i), b.mul(j, c_j))))
+        rest = b.sub(n, done)  # fewer columns than a vector: one masked vector
+        with b.if_then(b.icmp_signed(">", rest, i64(0))):
+            panel(done, 1, rest)
         b.ret_void()
         return fn
-
-
-def _size(value: Size) -> ir.Value:
-    return i64(value) if isinstance(value, int) else value
 
 
 __all__ = ["PANEL_VECTORS", "TileProducts", "host_lanes"]
