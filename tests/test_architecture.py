@@ -484,9 +484,10 @@ def test_file_headers_are_checked_in_one_place():
 #: 5250 for the epilogues moved into a split product's blocks (``epilogue.py``), then
 #: 5350 for products split along their shared dimension (``depth.py``); backends 6200
 #: for the pool's segments (each thread runs its own contiguous chunks first); lower 5400
-#: and backends 6450 for our register-tiled products (``Gemm`` of method ``"tiles"``:
-#: the shape rule, ``backends/tiles.py`` and the Numba intrinsic emitting it)
-LINE_BUDGET = {"core": 1550, "trace": 1250, "lower": 5400, "backends": 6450, "plans": 2425,
+#: and backends 6500 for our register-tiled products (``Gemm`` of method ``"tiles"``:
+#: the shape rule, ``backends/tiles.py``, the Numba intrinsic emitting it, and the Numba
+#: cache keyed by the source of what its intrinsics emit)
+LINE_BUDGET = {"core": 1550, "trace": 1250, "lower": 5400, "backends": 6500, "plans": 2425,
                "subset": 1750, "shims": 75}
 
 

@@ -17,9 +17,10 @@ broadcasts one element of ``A`` per tile row. The panel of ``B`` stays in the
 second-level cache while the tiles walk down ``A``, which is read in place: no packing
 of ``A`` and no call, what a BLAS call pays on small shapes. A ``B`` whose columns are
 not contiguous (``b_j != 1``: ``x @ W.T``) is first copied, a panel at a time, into a
-stack buffer (so ``k`` is bounded: ``MAX_PACKED_DEPTH``). Columns left over from whole
-vectors are one more vector with its lanes past the last column masked off. The figures against SciPy's OpenBLAS are in
-docs/compiler.md ("Products are our own register tiles").
+stack buffer (so ``k`` is bounded: ``MAX_PACKED_DEPTH``), or the product runs as its
+transpose when ``A`` is the smaller side (``call``). Columns left over from whole vectors
+are one more vector with its lanes past the last column masked off. The figures against
+SciPy's OpenBLAS are in docs/compiler.md ("Products are our own register tiles").
 """
 
 from __future__ import annotations

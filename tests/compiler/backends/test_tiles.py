@@ -158,3 +158,17 @@ def test_both_vector_widths_and_the_numba_intrinsic_compute_the_chains(packed):
     numba_tiles(a.reshape(-1), b.reshape(-1), out, *((1, k) if packed else (n, 1)))
     assert np.array_equal(out.reshape(m, n), want)
     np.testing.assert_allclose(want, a @ (b.T if packed else b), rtol=1e-4, atol=1e-4)
+
+
+def test_the_numba_cache_is_keyed_by_the_tiles_source():
+    # a Numba plan runs the tiled product through an intrinsic, so its cached code
+    # changes with tiles.py even when the generated module's text does not
+    import json
+
+    from tensorcode.compiler.backends.numba import backend
+
+    emitted = json.loads(backend.environment_key())["emitted"]
+    assert emitted == backend._sources_digest(backend._EMITTED_SOURCES)
+    assert "tensorcode.compiler.backends.tiles" in backend._EMITTED_SOURCES
+    without = backend._sources_digest(("tensorcode.compiler.backends.numba.intrinsics",))
+    assert without != emitted

@@ -66,7 +66,8 @@ _ENVIRONMENT: str | None = None
 
 
 def environment_key() -> str:
-    """Versions and CPU that compiled code depends on."""
+    """Versions and CPU that compiled code depends on, and the source of the code the
+    generated module runs through its intrinsics (``_EMITTED_SOURCES``)."""
     global _ENVIRONMENT
     if _ENVIRONMENT is None:
         import llvmlite
@@ -82,8 +83,29 @@ def environment_key() -> str:
             "numba": _installed_version("numba"), "llvmlite": llvmlite.__version__,
             "llvm": ".".join(map(str, llvm.llvm_version_info)), "cpu": cpu,
             "numpy": np.__version__, "python": sys.version_info[:2],
+            "emitted": _sources_digest(_EMITTED_SOURCES),
         }, sort_keys=True)
     return _ENVIRONMENT
+
+
+#: modules whose code a plan's module runs without its text showing it (the intrinsics,
+#: and the tiled product's IR they emit): their source keys the cache beside the
+#: generator's version
+_EMITTED_SOURCES = ("tensorcode.compiler.backends.numba.intrinsics",
+                    "tensorcode.compiler.backends.tiles")
+
+
+def _sources_digest(modules: tuple[str, ...]) -> str:
+    """A digest of the modules' source files, found without importing them."""
+    import importlib.util
+
+    digest = hashlib.sha256()
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:  # pragma: no cover - a broken install
+            raise CacheError(f"cannot find the source of {name} to key the plan cache")
+        digest.update(pathlib.Path(spec.origin).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _installed_version(package: str) -> str:
