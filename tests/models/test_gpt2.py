@@ -145,6 +145,21 @@ def test_loaded_logits_match_pytorch(reference_model, ids, expected):
                                atol=1e-4, rtol=1e-4)
 
 
+def test_compiled_logits_whose_products_run_as_tiles_match_pytorch(tmp_path):
+    # wide enough that the blocks' products and the tied head are register tiles
+    # (the tiny CONFIG's products are loops): full-context logits within 1e-4 of
+    # PyTorch's, the same bits on both compiled backends
+    config = GptConfig(vocab_size=97, block_size=32, n_layer=2, n_head=2, n_embd=64)
+    tensors = released_tensors(config)
+    directory = write_released(tmp_path, tensors, config)
+    tokens = np.random.default_rng(6).integers(0, config.vocab_size, (1, config.block_size))
+    logits = [gpt2.load(directory, backend=backend).logits(tokens)
+              for backend in ("llvm", "numba")]
+    np.testing.assert_allclose(logits[0], torch_logits(tensors, config, tokens), atol=1e-4,
+                               rtol=1e-4)
+    assert np.array_equal(logits[0], logits[1])
+
+
 def test_the_decode_twin_gives_the_full_context_logits_at_every_position(
         reference_model, ids, expected):
     decoder = reference_model.decoder()
