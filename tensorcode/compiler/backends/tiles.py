@@ -29,7 +29,7 @@ from typing import TypeAlias
 
 from llvmlite import ir
 
-from ..lower.loops import MAX_PACKED_DEPTH
+from ..lower.statements import MAX_PACKED_DEPTH, vector_lanes
 from .llvm.types import I32, I64, PTR, TYPES, element, i32, i64, loop
 
 #: a size or stride: a number the generator knows, or a value of the function calling
@@ -39,20 +39,12 @@ Size: TypeAlias = "int | ir.Value"
 PANEL_VECTORS = 2
 
 
-def host_lanes() -> int:
-    """float32 lanes of the widest vector register this CPU offers plans (16 with
-    AVX-512, 8 otherwise)."""
-    import llvmlite.binding as llvm
-
-    return 16 if llvm.get_host_cpu_features().get("avx512f", False) else 8
-
-
 class TileProducts:
     """The tiled-product functions of one module, each defined on first use."""
 
     def __init__(self, module: ir.Module, lanes: int | None = None) -> None:
         self.module = module
-        self.lanes = lanes or host_lanes()
+        self.lanes = lanes or vector_lanes()
         self.rows = 8 if self.lanes == 16 else 6
 
     def call(self, b: ir.IRBuilder, dtype: str, a: ir.Value, a_i: Size, a_k: Size,
@@ -197,4 +189,4 @@ class TileProducts:
         return fn
 
 
-__all__ = ["PANEL_VECTORS", "TileProducts", "host_lanes"]
+__all__ = ["PANEL_VECTORS", "TileProducts"]

@@ -4,6 +4,7 @@ graphs of them)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -205,19 +206,41 @@ class Gemm:
 MAX_PACKED_DEPTH = 1024
 
 
-def tiles_suit(m: int, k: int, n: int, a_layout: str, b_layout: str, dtype: str) -> bool:
+@functools.cache
+def vector_lanes() -> int:
+    """float32 lanes of this CPU's widest vector registers: 16 with AVX-512, else 8 (read
+    from the kernel's ``/proc/cpuinfo``: the lowering imports no code generator; 8 where
+    it cannot be read). The tiled product's shape and where it beats BLAS follow it."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return 16 if "avx512f" in line.split() else 8
+    except OSError:
+        pass
+    return 8
+
+
+def tiles_suit(m: int, k: int, n: int, a_layout: str, b_layout: str, dtype: str,
+               lanes: int | None = None) -> bool:
     """Whether our register-tiled product (``method="tiles"``) runs a product of this
-    shape rather than a BLAS call: float32, at least 8 rows and 16 columns (fewer use a
-    tile's registers poorly), and a shared dimension short enough that a panel of ``B``
-    (it times two vector registers) stays in the second-level cache: at most 1,024; 4,096
-    for at most 256 rows (GPT-2's 128 x 3072 by 3072 x 768), which walk the panel few
-    times; 8,192 for an output of at most 256 x 256 (a weight gradient ``x.T @ g`` over a
-    batch's rows). Measured against SciPy's OpenBLAS at one thread (plans call it with
-    one), the tiles won every such shape tried, from the Chatbot's 2,048 x 32 by 32 x 32
-    to GPT-2's 128 x 768 by 768 x 2304, and lost where the panel no longer fits: 2,048
-    cubed ran at 69 GFLOP/s against 104 (``backends/tiles.py``)."""
+    shape rather than a BLAS call on a CPU of ``lanes`` float32 lanes (default this
+    one's, ``vector_lanes``): float32, at least 8 rows and 16 columns (fewer use a tile's
+    registers poorly), and with AVX-512 a shared dimension short enough that a panel of
+    ``B`` (it times two vector registers) stays in the second-level cache: at most 1,024;
+    4,096 for at most 256 rows (GPT-2's 128 x 3072 by 3072 x 768), which walk the panel
+    few times; 8,192 for an output of at most 256 x 256 (a weight gradient ``x.T @ g``
+    over a batch's rows). Measured against SciPy's OpenBLAS at one thread (plans call it
+    with one), the 16-lane tiles won every such shape tried and lost where the panel no
+    longer fits: 2,048 cubed ran at 69 GFLOP/s against 104. The 8-lane tiles (AVX2, 6
+    rows) won only on products of many rows over a short shared dimension (2,048 x 32 by
+    32 x 128: 110 against 79) and lost on GPT-2's and the weight gradients' shapes (64
+    against 95, 55-64 against 76-94), run on the same core with OpenBLAS's Haswell
+    kernels: without AVX-512 only that class is tiled (``backends/tiles.py``)."""
     if dtype != "float32" or n < 16 or m < 8:
         return False
+    if (lanes or vector_lanes()) < 16:
+        return a_layout == b_layout == "C" and m >= 512 and k <= 256
     if b_layout != "C" and k > MAX_PACKED_DEPTH:
         return False
     return k <= 1024 or (m <= 256 and k <= 4096) or (m <= 256 and n <= 256 and k <= 8192)
@@ -304,4 +327,5 @@ class LoopKernel:
 __all__ = ["Const", "Ref", "Index", "Load", "Apply", "Expr", "Annotations", "Let", "Store",
            "Loop", "Accumulator", "Init", "Accumulate", "Check", "RowReduce", "Gemm",
            "MatVec", "MATVEC_LANES", "MAX_PACKED_DEPTH", "tiles_suit",
+           "vector_lanes",
            "Sample", "Stmt", "Call", "LoopKernel"]

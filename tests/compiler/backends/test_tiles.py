@@ -30,6 +30,15 @@ def _product(form, m, k, n, seed=0):
     return tape.into_network(), y
 
 
+@pytest.fixture
+def avx512_rule(monkeypatch):
+    """The choice of tiles as on a CPU with AVX-512 (where the rule tiles the most
+    shapes), whatever this one has: the tiles themselves keep this CPU's width."""
+    from tensorcode.compiler.lower import statements
+
+    monkeypatch.setattr(statements, "vector_lanes", lambda: 16)
+
+
 def _methods(network, y):
     kernels = network.entry([y]).lower("reference").program.loops
     return [s.method for kernel in kernels for s in walk(kernel.body)
@@ -43,13 +52,14 @@ def _methods(network, y):
     ("abt", 40, 70, 40),     # packed B
     ("abt", 24, 70, 100),    # more columns than rows: run transposed, A packed instead
 ])
-def test_tiled_products_give_the_same_bits_on_every_backend_and_thread_count(form, m, k, n):
+def test_tiled_products_give_the_same_bits_on_every_backend_and_thread_count(
+        avx512_rule, form, m, k, n):
     network, y = _product(form, m, k, n)
     assert _methods(network, y) == ["tiles"] * len(_methods(network, y)) != []
     same_bits_everywhere(network, y)
 
 
-def test_batched_attention_products_are_tiled_per_head():
+def test_batched_attention_products_are_tiled_per_head(avx512_rule):
     rng = np.random.default_rng(1)
     tape = tc.Tape()
     q = tape.input(rng.normal(size=(4, 64, 16)).astype(np.float32), name="q")
@@ -61,15 +71,20 @@ def test_batched_attention_products_are_tiled_per_head():
 
 
 def test_products_whose_panels_leave_the_cache_keep_blas():
-    assert loops.tiles_suit(128, 768, 2304, "C", "C", "float32") is True  # GPT-2's
-    assert loops.tiles_suit(128, 768, 50257, "C", "F", "float32") is True  # its head
-    assert loops.tiles_suit(128, 3072, 768, "C", "C", "float32") is True  # few rows
-    assert loops.tiles_suit(256, 8192, 256, "F", "C", "float32") is True  # x.T @ g
-    assert loops.tiles_suit(2048, 2048, 2048, "C", "C", "float32") is False  # long panel
-    assert loops.tiles_suit(64, 2048, 192, "F", "C", "float64") is False
-    assert loops.tiles_suit(64, 2048, 8, "F", "C", "float32") is False  # under a vector
-    assert loops.tiles_suit(4, 512, 64, "C", "C", "float32") is False  # under a tile
-    assert loops.tiles_suit(64, 2048, 64, "C", "F", "float32") is False  # too deep to pack
+    def suit(m, k, n, a="C", b="C", dtype="float32", lanes=16):
+        return loops.tiles_suit(m, k, n, a, b, dtype, lanes)
+    assert suit(128, 768, 2304) and suit(128, 768, 50257, b="F")  # GPT-2's, its head
+    assert suit(128, 3072, 768)  # few rows walk a deeper panel few times
+    assert suit(256, 8192, 256, a="F")  # a weight gradient x.T @ g
+    assert not suit(2048, 2048, 2048)  # a panel of B leaves the cache
+    assert not suit(64, 2048, 192, a="F", dtype="float64")
+    assert not suit(64, 2048, 8, a="F")  # under a vector of columns
+    assert not suit(4, 512, 64)  # under a tile of rows
+    assert not suit(64, 2048, 64, b="F")  # too deep to pack
+    # without AVX-512 only many rows over a short shared dimension are tiled
+    assert suit(2048, 32, 128, lanes=8) and suit(512, 256, 256, lanes=8)
+    assert not suit(128, 768, 2304, lanes=8) and not suit(64, 2048, 256, a="F", lanes=8)
+    assert not suit(2048, 64, 96, b="F", lanes=8)
     network, y = _product("ab", 512, 2048, 512)
     assert _methods(network, y) and set(_methods(network, y)) == {"blas"}
 
