@@ -1,6 +1,8 @@
-"""Our register-tiled products (``Gemm`` of method ``"tiles"``): chosen by shape, and
-the same bits on the llvm backend's vector tiles and the Numba backend's scalar chains
-at every thread count, within float32 rounding of the reference interpreter."""
+"""Our register-tiled products (``Gemm`` of method ``"tiles"``): chosen by shape and
+vector width; the same bits on both compiled backends (which emit one tiled function)
+at every thread count, within float32 rounding of the reference interpreter; both
+vector widths and the Numba intrinsic equal to plain scalar chains of fused
+multiply-adds; the Numba cache keyed by the function's source."""
 
 from __future__ import annotations
 
