@@ -8,18 +8,20 @@ only from a directory the current user owns and nobody else can write:
 (``files.ownership``: the rule exported libraries follow too) a file before and after it
 is opened (``tagged_file`` then checks its authentication tag).
 ``locked`` serializes the processes filling one entry (its lock a regular file of ours,
-nothing else), and ``warn_once`` reports an entry that was not used once per process.
+nothing else), ``warn_once`` reports an entry that was not used once per process, and
+``source_digest`` hashes the source a cache's entries depend on, for their keys.
 Importing this module loads neither backend.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pathlib
 import stat
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from ...errors import CacheError
 from ...files.ownership import Untrusted, check_owned, check_status
@@ -100,5 +102,26 @@ def plans_directory() -> pathlib.Path:
     return plans
 
 
+
+def source_digest(names: Sequence[str]) -> str:
+    """A SHA-256 of the source files of ``names`` (every module of a package, a single
+    module's file), found without importing them: a warm process that only loads plans
+    imports no code generator. Part of a cache key, so edited source never loads code
+    compiled from the old."""
+    import importlib.util
+
+    files: set[pathlib.Path] = set()
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:  # pragma: no cover - a broken install
+            raise CacheError(f"cannot find the source of {name} to key the plan cache")
+        origin = pathlib.Path(spec.origin)
+        files.update(origin.parent.glob("*.py") if spec.submodule_search_locations
+                     else [origin])
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
 __all__ = ["NO_FOLLOW", "Untrusted", "check_owned", "check_status", "locked",
-           "plans_directory", "trusted_directory", "warn_once"]
+           "plans_directory", "source_digest", "trusted_directory", "warn_once"]

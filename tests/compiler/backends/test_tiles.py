@@ -183,9 +183,10 @@ def test_the_numba_cache_is_keyed_by_the_tiles_source():
     import json
 
     from tensorcode.compiler.backends.numba import backend
+    from tensorcode.compiler.backends.plan_directory import source_digest
 
     emitted = json.loads(backend.environment_key())["emitted"]
-    assert emitted == backend._sources_digest(backend._EMITTED_SOURCES)
+    assert emitted == source_digest(backend._EMITTED_SOURCES)
     assert "tensorcode.compiler.backends.tiles" in backend._EMITTED_SOURCES
-    without = backend._sources_digest(("tensorcode.compiler.backends.numba.intrinsics",))
+    without = source_digest(("tensorcode.compiler.backends.numba.intrinsics",))
     assert without != emitted

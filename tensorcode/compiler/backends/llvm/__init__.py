@@ -24,7 +24,6 @@ import functools
 import hashlib
 import json
 import os
-import pathlib
 import sys
 import threading
 import time
@@ -49,11 +48,9 @@ def environment_key() -> str:
     import numpy as np
 
     from ....version import __version__
+    from ..plan_directory import source_digest
     from .objects import OPT_LEVEL
 
-    digest = hashlib.sha256()
-    for path in _generator_files():
-        digest.update(path.read_bytes())
     try:
         cpu = llvm.get_host_cpu_name() + ":" + llvm.get_host_cpu_features().flatten()
     except Exception:  # pragma: no cover - an LLVM without feature detection
@@ -61,7 +58,8 @@ def environment_key() -> str:
     return json.dumps({"tensorcode": __version__, "llvmlite": llvmlite.__version__,
                        "llvm": ".".join(map(str, llvm.llvm_version_info)), "cpu": cpu,
                        "numpy": np.__version__, "python": sys.version_info[:2],
-                       "opt": OPT_LEVEL, "generator": digest.hexdigest()}, sort_keys=True)
+                       "opt": OPT_LEVEL, "generator": source_digest(_GENERATOR_SOURCES)},
+                      sort_keys=True)
 
 
 #: the packages (and single modules) whose source decides what a plan's object does:
@@ -70,23 +68,6 @@ def environment_key() -> str:
 #: product's IR it shares with the Numba backend
 _GENERATOR_SOURCES = ("tensorcode.compiler.backends.llvm", "tensorcode.compiler.lower",
                       "tensorcode.compiler.core", "tensorcode.compiler.backends.tiles")
-
-
-def _generator_files() -> list[pathlib.Path]:
-    """The source files of ``_GENERATOR_SOURCES`` (every module of a package), found
-    without importing them: a warm process that only loads plans never imports the code
-    generator or ``llvmlite.ir``."""
-    import importlib.util
-
-    files: set[pathlib.Path] = set()
-    for name in _GENERATOR_SOURCES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:  # pragma: no cover - a broken install
-            raise CacheError(f"cannot find the source of {name} to key the plan cache")
-        origin = pathlib.Path(spec.origin)
-        files.update(origin.parent.glob("*.py") if spec.submodule_search_locations
-                     else [origin])
-    return sorted(files)
 
 
 def plan_key(program: Program, approximate: bool, profile: bool = False) -> str:

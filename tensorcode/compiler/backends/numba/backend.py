@@ -44,7 +44,7 @@ from ..calls import PlainCalls
 from ..counters import count
 from ..plan_directory import Untrusted as _Untrusted
 from ..plan_directory import locked as _locked
-from ..plan_directory import plans_directory
+from ..plan_directory import plans_directory, source_digest
 from ..plan_directory import warn_once as _warn_once
 from .loops import CODEGEN_VERSION
 from .module import generate
@@ -83,7 +83,7 @@ def environment_key() -> str:
             "numba": _installed_version("numba"), "llvmlite": llvmlite.__version__,
             "llvm": ".".join(map(str, llvm.llvm_version_info)), "cpu": cpu,
             "numpy": np.__version__, "python": sys.version_info[:2],
-            "emitted": _sources_digest(_EMITTED_SOURCES),
+            "emitted": source_digest(_EMITTED_SOURCES),
         }, sort_keys=True)
     return _ENVIRONMENT
 
@@ -93,19 +93,6 @@ def environment_key() -> str:
 #: generator's version
 _EMITTED_SOURCES = ("tensorcode.compiler.backends.numba.intrinsics",
                     "tensorcode.compiler.backends.tiles")
-
-
-def _sources_digest(modules: tuple[str, ...]) -> str:
-    """A digest of the modules' source files, found without importing them."""
-    import importlib.util
-
-    digest = hashlib.sha256()
-    for name in modules:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:  # pragma: no cover - a broken install
-            raise CacheError(f"cannot find the source of {name} to key the plan cache")
-        digest.update(pathlib.Path(spec.origin).read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def _installed_version(package: str) -> str:
