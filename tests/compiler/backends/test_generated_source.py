@@ -169,9 +169,13 @@ def test_a_fused_step_plan_keeps_names_out_of_its_source(backend):
 @pytest.mark.parametrize("backend", ["llvm", "numba"])
 def test_split_products_and_their_epilogues_keep_names_out_of_the_source(backend):
     """The loop program's rewrites after lowering (a product's blocks with the
-    elementwise kernel after it, a product split along its shared dimension) add loop
-    variables and titles of their own making; the names of the tape's values stay out."""
+    elementwise kernel after it, a product split along its shared dimension) and the
+    tiled products' calls add loop variables, titles and numbers of their own making;
+    the names of the tape's values stay out."""
     import re
+
+    from tensorcode.compiler.lower.loops import Gemm
+    from tensorcode.compiler.lower.partition import walk
 
     rng = np.random.default_rng(0)
     tape = tc.Tape()
@@ -187,6 +191,8 @@ def test_split_products_and_their_epilogues_keep_names_out_of_the_source(backend
     assert any(" + " in t for t in titles)  # an epilogue moved into a product's blocks
     assert any(s.var == "depth" for k in plan.program.loops for s in k.body
                if hasattr(s, "var"))  # a product split along its shared dimension
+    assert any(s.method == "tiles" for k in plan.program.loops for s in walk(k.body)
+               if isinstance(s, Gemm))  # x @ w is tiled with or without AVX-512
     assert all(re.fullmatch(r"[\w %+]*", t) for t in titles)
     _clean(plan.source())
     run = plan.forward(network.parameters())
